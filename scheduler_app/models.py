@@ -1,0 +1,294 @@
+"""GPU hosts, their GPUs, the executor queue, and the runs and sweeps people launch."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+
+from agentsys.types import RequestStatus, choices, new_id
+
+
+def new_request_id() -> str:
+    return new_id("sched")
+
+
+def new_run_id() -> str:
+    return new_id("run")
+
+
+def new_sweep_id() -> str:
+    return new_id("sweep")
+
+
+def new_alert_id() -> str:
+    return new_id("alert")
+
+
+class HostStatus(models.TextChoices):
+    ONLINE = "online", "Online"
+    OFFLINE = "offline", "Offline (stopped cleanly)"
+    DEAD = "dead", "Dead (stopped heart-beating)"
+
+
+class Host(models.Model):
+    """A machine running `manage.py runagentd`. One row per AGENTSYS_HOST_NAME."""
+
+    name = models.CharField(max_length=63, unique=True)
+    hostname = models.CharField(max_length=255, blank=True)
+    status = models.CharField(max_length=16, choices=HostStatus.choices, default=HostStatus.ONLINE)
+    daemon_pid = models.IntegerField(null=True, blank=True)
+    daemon_started_at = models.DateTimeField(null=True, blank=True)
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+    version = models.CharField(max_length=40, blank=True)
+    info = models.JSONField(default=dict, blank=True, help_text="Python, CPU count, platform")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        indexes = [
+            # Finding online hosts whose heartbeat went stale (declared dead).
+            models.Index(fields=["status", "last_heartbeat"], name="host_liveness_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class GPUSource(models.TextChoices):
+    NVML = "nvml", "NVML"
+    NVIDIA_SMI = "nvidia-smi", "nvidia-smi"
+    DECLARED = "declared", "Declared (AGENTSYS_GPUS)"
+
+
+class GPU(models.Model):
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="gpus")
+    index = models.PositiveSmallIntegerField(help_text="CUDA device index on its host")
+    uuid = models.CharField(max_length=80, blank=True)
+    name = models.CharField(max_length=120, blank=True)
+    memory_total_mb = models.PositiveIntegerField(null=True, blank=True)
+    source = models.CharField(max_length=16, choices=GPUSource.choices)
+    enabled = models.BooleanField(default=True, help_text="Offered to the scheduler")
+    # The one request holding this GPU. A single column makes double-booking impossible.
+    allocated_to = models.ForeignKey(
+        "ScheduleRequest",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="allocated_gpus",
+    )
+    allocated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["host", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["host", "index"], name="gpu_host_index_unique"),
+        ]
+        indexes = [
+            # The scheduler's claim: free, enabled GPUs of a host, lowest index first.
+            models.Index(
+                fields=["host", "index"],
+                condition=Q(allocated_to__isnull=True, enabled=True),
+                name="gpu_free_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.host.name}:gpu{self.index}"
+
+
+class ScheduleRequest(models.Model):
+    """An executor spawn waiting for GPUs (design doc §5.2). `agent` is created with the
+    request, so the parent's handle keeps one id from queued to done."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_request_id)
+    agent = models.OneToOneField(
+        "agents_app.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="schedule_request",
+    )
+    agent_cls_path = models.CharField(max_length=200)
+    goal = models.TextField(blank=True)
+    parent = models.ForeignKey(
+        "agents_app.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="child_requests",
+    )
+    config = models.JSONField(default=dict, blank=True)
+    gpu_required = models.PositiveIntegerField(default=0)
+    status = models.CharField(
+        max_length=16, choices=choices(RequestStatus), default=RequestStatus.QUEUED
+    )
+    rejection_reason = models.TextField(blank=True)
+    host = models.ForeignKey(
+        Host, null=True, blank=True, on_delete=models.SET_NULL, related_name="requests"
+    )
+    gpu_indices = ArrayField(models.PositiveSmallIntegerField(), default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        indexes = [
+            # The tick: queued requests in FIFO order (small because it only holds the queue).
+            models.Index(
+                fields=["created_at", "id"],
+                condition=Q(status="queued"),
+                name="sched_queue_fifo_idx",
+            ),
+            # GET /api/scheduler/queue?status=..., and stats by_status.
+            models.Index(fields=["status", "-created_at"], name="sched_status_idx"),
+            # cleanup_parent(parent) and ?parent_id=.
+            models.Index(fields=["parent", "status"], name="sched_parent_idx"),
+            # Per-host running requests (stats per host, restart re-adoption).
+            models.Index(
+                fields=["host"], condition=Q(status="running"), name="sched_host_running_idx"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.status}, {self.gpu_required} GPU)"
+
+
+class SweepStatus(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    RUNNING = "running", "Running"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    STOPPED = "stopped", "Stopped"
+
+
+class Sweep(models.Model):
+    id = models.CharField(primary_key=True, max_length=40, default=new_sweep_id)
+    name = models.CharField(max_length=200)
+    goal = models.TextField(blank=True)
+    base_command = models.TextField(blank=True)
+    parameters = models.JSONField(default=dict, blank=True, help_text="Grid: {name: [values]}")
+    status = models.CharField(max_length=16, choices=SweepStatus.choices, default=SweepStatus.DRAFT)
+    chat_session = models.ForeignKey(
+        "sessions_app.ChatSession",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="sweeps",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.id})"
+
+
+class RunStatus(models.TextChoices):
+    READY = "ready", "Ready (not started)"
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    FINISHED = "finished", "Finished"
+    FAILED = "failed", "Failed"
+    STOPPED = "stopped", "Stopped"
+    LOST = "lost", "Lost (ended with no exit code)"
+
+
+class Run(models.Model):
+    """A command a person, a script or an agent launched (design doc jobs.json)."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_run_id)
+    name = models.CharField(max_length=200)
+    command = models.TextField()
+    workdir = models.CharField(max_length=1000, blank=True)
+    params = models.JSONField(default=dict, blank=True, help_text="Appended as --k=v")
+    gpu_required = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.READY)
+    sweep = models.ForeignKey(
+        Sweep, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    chat_session = models.ForeignKey(
+        "sessions_app.ChatSession",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="runs",
+    )
+    agent = models.ForeignKey(
+        "agents_app.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    auto_start = models.BooleanField(default=False)
+    run_dir = models.CharField(max_length=1000, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            # GET /api/runs?status=..., newest first; L1 {{experiment_context}} counts.
+            models.Index(fields=["status", "-created_at"], name="run_status_idx"),
+            # A chat's runs for its experiment context.
+            models.Index(fields=["chat_session", "-created_at"], name="run_chat_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.id})"
+
+
+class AlertSeverity(models.TextChoices):
+    INFO = "info", "Info"
+    WARNING = "warning", "Warning"
+    CRITICAL = "critical", "Critical"
+
+
+class AlertStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RESOLVED = "resolved", "Resolved"
+
+
+class Alert(models.Model):
+    """Something a person should see: a NaN loss, a spike, a retry on a busy GPU."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_alert_id)
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="alerts"
+    )
+    agent_id = models.CharField(max_length=64, blank=True)
+    severity = models.CharField(
+        max_length=16, choices=AlertSeverity.choices, default=AlertSeverity.WARNING
+    )
+    message = models.TextField()
+    signature = models.CharField(max_length=200, blank=True, help_text="De-duplication key")
+    choices = models.JSONField(default=list, blank=True, help_text="Responses offered")
+    status = models.CharField(
+        max_length=16, choices=AlertStatus.choices, default=AlertStatus.PENDING
+    )
+    response = models.CharField(max_length=200, blank=True)
+    responded_at = models.DateTimeField(null=True, blank=True)
+    responded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    memory_key = models.CharField(max_length=12, blank=True, help_text="The ALERT memory entry")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            # Open alerts, newest first (GET /api/alerts, dashboard).
+            models.Index(
+                fields=["-created_at"], condition=Q(status="pending"), name="alert_open_idx"
+            ),
+            # De-duplication: same agent and signature within the quiet window.
+            models.Index(fields=["agent_id", "signature", "-created_at"], name="alert_dedup_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"[{self.severity}] {self.message[:60]}"

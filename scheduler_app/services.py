@@ -1,0 +1,96 @@
+"""Writes for hosts, GPUs, the queue, runs and alerts. Keyword-only, each one atomic."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+
+from django.db import transaction
+from django.utils import timezone
+
+from agentsys.types import RequestStatus
+from scheduler_app.models import (
+    GPU,
+    Alert,
+    AlertStatus,
+    GPUSource,
+    Host,
+    HostStatus,
+    ScheduleRequest,
+)
+
+
+class ServiceError(Exception):
+    """A request that cannot be carried out as asked; the message says why."""
+
+
+@transaction.atomic
+def register_host(*, name: str, pid: int, declared_gpus: list[int] | None = None) -> Host:
+    """Mark `name` online for the daemon `pid`, and record its declared GPUs (if any)."""
+    now = timezone.now()
+    host, _ = Host.objects.select_for_update().get_or_create(name=name)
+    host.hostname = socket.gethostname()
+    host.status = HostStatus.ONLINE
+    host.daemon_pid = pid
+    host.daemon_started_at = now
+    host.last_heartbeat = now
+    host.version = "0.1.0"
+    host.info = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+    }
+    host.save()
+    if declared_gpus is not None:
+        sync_declared_gpus(host=host, indices=declared_gpus)
+    return host
+
+
+def sync_declared_gpus(*, host: Host, indices: list[int]) -> None:
+    """Make the host's declared GPUs exactly `indices`; GPUs in use are never removed."""
+    existing = {gpu.index: gpu for gpu in host.gpus.select_for_update()}
+    for index in indices:
+        if index not in existing:
+            GPU.objects.create(host=host, index=index, source=GPUSource.DECLARED)
+    for index, gpu in existing.items():
+        if index not in indices and gpu.source == GPUSource.DECLARED and not gpu.allocated_to_id:
+            gpu.delete()
+
+
+def record_heartbeat(*, host_id: int) -> None:
+    Host.objects.filter(pk=host_id).update(last_heartbeat=timezone.now(), status=HostStatus.ONLINE)
+
+
+def mark_host_offline(*, host_id: int) -> None:
+    Host.objects.filter(pk=host_id).update(status=HostStatus.OFFLINE, daemon_pid=None)
+
+
+@transaction.atomic
+def cancel_request(*, request_id: str) -> ScheduleRequest:
+    """Withdraw a queued request. Anything past the queue is refused with the reason."""
+    request = ScheduleRequest.objects.select_for_update().get(pk=request_id)
+    if request.status != RequestStatus.QUEUED:
+        raise ServiceError(
+            f"{request_id} is {request.status}; only queued requests can be cancelled"
+        )
+    request.status = RequestStatus.CANCELLED
+    request.finished_at = timezone.now()
+    request.save(update_fields=["status", "finished_at"])
+    return request
+
+
+@transaction.atomic
+def respond_to_alert(*, alert_id: str, response: str, user=None) -> Alert:
+    alert = Alert.objects.select_for_update().get(pk=alert_id)
+    if alert.status == AlertStatus.RESOLVED:
+        raise ServiceError(f"{alert_id} was already resolved ({alert.response or 'no response'})")
+    if alert.choices and response not in alert.choices:
+        raise ServiceError(f"response must be one of {', '.join(alert.choices)}")
+    alert.status = AlertStatus.RESOLVED
+    alert.response = response
+    alert.responded_at = timezone.now()
+    alert.responded_by = user
+    alert.save()
+    return alert
