@@ -19,10 +19,17 @@ class MemoryEntryAdmin(admin.ModelAdmin):
     )
     list_filter = ("type", "active", "role", "project")
     search_fields = ("key", "agent_id", "target_id", "project", "session", "sweep", "run")
-    readonly_fields = ("key", "updated_at", "acked_at", "data_view")
     date_hierarchy = "created_at"
     actions = ["deactivate", "activate"]
     data_view = json_display("data")
+
+    # A person writes the JSON of a new note; afterwards it is shown read-only and indented.
+    def get_exclude(self, request, obj=None):
+        return ("data",) if obj else ()
+
+    def get_readonly_fields(self, request, obj=None):
+        fixed = ("key", "updated_at", "acked_at")
+        return (*fixed, "data_view") if obj else fixed
 
     @admin.display(description="scope")
     def scope(self, obj):

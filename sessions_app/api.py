@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.shortcuts import get_object_or_404
-from ninja import Field, Router, Schema
+from ninja import Field, Router, Schema, Status
 
 from sessions_app import selectors, services
 from sessions_app.models import ChatMode
@@ -52,7 +52,7 @@ def create_session(request, payload: SessionIn):
         mode=payload.mode,
         system_prompt=payload.system_prompt,
     )
-    return 201, session
+    return Status(201, session)
 
 
 @router.get("/{session_id}", response=SessionOut, summary="One chat session")

@@ -1,0 +1,76 @@
+"""One row of every model, wired together the way the system wires them."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from agents_app.models import Agent, AgentCommand, Event
+from agentsys.types import AgentStatus, EntryType, RequestStatus
+from memory_app.models import MemoryEntry
+from scheduler_app.models import GPU, Alert, GPUSource, Host, Run, ScheduleRequest, Sweep
+from sessions_app.models import ChatMessage, ChatSession, ChatTurn
+
+
+def one_of_everything() -> dict:
+    host = Host.objects.create(name="gpu-box", hostname="gpu-box", last_heartbeat=timezone.now())
+    gpu = GPU.objects.create(host=host, index=0, name="NVIDIA H100", source=GPUSource.NVML)
+    chat = ChatSession.objects.create(title="Tune the LR", project="demo")
+    turn = ChatTurn.objects.create(session=chat, full_text="On it.", parts=[{"type": "text"}])
+    message = ChatMessage.objects.create(session=chat, seq=1, role="user", content="Tune it")
+    l1 = Agent.objects.create(
+        id="orchestrator-0000aaaa",
+        role="orchestrator",
+        cls_path="agentsys.agents.session",
+        project="demo",
+        chat_session=chat,
+        status=AgentStatus.RUNNING,
+        host=host,
+    )
+    l3 = Agent.objects.create(
+        id="executor-0000bbbb",
+        role="executor",
+        cls_path="agentsys.agents.executor",
+        parent=l1,
+        project="demo",
+        session="s1",
+        run="r1",
+        config={"command": "python train.py"},
+    )
+    request = ScheduleRequest.objects.create(
+        agent=l3,
+        agent_cls_path=l3.cls_path,
+        goal="train",
+        parent=l1,
+        gpu_required=1,
+        status=RequestStatus.QUEUED,
+    )
+    command = AgentCommand.objects.create(agent=l1, kind="pause")
+    event = Event.objects.create(stream="agents", kind="started", agent_id=l1.id, payload={"a": 1})
+    sweep = Sweep.objects.create(name="lr sweep", parameters={"lr": [0.1, 0.01]}, chat_session=chat)
+    run = Run.objects.create(name="baseline", command="python train.py", sweep=sweep, agent=l3)
+    alert = Alert.objects.create(
+        run=run, agent_id=l3.id, message="High loss", choices=["acknowledge", "stop"]
+    )
+    memory = MemoryEntry.objects.create(
+        type=EntryType.REFLECTION,
+        agent_id=l1.id,
+        project="demo",
+        tags=["lr"],
+        data={"text": "Smaller LR was steadier"},
+    )
+    return {
+        "host": host,
+        "gpu": gpu,
+        "chat": chat,
+        "turn": turn,
+        "message": message,
+        "l1": l1,
+        "l3": l3,
+        "request": request,
+        "command": command,
+        "event": event,
+        "sweep": sweep,
+        "run": run,
+        "alert": alert,
+        "memory": memory,
+    }

@@ -1,0 +1,67 @@
+"""Helpers for tests that start real processes."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.db import connection
+
+REPO = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def database_url_of_current_connection() -> str:
+    """A DATABASE_URL for child processes that points at the database this test uses."""
+    params = connection.settings_dict
+    host = params["HOST"]
+    if host.startswith("/"):
+        return f"postgresql://{params['USER']}@/{params['NAME']}?host={host}"
+    password = f":{params['PASSWORD']}" if params["PASSWORD"] else ""
+    port = f":{params['PORT']}" if params["PORT"] else ""
+    return f"postgresql://{params['USER']}{password}@{host}{port}/{params['NAME']}"
+
+
+def child_env(**overrides: str | None) -> dict[str, str]:
+    """The test process's environment with overrides; a None value removes the variable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    for key, value in overrides.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def manage(*args: str, env: dict[str, str], **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([PYTHON, "manage.py", *args], cwd=REPO, env=env, **kwargs)
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.05, message: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+
+
+def pid_alive(pid: int) -> bool:
+    """True if `pid` exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

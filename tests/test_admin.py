@@ -1,0 +1,143 @@
+"""The admin: every model's pages render, and its actions go through the services."""
+
+import pytest
+from django.contrib import admin
+from django.urls import reverse
+
+from agents_app.models import AgentCommand
+from agentsys.types import AgentStatus, RequestStatus
+from memory_app.models import MemoryEntry
+from scheduler_app.models import Alert, AlertStatus, Host, HostStatus, ScheduleRequest
+from sessions_app.models import ChatSession
+from tests.factories import one_of_everything
+
+pytestmark = pytest.mark.django_db
+
+PROJECT_APPS = {"sessions_app", "agents_app", "scheduler_app", "memory_app"}
+MODELS = sorted(
+    (m for m in admin.site._registry if m._meta.app_label in PROJECT_APPS),
+    key=lambda m: m._meta.label,
+)
+
+
+def _url(model, view, *args):
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}", args=args)
+
+
+def test_every_project_model_is_in_the_admin():
+    from django.apps import apps
+
+    project_models = {m for m in apps.get_models() if m._meta.app_label in PROJECT_APPS}
+    assert project_models == set(MODELS)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m._meta.label)
+def test_changelist_renders_with_rows(admin_client, model):
+    one_of_everything()
+    response = admin_client.get(_url(model, "changelist"))
+    assert response.status_code == 200
+    assert response.context["cl"].result_count >= 1
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m._meta.label)
+def test_changelist_search_and_filters_render(admin_client, model):
+    one_of_everything()
+    model_admin = admin.site._registry[model]
+    response = admin_client.get(_url(model, "changelist"), {"q": "demo"})
+    assert response.status_code == 200
+    if model_admin.list_filter:
+        assert response.context["cl"].has_filters
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m._meta.label)
+def test_add_page_renders_or_is_forbidden_by_design(admin_client, model):
+    response = admin_client.get(_url(model, "add"))
+    if admin.site._registry[model].has_add_permission(response.wsgi_request):
+        assert response.status_code == 200
+    else:
+        assert response.status_code == 403  # the event log is append-only
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m._meta.label)
+def test_change_page_renders_with_pretty_json(admin_client, model):
+    one_of_everything()
+    obj = model.objects.first()
+    response = admin_client.get(_url(model, "change", obj.pk))
+    assert response.status_code == 200
+    json_fields = [f.name for f in model._meta.fields if f.get_internal_type() == "JSONField"]
+    for name in json_fields:
+        # Shown indented in a <pre>, never as a raw editable textarea.
+        assert f'name="{name}"' not in response.content.decode()
+    if json_fields:
+        assert b"<pre" in response.content
+
+
+def test_cancel_action_cancels_queued_and_explains_the_rest(admin_client):
+    rows = one_of_everything()
+    running = ScheduleRequest.objects.create(
+        agent_cls_path="x", status=RequestStatus.RUNNING, gpu_required=0
+    )
+    response = admin_client.post(
+        _url(ScheduleRequest, "changelist"),
+        {"action": "cancel", "_selected_action": [rows["request"].pk, running.pk]},
+        follow=True,
+    )
+    text = response.content.decode()
+    assert "Cancelled: 1" in text
+    assert "only queued requests can be cancelled" in text
+    assert ScheduleRequest.objects.get(pk=rows["request"].pk).status == RequestStatus.CANCELLED
+    assert ScheduleRequest.objects.get(pk=running.pk).status == RequestStatus.RUNNING
+
+
+def test_stop_action_records_command_and_refuses_finished_agents(admin_client):
+    rows = one_of_everything()
+    rows["l3"].status = AgentStatus.DONE
+    rows["l3"].save()
+    from agents_app.models import Agent
+
+    response = admin_client.post(
+        _url(Agent, "changelist"),
+        {"action": "request_stop", "_selected_action": [rows["l1"].pk, rows["l3"].pk]},
+        follow=True,
+    )
+    text = response.content.decode()
+    assert "Stop requested" in text
+    assert "once the agent runtime is installed" in text  # says plainly what is not there yet
+    assert "is done; it no longer takes commands" in text
+    assert AgentCommand.objects.filter(agent=rows["l1"], kind="stop").count() == 1
+    assert not AgentCommand.objects.filter(agent=rows["l3"]).exists()
+
+
+def test_alert_acknowledge_action(admin_client):
+    rows = one_of_everything()
+    admin_client.post(
+        _url(Alert, "changelist"),
+        {"action": "acknowledge", "_selected_action": [rows["alert"].pk]},
+    )
+    alert = Alert.objects.get(pk=rows["alert"].pk)
+    assert alert.status == AlertStatus.RESOLVED
+    assert alert.response == "acknowledge"
+    assert alert.responded_by.username == "admin"
+
+
+def test_memory_deactivate_action(admin_client):
+    rows = one_of_everything()
+    admin_client.post(
+        _url(MemoryEntry, "changelist"),
+        {"action": "deactivate", "_selected_action": [rows["memory"].pk]},
+    )
+    assert MemoryEntry.objects.get(pk=rows["memory"].pk).active is False
+
+
+def test_host_mark_offline_and_session_archive_actions(admin_client):
+    rows = one_of_everything()
+    admin_client.post(
+        _url(Host, "changelist"),
+        {"action": "mark_offline", "_selected_action": [rows["host"].pk]},
+    )
+    assert Host.objects.get(pk=rows["host"].pk).status == HostStatus.OFFLINE
+    admin_client.post(
+        _url(ChatSession, "changelist"),
+        {"action": "archive", "_selected_action": [rows["chat"].pk]},
+    )
+    assert ChatSession.objects.get(pk=rows["chat"].pk).archived is True

@@ -1,0 +1,89 @@
+"""A malformed environment value stops start-up with a message naming the variable."""
+
+import re
+import subprocess
+
+import pytest
+
+from researchagent import config
+from tests.helpers import PYTHON, REPO, child_env
+
+
+def load(**env):
+    return config.load({k: str(v) for k, v in env.items()})
+
+
+def test_defaults_need_no_configuration():
+    cfg = load()
+    assert cfg.port == 8000
+    assert cfg.database_url is None  # embedded PostgreSQL
+    assert cfg.channel_layer == "postgres"
+    assert cfg.opencode_url == "http://127.0.0.1:4096"
+    assert cfg.model_id == "minimax-m2.5-free"
+    assert cfg.server_callback_url == "http://127.0.0.1:8000"
+    assert cfg.api_token is None
+    assert cfg.home.name == ".agentsys"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("PORT", "eighty", "whole number"),
+        ("PORT", "70000", "between 1 and 65535"),
+        ("DEBUG", "maybe", "true or false"),
+        ("AGENTSYS_HTTPS", "2", "true or false"),
+        ("CHANNEL_LAYER", "kafka", "postgres"),
+        ("LOG_LEVEL", "LOUD", "INFO"),
+        ("DATABASE_URL", "sqlite:///db.sqlite3", "PostgreSQL only"),
+        ("DATABASE_URL", "mysql://root@localhost/db", "PostgreSQL only"),
+        ("OPENCODE_URL", "localhost:4096", "http"),
+        ("REDIS_URL", "http://localhost", "redis"),
+        ("SERVER_CALLBACK_URL", "ftp://x", "http"),
+        ("AGENTSYS_GPUS", "two", "count"),
+        ("AGENTSYS_GPUS", "0,0", "twice"),
+        ("AGENTSYS_HOST_NAME", "bad host!", "letters"),
+        ("SECRET_KEY", "short", "too short"),
+        ("AGENTSYS_WORKDIR", "/nonexistent/agentsys-workdir", "not a directory"),
+        ("AGENTSYS_HSTS_SECONDS", "-1", "between"),
+    ],
+)
+def test_bad_value_names_the_variable(name, value, expected):
+    with pytest.raises(config.ConfigError) as caught:
+        load(**{name: value})
+    message = str(caught.value)
+    assert message.startswith(f"{name}:")
+    assert expected in message
+
+
+@pytest.mark.parametrize(
+    ("value", "indices"), [("2", [0, 1]), ("0,3", [0, 3]), ("3,1", [1, 3]), ("0", [])]
+)
+def test_declared_gpus(value, indices):
+    assert load(AGENTSYS_GPUS=value).gpus == indices
+
+
+def test_external_database_url_is_accepted():
+    cfg = load(DATABASE_URL="postgresql://postgres@127.0.0.1:5432/agentsys")
+    assert cfg.database_url == "postgresql://postgres@127.0.0.1:5432/agentsys"
+
+
+def test_start_up_stops_with_one_clear_line():
+    result = subprocess.run(
+        [PYTHON, "manage.py", "check"],
+        cwd=REPO,
+        env=child_env(PORT="abc"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "AgentSys configuration error: PORT: expected a whole number, got 'abc'" in (
+        result.stderr
+    )
+    assert "Traceback" not in result.stderr
+
+
+def test_env_example_lists_every_variable():
+    example = (REPO / ".env.example").read_text()
+    listed = set(re.findall(r"^#?([A-Z_]+)=", example, flags=re.MULTILINE))
+    assert listed == set(config.VARIABLES)
