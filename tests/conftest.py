@@ -12,3 +12,12 @@ def agentsys_config(settings):
         return settings.AGENTSYS
 
     return override
+
+
+@pytest.fixture(autouse=True)
+def _plain_static_storage(settings):
+    # The manifest storage needs `collectstatic` first (serve runs it); page tests do not.
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }

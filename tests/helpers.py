@@ -24,7 +24,7 @@ def free_port() -> int:
 def database_url_of_current_connection() -> str:
     """A DATABASE_URL for child processes that points at the database this test uses."""
     params = connection.settings_dict
-    host = params["HOST"]
+    host = params["HOST"] or params.get("OPTIONS", {}).get("host", "")
     if host.startswith("/"):
         return f"postgresql://{params['USER']}@/{params['NAME']}?host={host}"
     password = f":{params['PASSWORD']}" if params["PASSWORD"] else ""

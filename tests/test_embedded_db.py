@@ -1,0 +1,119 @@
+"""The embedded PostgreSQL: started on first need, reused, shared, stopped by the last user."""
+
+import signal
+import subprocess
+
+import pytest
+
+from researchagent.embedded_db import EmbeddedPostgres
+from tests.helpers import PYTHON, REPO, child_env, manage, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def _shell(env, code: str) -> str:
+    result = subprocess.run(
+        [PYTHON, "manage.py", "shell", "-v", "0", "-c", code],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+@pytest.fixture
+def home(tmp_path):
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def env(home):
+    return child_env(AGENTSYS_HOME=str(home), DATABASE_URL=None)
+
+
+def test_reused_across_two_starts(home, env):
+    _shell(
+        env,
+        "from django.db import connection as c; c.cursor().execute("
+        "'CREATE TABLE marker AS SELECT 42 AS answer')",
+    )
+    server = EmbeddedPostgres(home)
+    assert server.running_pid() is None  # the only user left, so it stopped the server
+    initialised_at = (home / "pgdata" / "PG_VERSION").stat().st_mtime_ns
+
+    answer = _shell(
+        env,
+        "from django.db import connection as c; cur = c.cursor(); "
+        "cur.execute('SELECT answer FROM marker'); print(cur.fetchone()[0])",
+    )
+    assert answer == "42"  # same data directory, same data
+    assert (home / "pgdata" / "PG_VERSION").stat().st_mtime_ns == initialised_at  # no initdb
+    assert server.running_pid() is None
+
+
+def test_shared_by_daemon_and_commands_and_stopped_by_the_last(home, env):
+    migrate = subprocess.run(
+        [PYTHON, "manage.py", "migrate", "-v0"],
+        cwd=REPO,
+        env=env,
+        timeout=120,
+        capture_output=True,
+        text=True,
+    )
+    assert migrate.returncode == 0, migrate.stderr
+    server = EmbeddedPostgres(home)
+    daemon = manage("runagentd", env={**env, "AGENTSYS_HOST_NAME": "shared-host"})
+    try:
+        postmaster = wait_until(server.running_pid, 30, message="embedded server")
+        wait_until(lambda: daemon.pid in server.live_leases(), 30, message="daemon lease")
+        # A second process, while the daemon runs, sees what the daemon wrote.
+        status = wait_until(
+            lambda: (
+                _shell(
+                    env,
+                    "from scheduler_app.models import Host; "
+                    "print(Host.objects.filter(name='shared-host', "
+                    "status='online').count())",
+                )
+                == "1"
+            ),
+            30,
+            interval=0.5,
+            message="host row written by runagentd",
+        )
+        assert status
+        assert server.running_pid() == postmaster  # the command did not start another server
+        assert server.live_leases() == [daemon.pid]  # ...and did not stop the shared one
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(10)
+    wait_until(lambda: server.running_pid() is None, 15, message="server stop")
+    assert not (home / "pgdata" / "postmaster.pid").exists()  # a clean shutdown
+
+
+def test_a_killed_user_does_not_keep_the_server_alive(home, env):
+    holder = subprocess.Popen(
+        [
+            PYTHON,
+            "-c",
+            "import sys, time; from researchagent.embedded_db import EmbeddedPostgres;"
+            f"EmbeddedPostgres({str(home)!r}).acquire(); print('ready', flush=True);"
+            "time.sleep(600)",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "ready"
+    server = EmbeddedPostgres(home)
+    assert server.live_leases() == [holder.pid]
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    assert server.running_pid() is not None  # still up: nobody released it yet
+    _shell(env, "print(1)")  # the next user finds only a dead lease, and stops it on exit
+    assert server.running_pid() is None
+    assert server.live_leases() == []

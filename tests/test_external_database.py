@@ -1,0 +1,40 @@
+"""The suite also passes with DATABASE_URL pointing at an external PostgreSQL, and then
+nothing embedded starts. `make test` runs on the embedded server; this test reruns the
+database-facing tests against the external one (on CI: 127.0.0.1:5432, trust auth)."""
+
+import os
+import subprocess
+
+import psycopg
+import pytest
+
+from tests.helpers import PYTHON, REPO, child_env
+
+pytestmark = pytest.mark.slow
+
+EXTERNAL_URL = os.environ.get(
+    "AGENTSYS_TEST_EXTERNAL_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+DATABASE_SUITES = ["tests/test_admin.py", "tests/test_auth.py", "tests/test_runagentd.py"]
+
+
+def test_database_suites_pass_on_external_postgres(tmp_path):
+    try:
+        psycopg.connect(EXTERNAL_URL, connect_timeout=5).close()
+    except psycopg.OperationalError as exc:
+        pytest.fail(
+            f"no external PostgreSQL at {EXTERNAL_URL} ({exc}); start one or point "
+            "AGENTSYS_TEST_EXTERNAL_DATABASE_URL at one"
+        )
+    home = tmp_path / "home"
+    result = subprocess.run(
+        [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--create-db", *DATABASE_SUITES],
+        cwd=REPO,
+        env=child_env(DATABASE_URL=EXTERNAL_URL, AGENTSYS_HOME=str(home)),
+        capture_output=True,
+        text=True,
+        timeout=480,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and " failed" not in result.stdout
+    assert not (home / "pgdata").exists()  # no embedded server was started
