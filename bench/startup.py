@@ -9,8 +9,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._report import percentile, report  # noqa: E402
-from researchagent.embedded_db import EmbeddedPostgres  # noqa: E402
+from bench._report import percentile, report
+from researchagent.embedded_db import EmbeddedPostgres
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -36,10 +36,15 @@ def main() -> None:
 
         env = {"AGENTSYS_HOME": str(Path(tmp) / "home"), "PATH": "/usr/bin:/bin"}
         runs = [
-            timed(lambda: subprocess.run(
-                [sys.executable, "manage.py", "check"], cwd=REPO, env=env, check=True,
-                capture_output=True,
-            ))
+            timed(
+                lambda: subprocess.run(
+                    [sys.executable, "manage.py", "check"],
+                    cwd=REPO,
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                )
+            )
             for _ in range(5)
         ]
         report("manage_check_p50_ms", percentile(runs, 50), "ms")
