@@ -184,6 +184,12 @@ def _path(env: environ.Env, name: str) -> Path | None:
     return path if path.is_absolute() else (BASE_DIR / path)
 
 
+def check_host_name(name: str) -> str:
+    if not _HOST_NAME_RE.match(name):
+        raise ConfigError(f"letters, digits, '.', '_' and '-' only (at most 63), got {name!r}")
+    return name
+
+
 def load(environment: dict[str, str] | None = None) -> Config:
     """Parse the process environment (or `environment`, for tests) into a Config."""
     env = environ.Env()
@@ -196,10 +202,10 @@ def load(environment: dict[str, str] | None = None) -> Config:
     project = _raw(env, "AGENTSYS_PROJECT") or (workdir.name if workdir else "demo")
     port = _int(env, "PORT", low=1, high=65535)
     host_name = _raw(env, "AGENTSYS_HOST_NAME") or socket.gethostname()
-    if not _HOST_NAME_RE.match(host_name):
-        raise ConfigError(
-            f"AGENTSYS_HOST_NAME: letters, digits, '.', '_' and '-' only, got {host_name!r}"
-        )
+    try:
+        check_host_name(host_name)
+    except ConfigError as exc:
+        raise ConfigError(f"AGENTSYS_HOST_NAME: {exc}") from None
     secret_key = _raw(env, "SECRET_KEY") or None
     if secret_key is not None and len(secret_key) < 32:
         raise ConfigError("SECRET_KEY: too short; use at least 32 random characters")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.shortcuts import get_object_or_404
-from ninja import Field, Router, Schema, Status
+from ninja import Field, Query, Router, Schema, Status
+from pydantic import ConfigDict
 
 from sessions_app import selectors, services
 from sessions_app.models import ChatMode
@@ -14,6 +15,8 @@ router = Router()
 
 
 class SessionIn(Schema):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
+
     title: str = Field("", max_length=200)
     mode: ChatMode = ChatMode.AUTO
     system_prompt: str = Field("", max_length=100_000)
@@ -38,7 +41,7 @@ def _caller(request):
 
 
 @router.get("", response=list[SessionOut], summary="Chat sessions, most recently active first")
-def list_sessions(request, include_archived: bool = False, limit: int = Field(50, ge=1, le=500)):
+def list_sessions(request, include_archived: bool = False, limit: int = Query(50, ge=1, le=500)):
     return list(
         selectors.sessions_for(user=_caller(request), include_archived=include_archived)[:limit]
     )

@@ -1,6 +1,7 @@
 """manage.py runagentd: registers its host, heart-beats, stops within 5 s on a signal."""
 
 import signal
+import subprocess
 import time
 
 import pytest
@@ -55,3 +56,17 @@ def test_restart_reuses_the_host_row():
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(10) == 0
     assert Host.objects.filter(name="n1").count() == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--host-name", "no spaces allowed"], "--host-name"), (["--heartbeat", "0"], "--heartbeat")],
+)
+def test_bad_arguments_are_refused_clearly(args, message):
+    env = child_env(DATABASE_URL=database_url_of_current_connection())
+    daemon = manage("runagentd", *args, env=env, stderr=subprocess.PIPE, text=True)
+    _, stderr = daemon.communicate(timeout=60)
+    assert daemon.returncode != 0
+    assert message in stderr
+    assert "Traceback" not in stderr
+    assert not Host.objects.exists()

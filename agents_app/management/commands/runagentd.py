@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from agentsys.daemon import Daemon, DaemonSettings
+from researchagent.config import ConfigError, check_host_name
 from scheduler_app.daemon_store import DjangoDaemonStore
 
 
@@ -28,6 +29,12 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
+        try:
+            check_host_name(options["host_name"])
+        except ConfigError as exc:
+            raise CommandError(f"--host-name: {exc}") from None
+        if options["heartbeat"] <= 0:
+            raise CommandError("--heartbeat: must be a positive number of seconds")
         daemon = Daemon(
             DjangoDaemonStore(),
             DaemonSettings(
