@@ -129,15 +129,29 @@ class AgentCommand(models.Model):
         return f"{self.kind} → {self.agent_id} ({self.status})"
 
 
-class Event(models.Model):
-    """The durable, ordered event log (ARCHITECTURE.md decision 3). `id` is the sequence a
-    client resumes from: it reconnects with the last id it saw and gets everything after it.
+class EventStream(models.Model):
+    """The last sequence number handed out in one stream. Incrementing it takes the row lock
+    until commit, so within a stream sequence numbers commit in order and without holes:
+    a reader that saw seq N and then sees N+2 knows N+1 is on its way and fetches it."""
 
-    Streams: `agents` (lifecycle and custom agent events), `chat:<session id>` (a chat's
+    name = models.CharField(primary_key=True, max_length=100)
+    last_seq = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.name} @ {self.last_seq}"
+
+
+class Event(models.Model):
+    """The durable, ordered event log (ARCHITECTURE.md decision 3). A client follows one
+    stream and resumes from the last `seq` it saw: it gets everything after, no gap and no
+    duplicate, whatever restarted in between.
+
+    Streams: `agents` (lifecycle and custom agent events), `chat.<session id>` (a chat's
     stream events), `alerts`, `runs`."""
 
     id = models.BigAutoField(primary_key=True)
     stream = models.CharField(max_length=100)
+    seq = models.BigIntegerField(help_text="Position in its stream, from 1, without holes")
     kind = models.CharField(max_length=64)
     agent_id = models.CharField(max_length=64, blank=True)
     payload = models.JSONField(default=dict, blank=True)
@@ -145,10 +159,12 @@ class Event(models.Model):
 
     class Meta:
         ordering = ["id"]
+        constraints = [
+            # Also the index for replay: WHERE stream = s AND seq > n ORDER BY seq.
+            models.UniqueConstraint(fields=["stream", "seq"], name="event_stream_seq_unique"),
+        ]
         indexes = [
-            # Replay of one stream after Last-Event-ID: WHERE stream = s AND id > n ORDER BY id.
-            models.Index(fields=["stream", "id"], name="event_stream_replay_idx"),
-            # One agent's timeline (agent detail page).
+            # One agent's timeline (agent detail page, GET /api/agents/{id}).
             models.Index(
                 fields=["agent_id", "id"],
                 condition=~Q(agent_id=""),
@@ -157,4 +173,15 @@ class Event(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"#{self.id} {self.stream} {self.kind}"
+        return f"{self.stream}#{self.seq} {self.kind}"
+
+    def as_message(self) -> dict:
+        """The JSON shape every client receives (WebSocket, SSE, channel layer)."""
+        return {
+            "id": self.seq,
+            "stream": self.stream,
+            "kind": self.kind,
+            "agent_id": self.agent_id,
+            "payload": self.payload,
+            "created_at": self.created_at.isoformat(),
+        }

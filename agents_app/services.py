@@ -1,32 +1,33 @@
-"""Writes for agents: commands from people and scripts to the daemon hosting an agent."""
+"""Writes for agents: commands from people and scripts to the daemon hosting an agent.
+
+The web process holds no agent state (ARCHITECTURE.md decision 2): stop, pause, resume and
+steer become AgentCommand rows, and a NOTIFY on `agentsys_commands` (sent at commit) wakes the
+daemon that hosts the agent. A MESSAGE steer needs no daemon: it is a memory entry in the
+target's inbox, read at its next context assembly.
+"""
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from agents_app.models import Agent, AgentCommand
-from agentsys.types import AgentStatus, CommandKind, SteerUrgency
+from agentsys.types import AgentStatus, CommandKind, EntryType, SteerUrgency
 
+COMMANDS_CHANNEL = "agentsys_commands"
 MAX_STEER_CONTEXT = 20_000
 
 
 class AgentCommandRefused(Exception):
-    """The command cannot apply to this agent (finished, unknown urgency, ...)."""
+    """The command cannot apply to this agent now (it finished, is not paused, ...)."""
 
 
-@transaction.atomic
-def request_agent_command(
-    *, agent_id: str, kind: CommandKind, payload: dict | None = None, user=None
-) -> AgentCommand:
-    """Queue a command for runagentd. Refuses, with the reason, what could never apply."""
-    agent = Agent.objects.select_for_update().get(pk=agent_id)
-    payload = payload or {}
+def _check_command(agent: Agent, kind: CommandKind, payload: dict) -> None:
     if agent.is_finished:
-        raise AgentCommandRefused(f"{agent_id} is {agent.status}; it no longer takes commands")
+        raise AgentCommandRefused(f"{agent.id} is {agent.status}; it no longer takes commands")
     if kind == CommandKind.PAUSE and agent.status == AgentStatus.PAUSED:
-        raise AgentCommandRefused(f"{agent_id} is already paused")
+        raise AgentCommandRefused(f"{agent.id} is already paused")
     if kind == CommandKind.RESUME and agent.status != AgentStatus.PAUSED:
-        raise AgentCommandRefused(f"{agent_id} is {agent.status}, not paused")
+        raise AgentCommandRefused(f"{agent.id} is {agent.status}, not paused")
     if kind == CommandKind.STEER:
         context = str(payload.get("context", "")).strip()
         if not context:
@@ -37,4 +38,47 @@ def request_agent_command(
         if urgency not in set(SteerUrgency):
             allowed = ", ".join(SteerUrgency)
             raise AgentCommandRefused(f"urgency must be one of {allowed}, got {urgency!r}")
-    return AgentCommand.objects.create(agent=agent, kind=kind, payload=payload, requested_by=user)
+
+
+@transaction.atomic
+def request_agent_command(
+    *, agent_id: str, kind: CommandKind, payload: dict | None = None, user=None
+) -> AgentCommand:
+    """Queue a command for the daemon hosting the agent. Raises Agent.DoesNotExist for an
+    unknown agent and AgentCommandRefused, with the reason, for one that cannot apply."""
+    agent = Agent.objects.select_for_update().get(pk=agent_id)
+    payload = payload or {}
+    _check_command(agent, kind, payload)
+    command = AgentCommand.objects.create(
+        agent=agent, kind=kind, payload=payload, requested_by=user
+    )
+    with connection.cursor() as cursor:  # delivered at commit, with the row visible
+        cursor.execute("SELECT pg_notify(%s, %s)", [COMMANDS_CHANNEL, agent_id])
+    return command
+
+
+def steer_agent(*, agent_id: str, context: str, urgency: str, user=None):
+    """Steer in one of three tiers (design doc §8.1). CRITICAL and PRIORITY go to the daemon;
+    MESSAGE lands in the agent's inbox at once. Returns the AgentCommand or MemoryEntry."""
+    payload = {"context": context.strip(), "urgency": urgency}
+    if urgency != SteerUrgency.MESSAGE:
+        return request_agent_command(
+            agent_id=agent_id, kind=CommandKind.STEER, payload=payload, user=user
+        )
+    from memory_app.services import write_entry
+
+    with transaction.atomic():
+        agent = Agent.objects.select_for_update().get(pk=agent_id)
+        _check_command(agent, CommandKind.STEER, payload)
+        return write_entry(
+            type=EntryType.MESSAGE,
+            agent_id=f"user:{user.get_username()}" if user else "user",
+            target_id=agent.id,
+            project=agent.project,
+            session=agent.session,
+            sweep=agent.sweep,
+            run=agent.run,
+            role="user",
+            tags=["steer"],
+            data={"context": payload["context"]},
+        )

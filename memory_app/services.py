@@ -7,6 +7,34 @@ from django.db import transaction
 from memory_app.models import MemoryEntry
 
 
+def write_entry(
+    *,
+    type: str,
+    project: str,
+    agent_id: str = "",
+    target_id: str = "",
+    session: str = "",
+    sweep: str = "",
+    run: str = "",
+    role: str = "",
+    tags: list[str] | None = None,
+    data: dict | None = None,
+) -> MemoryEntry:
+    """Store one entry; it is visible to every reader as soon as this returns."""
+    return MemoryEntry.objects.create(
+        type=type,
+        project=project,
+        agent_id=agent_id,
+        target_id=target_id,
+        session=session,
+        sweep=sweep,
+        run=run,
+        role=role,
+        tags=tags or [],
+        data=data or {},
+    )
+
+
 @transaction.atomic
 def set_active(*, keys: list[str], active: bool) -> int:
     """Deactivate (or restore) memories; an inactive memory never reaches a prompt."""

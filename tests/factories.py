@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from agents_app.models import Agent, AgentCommand, Event
+from agents_app.events import record_event
+from agents_app.models import Agent, AgentCommand
 from agentsys.types import AgentStatus, EntryType, RequestStatus
 from memory_app.models import MemoryEntry
 from scheduler_app.models import GPU, Alert, GPUSource, Host, Run, ScheduleRequest, Sweep
@@ -45,7 +46,7 @@ def one_of_everything() -> dict:
         status=RequestStatus.QUEUED,
     )
     command = AgentCommand.objects.create(agent=l1, kind="pause")
-    event = Event.objects.create(stream="agents", kind="started", agent_id=l1.id, payload={"a": 1})
+    event = record_event(stream="agents", kind="started", agent_id=l1.id, payload={"a": 1})
     sweep = Sweep.objects.create(name="lr sweep", parameters={"lr": [0.1, 0.01]}, chat_session=chat)
     run = Run.objects.create(name="baseline", command="python train.py", sweep=sweep, agent=l3)
     alert = Alert.objects.create(

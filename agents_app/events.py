@@ -1,0 +1,69 @@
+"""Writing to the durable event log and pushing each event live.
+
+`record_event` is the one way an event enters the system: it takes the next sequence number
+of its stream (row lock until commit), stores the event, and after commit sends it to the
+channel-layer group of its stream. Readers (WebSocket, SSE) replay from the table and follow
+the group; see agents_app.feed.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import connection, transaction
+
+from agents_app.models import Event
+
+logger = logging.getLogger(__name__)
+
+AGENTS_STREAM = "agents"
+MESSAGE_TYPE = "agentsys.event"  # the consumer method that receives it: agentsys_event
+_GROUP_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def chat_stream(session_id: str) -> str:
+    return f"chat.{session_id}"
+
+
+def group_for(stream: str) -> str:
+    """Channel-layer group of a stream (group names allow only [A-Za-z0-9._-], < 100 chars)."""
+    return "events." + _GROUP_UNSAFE.sub("_", stream)[:90]
+
+
+def _next_seq(stream: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO agents_app_eventstream (name, last_seq) VALUES (%s, 1)
+            ON CONFLICT (name) DO UPDATE SET last_seq = agents_app_eventstream.last_seq + 1
+            RETURNING last_seq
+            """,
+            [stream],
+        )
+        return cursor.fetchone()[0]
+
+
+@transaction.atomic
+def record_event(*, stream: str, kind: str, agent_id: str = "", payload: dict | None = None):
+    event = Event.objects.create(
+        stream=stream, seq=_next_seq(stream), kind=kind, agent_id=agent_id, payload=payload or {}
+    )
+    transaction.on_commit(lambda: publish(event))
+    return event
+
+
+def publish(event: Event) -> None:
+    """Send a stored event to live subscribers. Losing this only delays them: readers fill
+    any gap from the table, so a failure is logged, never raised into the writer."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(
+            group_for(event.stream), {"type": MESSAGE_TYPE, "event": event.as_message()}
+        )
+    except Exception:
+        logger.exception("could not publish %s live; readers will fetch it", event)
