@@ -47,11 +47,21 @@ def _next_seq(stream: str) -> int:
 
 
 @transaction.atomic
-def record_event(*, stream: str, kind: str, agent_id: str = "", payload: dict | None = None):
+def record_event(
+    *,
+    stream: str,
+    kind: str,
+    agent_id: str = "",
+    payload: dict | None = None,
+    publish_live: bool = True,
+) -> Event:
+    """Store an event. With publish_live (the default) it is also sent live after commit;
+    runagentd passes False and publishes from its own event loop instead."""
     event = Event.objects.create(
         stream=stream, seq=_next_seq(stream), kind=kind, agent_id=agent_id, payload=payload or {}
     )
-    transaction.on_commit(lambda: publish(event))
+    if publish_live:
+        transaction.on_commit(lambda: publish(event))
     return event
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.db import connection, transaction
 
 from agents_app.models import Agent, AgentCommand
-from agentsys.types import AgentStatus, CommandKind, EntryType, SteerUrgency
+from agentsys.types import AgentStatus, CommandKind, EntryType, SteerUrgency, new_agent_id
 
 COMMANDS_CHANNEL = "agentsys_commands"
 MAX_STEER_CONTEXT = 20_000
@@ -82,3 +82,38 @@ def steer_agent(*, agent_id: str, context: str, urgency: str, user=None):
             tags=["steer"],
             data={"context": payload["context"]},
         )
+
+
+AGENTS_CHANNEL = "agentsys_agents"
+
+
+@transaction.atomic
+def request_agent_start(
+    *,
+    cls_path: str,
+    goal: str,
+    config: dict | None = None,
+    project: str,
+    session: str = "",
+    chat_session_id: str | None = None,
+) -> Agent:
+    """Ask for a top-level agent; a runagentd claims and starts it (SKIP LOCKED, so exactly
+    one). The class must be on the allow-list: nothing else is ever imported."""
+    from django.conf import settings
+
+    from agentsys.registry import AgentClassRegistry
+
+    cls = AgentClassRegistry(settings.AGENTSYS.extra_agent_classes).resolve(cls_path)
+    agent = Agent.objects.create(
+        id=new_agent_id(cls.role),
+        role=cls.role,
+        cls_path=cls_path,
+        goal=goal,
+        config=config or {},
+        project=project,
+        session=session,
+        chat_session_id=chat_session_id,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, %s)", [AGENTS_CHANNEL, agent.id])
+    return agent

@@ -1,34 +1,35 @@
 """The runagentd core: the long-running process that hosts all agent activity on one host.
 
-No Django here. The daemon reaches the database only through `DaemonStore`, whose Django
-implementation lives in scheduler_app.daemon_store. Every database call runs on one
-dedicated thread (`_db`), so the event loop never blocks on I/O and the ORM keeps one
-connection. Each step (register, heartbeat, ...) is a method a test can call on its own.
+No Django here: the database is reached through a RuntimeStore (agents_app.runtime_store),
+whose calls all run on one dedicated thread (`db`), so the event loop never blocks on I/O and
+the ORM keeps one connection. Each step (register, reconcile, deliver commands, claim agents,
+heartbeat, reap) is a method a test can call on its own; `run` loops over them, woken by
+LISTEN/NOTIFY and by a slow fallback poll.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
 import logging
+import multiprocessing
 import os
 import signal
+import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+
+from agentsys.registry import AgentClassRegistry
+from agentsys.store import CommandRecord, RuntimeStore
+from agentsys.supervisor import Supervisor
+from agentsys.types import AgentStatus, CommandKind, SteerUrgency
 
 logger = logging.getLogger("agentsys.daemon")
 
-
-class DaemonStore(Protocol):
-    """What the daemon needs from the database."""
-
-    def register_host(self, *, name: str, pid: int, declared_gpus: list[int] | None) -> int: ...
-
-    def record_heartbeat(self, *, host_id: int) -> None: ...
-
-    def mark_host_offline(self, *, host_id: int) -> None: ...
-
-    def close(self) -> None: ...
+WAKE_CHANNELS = ("agentsys_commands", "agentsys_agents")
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 @dataclass(frozen=True)
@@ -36,26 +37,46 @@ class DaemonSettings:
     host_name: str
     declared_gpus: list[int] | None = None
     heartbeat_interval: float = 5.0
+    poll_interval: float = 1.0  # fallback for a lost notification
+    dead_host_after: float = 20.0  # a host silent this long is declared dead
+    stop_grace: float = 5.0  # STOP → SIGTERM in the stop cascade
+    shutdown_grace: float = 2.5  # runagentd must be gone within 5 s of SIGTERM
+    listen_dsn: str | None = None  # libpq conninfo for LISTEN; None = poll only
+    allowed_classes: frozenset[str] = frozenset()
+    forkserver_preload: tuple[str, ...] = ()
+    claim_batch: int = 20
+    extra: dict = field(default_factory=dict)
 
 
 class Daemon:
-    def __init__(self, store: DaemonStore, settings: DaemonSettings):
+    def __init__(
+        self,
+        store: RuntimeStore,
+        settings: DaemonSettings,
+        publish: Callable[[dict], Awaitable] | None = None,
+    ):
         self.store = store
         self.settings = settings
+        self.publish = publish or _no_publish
         self.host_id: int | None = None
+        self.supervisor: Supervisor | None = None
+        self.registry = AgentClassRegistry(settings.allowed_classes)
         self._stopping = asyncio.Event()
-        # One thread for all database work: the ORM's connection is per thread.
+        self._wake = asyncio.Event()
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentsys-db")
+        self._last_beat = 0.0
+        self._known_children: set[int] = set()
 
-    async def _db(self, fn, /, **kwargs):
+    async def db(self, fn, /, **kwargs):
+        """Run one store call on the database thread."""
         return await asyncio.get_running_loop().run_in_executor(
             self._db_thread, lambda: fn(**kwargs)
         )
 
-    # -- steps ----------------------------------------------------------------------------
+    # -- steps ------------------------------------------------------------------------------
 
     async def register(self) -> int:
-        self.host_id = await self._db(
+        self.host_id = await self.db(
             self.store.register_host,
             name=self.settings.host_name,
             pid=os.getpid(),
@@ -69,41 +90,230 @@ class Daemon:
         )
         return self.host_id
 
-    async def heartbeat(self) -> None:
-        assert self.host_id is not None, "register() first"
-        await self._db(self.store.record_heartbeat, host_id=self.host_id)
+    async def start_supervisor(self) -> Supervisor:
+        context = multiprocessing.get_context("forkserver")
+        if self.settings.forkserver_preload:
+            context.set_forkserver_preload(list(self.settings.forkserver_preload))
+        # Start the forkserver now (it imports Django once), not on the first spawn.
+        from multiprocessing import forkserver
 
-    async def shutdown(self) -> None:
-        if self.host_id is not None:
-            await self._db(self.store.mark_host_offline, host_id=self.host_id)
-        await self._db(self.store.close)
-        self._db_thread.shutdown(wait=True)
-        logger.info("runagentd %s stopped", os.getpid())
+        await asyncio.get_running_loop().run_in_executor(None, forkserver.ensure_running)
+        self._known_children.add(forkserver._forkserver._forkserver_pid)
+        self.supervisor = Supervisor(
+            store=self.store,
+            db=self.db,
+            publish=self.publish,
+            registry=self.registry,
+            host_id=self.host_id,
+            mp_context=context,
+            stop_grace=self.settings.stop_grace,
+        )
+        return self.supervisor
+
+    async def reconcile(self) -> None:
+        """After a restart: agents this host ran are resumed (if their class can) or failed
+        with the cause; nothing stays RUNNING forever."""
+        for record in await self.db(self.store.lost_agents, host_id=self.host_id):
+            _kill_leftover_worker(record)
+            try:
+                cls = self.registry.resolve(record.cls_path)
+            except Exception as exc:
+                await self._fail(record.id, f"cannot restart: {exc}")
+                continue
+            if record.status == AgentStatus.IDLE:
+                await self.supervisor.launch(record, cls)
+            elif cls.resumable:
+                await self.supervisor.launch(record, cls, resume=True)
+                await self.publish(
+                    await self.db(
+                        self.store.record_event,
+                        agent_id=record.id,
+                        kind="resumed_after_restart",
+                        payload={},
+                    )
+                )
+            else:
+                await self._fail(
+                    record.id,
+                    f"runagentd on {self.settings.host_name} "
+                    "restarted while this agent ran; its worker was lost",
+                )
+
+    async def _fail(self, agent_id: str, cause: str) -> None:
+        event = await self.db(
+            self.store.transition,
+            agent_id=agent_id,
+            status=AgentStatus.FAILED,
+            kind="failed",
+            payload={"error": cause},
+            error=cause,
+        )
+        if event:
+            await self.publish(event)
+
+    async def deliver_commands(self) -> int:
+        """Carry out stop/pause/resume/steer requests from the web."""
+        commands = await self.db(
+            self.store.claim_commands, host_id=self.host_id, limit=self.settings.claim_batch
+        )
+        for command in commands:
+            delivered, detail = await self._apply(command)
+            await self.db(
+                self.store.finish_command, command_id=command.id, delivered=delivered, detail=detail
+            )
+        return len(commands)
+
+    async def _apply(self, command: CommandRecord) -> tuple[bool, str]:
+        supervisor, agent_id = self.supervisor, command.agent_id
+        if agent_id not in supervisor.hosted:
+            record = await self.db(self.store.get_agent, agent_id=agent_id)
+            if record.status.is_terminal:
+                return False, f"{agent_id} is {record.status}"
+            if command.kind == CommandKind.STOP:  # not running anywhere: just close its row
+                await supervisor.stop(agent_id)
+                return True, "stopped (it was not running on any live host)"
+            return False, f"{agent_id} is not running on any live host"
+        if command.kind == CommandKind.STOP:
+            supervisor.background(supervisor.stop(agent_id), f"stop:{agent_id}")
+            return True, "stopping"
+        if command.kind in (CommandKind.PAUSE, CommandKind.RESUME):
+            touched = await supervisor.pause(agent_id, resume=command.kind == CommandKind.RESUME)
+            return True, f"{command.kind}d {len(touched)} agent(s)"
+        if command.kind == CommandKind.STEER:
+            urgency = SteerUrgency(command.payload.get("urgency", SteerUrgency.PRIORITY))
+            context = command.payload["context"]
+            if urgency == SteerUrgency.CRITICAL:
+                supervisor.background(
+                    supervisor.steer(agent_id, context, urgency), f"steer:{agent_id}"
+                )
+                return True, "restarting with the steer"
+            await supervisor.steer(agent_id, context, urgency)
+            return True, "delivered"
+        return False, f"unknown command {command.kind!r}"
+
+    async def claim_agents(self) -> int:
+        """Start agents requested through the web that no daemon runs yet."""
+        records = await self.db(
+            self.store.claim_pending_agents, host_id=self.host_id, limit=self.settings.claim_batch
+        )
+        for record in records:
+            try:
+                cls = self.registry.resolve(record.cls_path)
+            except Exception as exc:
+                await self._fail(record.id, str(exc))
+                continue
+            await self.supervisor.launch(record, cls)
+        return len(records)
+
+    async def heartbeat(self) -> None:
+        await self.db(self.store.record_heartbeat, host_id=self.host_id)
+        for event in await self.db(
+            self.store.declare_dead_hosts, stale_after=self.settings.dead_host_after
+        ):
+            await self.publish(event)
+        self._last_beat = time.monotonic()
+
+    def reap_orphans(self) -> int:
+        """Reap descendants re-parented to us (we are a subreaper): shells whose worker died."""
+        reaped = 0
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return reaped
+            if info is None or info.si_pid in self._known_children:
+                return reaped
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(info.si_pid, 0)
+                reaped += 1
 
     # -- the loop ---------------------------------------------------------------------------
 
     def request_stop(self) -> None:
         self._stopping.set()
+        self._wake.set()
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
+        _become_subreaper()
+        listener = None
         try:
             await self.register()
+            await self.start_supervisor()
+            await self.reconcile()
+            listener = asyncio.create_task(self._listen(), name="listen")
             while not self._stopping.is_set():
-                try:
-                    await asyncio.wait_for(
-                        self._stopping.wait(), timeout=self.settings.heartbeat_interval
-                    )
-                except TimeoutError:
-                    await self._beat_safely()
+                await self._step()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.settings.poll_interval)
+                self._wake.clear()
         finally:
+            if listener is not None:
+                listener.cancel()
             await self.shutdown()
 
-    async def _beat_safely(self) -> None:
-        # A database hiccup must not kill the daemon; the next beat tries again.
+    async def _step(self) -> None:
+        # A database hiccup must not kill the daemon: log it and try again on the next step.
         try:
-            await self.heartbeat()
+            await self.deliver_commands()
+            await self.claim_agents()
+            if time.monotonic() - self._last_beat >= self.settings.heartbeat_interval:
+                await self.heartbeat()
+            self.reap_orphans()
         except Exception:
-            logger.exception("heartbeat failed; retrying in %ss", self.settings.heartbeat_interval)
+            logger.exception("daemon step failed; retrying")
+
+    async def _listen(self) -> None:
+        """LISTEN for work so nothing waits for the fallback poll; reconnect on failure."""
+        if not self.settings.listen_dsn:
+            return
+        import psycopg
+
+        while not self._stopping.is_set():
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    self.settings.listen_dsn, autocommit=True
+                ) as conn:
+                    for channel in WAKE_CHANNELS:
+                        await conn.execute(f"LISTEN {channel}")
+                    self._wake.set()  # catch up on what arrived while we were not listening
+                    async for _ in conn.notifies():
+                        self._wake.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.warning("LISTEN connection lost; reconnecting in 1s", exc_info=True)
+                await asyncio.sleep(1)
+
+    async def shutdown(self) -> None:
+        if self.supervisor is not None:
+            await self.supervisor.shutdown(self.settings.shutdown_grace)
+        if self.host_id is not None:
+            await self.db(self.store.mark_host_offline, host_id=self.host_id)
+        await self.db(self.store.close)
+        self._db_thread.shutdown(wait=True)
+        logger.info("runagentd %s stopped", os.getpid())
+
+
+async def _no_publish(event: dict) -> None:
+    return None
+
+
+def _become_subreaper() -> None:
+    """Orphaned descendants (a shell whose worker was killed) are re-parented to runagentd,
+    which reaps them, instead of lingering as zombies under an init that may not reap."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def _kill_leftover_worker(record) -> None:
+    """A worker of the previous runagentd may still be finishing: it leads its own process
+    group, so kill that group, but only if the pid still is such a group leader."""
+    pid = record.pid
+    if not pid:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)

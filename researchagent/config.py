@@ -49,6 +49,10 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "SERVER_CALLBACK_URL": ("", "URL agents and MCP tools use to reach the API; unset = from PORT"),
     "AGENTSYS_HOST_NAME": ("", "Name this runagentd registers its host under; unset = hostname"),
     "AGENTSYS_GPUS": ("", "Declared GPUs on hosts without NVML: a count (2) or indices (0,1)"),
+    "AGENTSYS_AGENT_CLASSES": (
+        "",
+        "Extra agent classes runagentd may spawn (dotted paths, comma-separated)",
+    ),
     "AGENTSYS_ADMIN_USERNAME": ("admin", "Admin account created on first start"),
     "AGENTSYS_ADMIN_PASSWORD": ("", "Its password; unset = a one-time password is printed"),
     "AGENTSYS_ADMIN_EMAIL": ("", "Its e-mail address"),
@@ -86,6 +90,7 @@ class Config:
     server_callback_url: str
     host_name: str
     gpus: list[int] | None
+    extra_agent_classes: frozenset[str]
     admin_username: str
     admin_password: str | None
     admin_email: str
@@ -235,6 +240,7 @@ def load(environment: dict[str, str] | None = None) -> Config:
         or f"http://127.0.0.1:{port}",
         host_name=host_name,
         gpus=_gpus(env),
+        extra_agent_classes=frozenset(_list(env, "AGENTSYS_AGENT_CLASSES")),
         admin_username=_raw(env, "AGENTSYS_ADMIN_USERNAME") or "admin",
         admin_password=_raw(env, "AGENTSYS_ADMIN_PASSWORD") or None,
         admin_email=_raw(env, "AGENTSYS_ADMIN_EMAIL"),

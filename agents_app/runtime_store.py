@@ -1,0 +1,252 @@
+"""The Django side of agentsys.store.RuntimeStore. Each method is one unit of work on the
+daemon's database thread; state changes and their events commit together."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import connection, connections, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from agents_app.events import AGENTS_STREAM, record_event
+from agents_app.models import Agent, AgentCommand, CommandStatus
+from agentsys.agent import Scope
+from agentsys.store import AgentRecord, CommandRecord
+from agentsys.types import TERMINAL_AGENT_STATUSES, AgentStatus, EntryType, RequestStatus
+from memory_app.services import write_entry
+from scheduler_app import services as host_services
+from scheduler_app.models import Host, HostStatus, ScheduleRequest
+
+LIVE = [AgentStatus.IDLE, AgentStatus.RUNNING, AgentStatus.PAUSED]
+
+
+def _record(agent: Agent) -> AgentRecord:
+    return AgentRecord(
+        id=agent.id,
+        role=agent.role,
+        cls_path=agent.cls_path,
+        parent_id=agent.parent_id,
+        goal=agent.goal,
+        config=agent.config,
+        scope=Scope(project=agent.project, session=agent.session, sweep=agent.sweep, run=agent.run),
+        status=AgentStatus(agent.status),
+        host_id=agent.host_id,
+        chat_session_id=agent.chat_session_id,
+        pid=agent.pid,
+    )
+
+
+def _event(agent_id: str, kind: str, payload: dict) -> dict:
+    event = record_event(
+        stream=AGENTS_STREAM, kind=kind, agent_id=agent_id, payload=payload, publish_live=False
+    )
+    return event.as_message()
+
+
+class DjangoRuntimeStore:
+    # -- hosts -------------------------------------------------------------------------------
+
+    def register_host(self, *, name: str, pid: int, declared_gpus: list[int] | None) -> int:
+        return host_services.register_host(name=name, pid=pid, declared_gpus=declared_gpus).pk
+
+    def record_heartbeat(self, *, host_id: int) -> None:
+        host_services.record_heartbeat(host_id=host_id)
+
+    def mark_host_offline(self, *, host_id: int) -> None:
+        host_services.mark_host_offline(host_id=host_id)
+
+    @transaction.atomic
+    def declare_dead_hosts(self, *, stale_after: float) -> list[dict]:
+        """Hosts that stopped heart-beating are dead; the agents they ran are failed."""
+        cutoff = timezone.now() - timedelta(seconds=stale_after)
+        events = []
+        dead = Host.objects.select_for_update(skip_locked=True).filter(
+            status=HostStatus.ONLINE, last_heartbeat__lt=cutoff
+        )
+        for host in dead:
+            host.status = HostStatus.DEAD
+            host.save(update_fields=["status"])
+            for agent in Agent.objects.filter(host=host, status__in=LIVE):
+                cause = f"host {host.name} stopped heart-beating; its runagentd is gone"
+                event = self.transition(
+                    agent_id=agent.id,
+                    status=AgentStatus.FAILED,
+                    kind="failed",
+                    payload={"error": cause},
+                    error=cause,
+                )
+                if event:
+                    events.append(event)
+        return events
+
+    # -- agents ------------------------------------------------------------------------------
+
+    @transaction.atomic
+    def create_agent(self, *, record: AgentRecord) -> dict:
+        Agent.objects.create(
+            id=record.id,
+            role=record.role,
+            cls_path=record.cls_path,
+            parent_id=record.parent_id,
+            goal=record.goal,
+            config=record.config,
+            status=AgentStatus.IDLE,
+            host_id=record.host_id,
+            chat_session_id=record.chat_session_id,
+            **record.scope.as_dict(),
+        )
+        return _event(
+            record.id,
+            "spawned",
+            {
+                "role": record.role,
+                "parent_id": record.parent_id,
+                "goal": record.goal,
+                "cls_path": record.cls_path,
+                **record.scope.as_dict(),
+            },
+        )
+
+    def get_agent(self, *, agent_id: str) -> AgentRecord:
+        return _record(Agent.objects.get(pk=agent_id))
+
+    @transaction.atomic
+    def transition(
+        self,
+        *,
+        agent_id: str,
+        status: AgentStatus,
+        kind: str,
+        payload: dict,
+        pid: int | None = None,
+        error: str = "",
+        traceback: str = "",
+        result=None,
+    ) -> dict | None:
+        """Move a live agent to `status` and record `kind`. A finished agent never moves
+        again, so however many paths report an end, exactly one terminal event is stored."""
+        agent = Agent.objects.select_for_update().get(pk=agent_id)
+        if agent.status in TERMINAL_AGENT_STATUSES or agent.status == status:
+            return None
+        now = timezone.now()
+        agent.status = status
+        if pid is not None:
+            agent.pid, agent.started_at = pid, agent.started_at or now
+        if status in TERMINAL_AGENT_STATUSES:
+            agent.finished_at, agent.error, agent.result = now, error, result
+        agent.save()
+        if status == AgentStatus.FAILED:
+            write_entry(
+                type=EntryType.CONTEXT,
+                agent_id=agent.id,
+                project=agent.project,
+                session=agent.session,
+                sweep=agent.sweep,
+                run=agent.run,
+                role=agent.role,
+                tags=["error"],
+                data={"error": error, "traceback": traceback},
+            )
+        return _event(
+            agent_id, kind, {**payload, "status": str(status), "parent_id": agent.parent_id}
+        )
+
+    def record_event(self, *, agent_id: str, kind: str, payload: dict) -> dict:
+        if kind == "iteration" and isinstance(payload.get("iteration"), int):
+            Agent.objects.filter(pk=agent_id).update(iteration=payload["iteration"])
+        return _event(agent_id, kind, payload)
+
+    def mark_stopped(self, *, agent_id: str) -> dict | None:
+        return self.transition(
+            agent_id=agent_id, status=AgentStatus.STOPPED, kind="stopped", payload={}
+        )
+
+    def live_descendant_levels(self, *, agent_id: str) -> list[list[str]]:
+        """Live agents below `agent_id`, grouped by depth, deepest first."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                """
+                WITH RECURSIVE tree(id, status, depth) AS (
+                    SELECT id, status, 1 FROM agents_app_agent WHERE parent_id = %s
+                    UNION ALL
+                    SELECT a.id, a.status, t.depth + 1
+                    FROM agents_app_agent a JOIN tree t ON a.parent_id = t.id
+                )
+                SELECT id, depth FROM tree WHERE status = ANY(%s) ORDER BY depth DESC, id
+                """,
+                [agent_id, [str(s) for s in LIVE]],
+            )
+            rows = cursor.fetchall()
+        levels: dict[int, list[str]] = {}
+        for child_id, depth in rows:
+            levels.setdefault(depth, []).append(child_id)
+        return [levels[d] for d in sorted(levels, reverse=True)]
+
+    @transaction.atomic
+    def supersede(self, *, old_id: str, new_id: str, context: str) -> dict:
+        Agent.objects.filter(pk=old_id).update(superseded_by_id=new_id)
+        return _event(
+            old_id, "superseded", {"old_id": old_id, "new_id": new_id, "context": context}
+        )
+
+    @transaction.atomic
+    def cancel_queued_requests(self, *, parent_ids: list[str]) -> int:
+        queued = ScheduleRequest.objects.filter(
+            parent_id__in=parent_ids, status=RequestStatus.QUEUED
+        )
+        agent_ids = list(queued.exclude(agent=None).values_list("agent_id", flat=True))
+        count = queued.update(status=RequestStatus.CANCELLED, finished_at=timezone.now())
+        Agent.objects.filter(pk__in=agent_ids, status=AgentStatus.IDLE).update(
+            status=AgentStatus.STOPPED, finished_at=timezone.now()
+        )
+        return count
+
+    @transaction.atomic
+    def claim_pending_agents(self, *, host_id: int, limit: int) -> list[AgentRecord]:
+        """Agents requested through the web that no daemon runs yet. SKIP LOCKED: two daemons
+        never claim the same one."""
+        pending = list(
+            Agent.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(status=AgentStatus.IDLE, host__isnull=True, schedule_request__isnull=True)
+            .order_by("created_at")[:limit]
+        )
+        Agent.objects.filter(pk__in=[a.pk for a in pending]).update(host_id=host_id)
+        return [_record(a) for a in pending]
+
+    def lost_agents(self, *, host_id: int) -> list[AgentRecord]:
+        """Live agents this host ran before its runagentd died."""
+        return [_record(a) for a in Agent.objects.filter(host_id=host_id, status__in=LIVE)]
+
+    # -- commands from the web ---------------------------------------------------------------
+
+    @transaction.atomic
+    def claim_commands(self, *, host_id: int, limit: int) -> list[CommandRecord]:
+        """Pending commands for agents hosted here, or hosted by no live daemon (those are
+        refused by the caller, so no request waits forever)."""
+        mine_or_orphaned = (
+            Q(agent__host_id=host_id)
+            | Q(agent__host__isnull=True)
+            | ~Q(agent__host__status=HostStatus.ONLINE)
+        )
+        commands = list(
+            AgentCommand.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(mine_or_orphaned, status=CommandStatus.PENDING)
+            .order_by("created_at")[:limit]
+        )
+        AgentCommand.objects.filter(pk__in=[c.pk for c in commands]).update(
+            status=CommandStatus.DELIVERED, handled_at=timezone.now()
+        )
+        return [
+            CommandRecord(id=c.pk, agent_id=c.agent_id, kind=c.kind, payload=c.payload)
+            for c in commands
+        ]
+
+    def finish_command(self, *, command_id: int, delivered: bool, detail: str) -> None:
+        AgentCommand.objects.filter(pk=command_id).update(
+            status=CommandStatus.DELIVERED if delivered else CommandStatus.REFUSED,
+            detail=detail,
+        )
+
+    def close(self) -> None:
+        connections.close_all()

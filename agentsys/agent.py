@@ -1,0 +1,263 @@
+"""The Agent base class (design doc §6.6) and ChildHandle (§6.4).
+
+An agent knows nothing of processes or databases: it talks to a `RuntimeLink`, which is the
+pipe to the supervisor in a worker process, or the supervisor itself for in-process (L1)
+agents. Lifecycle: IDLE → RUNNING ⇄ PAUSED → DONE | FAILED | STOPPED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import traceback
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Protocol
+
+from agentsys.types import AgentRole, AgentStatus
+
+logger = logging.getLogger("agentsys.agent")
+
+
+class HierarchyError(Exception):
+    """A parent tried to spawn a child of a role it may not have."""
+
+
+def hierarchy_error(parent_role: str, parent_id: str, child_role: str, allowed) -> HierarchyError:
+    allowed_text = ", ".join(sorted(allowed)) or "none (it is a leaf)"
+    return HierarchyError(
+        f"{parent_role} agent {parent_id} may not spawn a {child_role} child; "
+        f"allowed child roles: {allowed_text}"
+    )
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Memory scope (design doc §7.4): project > session > sweep > run."""
+
+    project: str
+    session: str = ""
+    sweep: str = ""
+    run: str = ""
+
+    def narrowed(self, **overrides: str) -> Scope:
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "project": self.project,
+            "session": self.session,
+            "sweep": self.sweep,
+            "run": self.run,
+        }
+
+
+class RuntimeLink(Protocol):
+    """What an agent may ask of the runtime that hosts it."""
+
+    async def spawn(
+        self, parent: Agent, cls_path: str, goal: str, config: dict, scope: Scope
+    ) -> str: ...
+
+    async def stop(self, target_id: str) -> None: ...
+
+    def status_changed(self, agent: Agent, status: AgentStatus) -> None: ...
+
+    def emit(self, agent: Agent, kind: str, payload: dict) -> None: ...
+
+
+@dataclass
+class ChildHandle:
+    """The same handle for in-process, worker and scheduled children. `id` is stable from
+    queued to done, and follows a CRITICAL steer's respawn to the new agent."""
+
+    id: str
+    _link: RuntimeLink
+    _status: AgentStatus = AgentStatus.IDLE
+    error: str = ""
+    _done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def status(self) -> AgentStatus:
+        return self._status
+
+    def update(self, status: str, *, error: str = "", replaced_by: str = "") -> None:
+        if replaced_by:
+            self.id, self._status = replaced_by, AgentStatus.RUNNING
+            self._done.clear()
+            return
+        self._status, self.error = AgentStatus(status), error or self.error
+        if self._status.is_terminal:
+            self._done.set()
+
+    async def wait(self, timeout: float | None = None) -> AgentStatus:
+        """Wait until the child finishes; TimeoutError if it has not within `timeout`."""
+        await asyncio.wait_for(self._done.wait(), timeout)
+        return self._status
+
+    async def cancel(self) -> None:
+        await self._link.stop(self.id)
+
+
+class Agent:
+    role: ClassVar[AgentRole] = AgentRole.SIDECAR
+    allowed_children: ClassVar[frozenset[AgentRole]] = frozenset()
+    monitor_interval: ClassVar[float] = 0.0  # seconds between on_monitor calls; 0 = none
+    hosting: ClassVar[str] = "worker"  # "worker" (own process) or "local" (inside runagentd)
+    resumable: ClassVar[bool] = False  # restarted with the same id after runagentd dies
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.goal = ""
+        self.config: dict[str, Any] = {}
+        self.scope = Scope(project="")
+        self.status = AgentStatus.IDLE
+        self.iteration = 0
+        self.error = ""
+        self.error_traceback = ""
+        self.result: Any = None
+        self._link: RuntimeLink | None = None
+        self._task: asyncio.Task | None = None
+        self._resume = asyncio.Event()
+        self._resume.set()
+        self._steer_buffer: list[str] = []
+        self._stop_requested = False
+        self.children: dict[str, ChildHandle] = {}
+
+    def wire(
+        self, *, agent_id: str, goal: str, config: dict, scope: Scope, link: RuntimeLink
+    ) -> None:
+        self.id, self.goal, self.config, self.scope, self._link = (
+            agent_id,
+            goal,
+            config,
+            scope,
+            link,
+        )
+
+    # -- for subclasses ----------------------------------------------------------------------
+
+    async def run(self) -> Any:
+        raise NotImplementedError
+
+    async def on_start(self) -> None:
+        """Called before run(), in the agent's own process."""
+
+    async def on_stop(self) -> None:
+        """Called after run() ended, however it ended."""
+
+    async def on_monitor(self) -> None:
+        """Called every monitor_interval seconds while running."""
+
+    async def check_pause(self) -> None:
+        """Wait here while paused; call it between steps of work."""
+        await self._resume.wait()
+
+    def consume_steer(self) -> str | None:
+        """The PRIORITY steers received since the last call, joined; None if there were none."""
+        if not self._steer_buffer:
+            return None
+        text, self._steer_buffer = "\n".join(self._steer_buffer), []
+        return text
+
+    async def spawn_child(
+        self, cls: type[Agent] | str, goal: str, config: dict | None = None, **scope_overrides: str
+    ) -> ChildHandle:
+        """Spawn a child (its scope inherited from ours, narrowed by `scope_overrides`)."""
+        if isinstance(cls, type):
+            if cls.role not in self.allowed_children:
+                raise hierarchy_error(self.role, self.id, cls.role, self.allowed_children)
+            cls_path = f"{cls.__module__}.{cls.__qualname__}"
+        else:
+            cls_path = cls
+        assert self._link is not None
+        child_id = await self._link.spawn(
+            self, cls_path, goal, dict(config or {}), self.scope.narrowed(**scope_overrides)
+        )
+        handle = ChildHandle(child_id, self._link)
+        self.children[child_id] = handle
+        return handle
+
+    def emit_event(self, kind: str, payload: dict | None = None) -> None:
+        """A custom event (iteration, log_entry, ...): stored in order and pushed live."""
+        assert self._link is not None
+        self._link.emit(self, kind, payload or {})
+
+    # -- lifecycle, driven by the runtime ------------------------------------------------------
+
+    async def start(self) -> None:
+        self.status = AgentStatus.RUNNING
+        await self.on_start()
+        self._task = asyncio.create_task(self._run_loop(), name=f"agent:{self.id}")
+
+    async def wait(self) -> AgentStatus:
+        assert self._task is not None
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(self._task)
+        return self.status
+
+    async def _run_loop(self) -> None:
+        watchdog = None
+        if self.monitor_interval > 0:
+            watchdog = asyncio.create_task(self._watchdog_loop(), name=f"watchdog:{self.id}")
+        try:
+            self.result = await self.run()
+            self.status = AgentStatus.DONE
+        except asyncio.CancelledError:
+            self.status = AgentStatus.STOPPED if self._stop_requested else AgentStatus.FAILED
+            self.error = "" if self._stop_requested else "cancelled"
+        except Exception as exc:
+            self.status = AgentStatus.FAILED
+            self.error = f"{type(exc).__name__}: {exc}"
+            self.error_traceback = traceback.format_exc()
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+            try:
+                await self.on_stop()
+            except Exception:
+                logger.exception("%s: on_stop raised", self.id)
+
+    async def _watchdog_loop(self) -> None:
+        while not self.status.is_terminal:
+            await asyncio.sleep(self.monitor_interval)
+            await self.check_pause()
+            try:
+                await self.on_monitor()
+            except Exception:  # a broken monitor must not take the agent down
+                logger.exception("%s: on_monitor raised; the agent goes on", self.id)
+
+    def pause(self) -> None:
+        if self.status == AgentStatus.RUNNING:
+            self.status = AgentStatus.PAUSED
+            self._resume.clear()
+            self._notify(AgentStatus.PAUSED)
+
+    def resume(self) -> None:
+        if self.status == AgentStatus.PAUSED:
+            self.status = AgentStatus.RUNNING
+            self._resume.set()
+            self._notify(AgentStatus.RUNNING)
+
+    def inject_steer(self, context: str) -> None:
+        self._steer_buffer.append(context)
+
+    async def stop(self) -> None:
+        self._stop_requested = True
+        self._resume.set()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    def child_status(
+        self, child_id: str, status: str, *, error: str = "", replaced_by: str = ""
+    ) -> None:
+        handle = self.children.pop(child_id, None) if replaced_by else self.children.get(child_id)
+        if handle is None:
+            return
+        handle.update(status, error=error, replaced_by=replaced_by)
+        if replaced_by:
+            self.children[replaced_by] = handle
+
+    def _notify(self, status: AgentStatus) -> None:
+        if self._link is not None:
+            self._link.status_changed(self, status)

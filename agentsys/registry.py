@@ -1,0 +1,36 @@
+"""Which agent classes may be spawned. A class path from a request, an LLM reply or a worker
+is looked up here and nowhere else, so nothing outside the list is ever imported."""
+
+from __future__ import annotations
+
+import importlib
+
+# The product's own agents (filled in as they land: session, research, executor).
+BUILTIN_AGENT_CLASSES: frozenset[str] = frozenset()
+
+
+class DisallowedAgentClass(Exception):
+    pass
+
+
+class AgentClassRegistry:
+    def __init__(self, extra: frozenset[str] | set[str] = frozenset()):
+        self.allowed = frozenset(BUILTIN_AGENT_CLASSES | set(extra))
+
+    def resolve(self, cls_path: str):
+        if cls_path not in self.allowed:
+            raise DisallowedAgentClass(
+                f"{cls_path!r} is not an allowed agent class "
+                f"(allowed: {', '.join(sorted(self.allowed)) or 'none'})"
+            )
+        module_name, _, attr = cls_path.rpartition(".")
+        cls = getattr(importlib.import_module(module_name), attr)
+        from agentsys.agent import Agent
+
+        if not (isinstance(cls, type) and issubclass(cls, Agent)):
+            raise DisallowedAgentClass(f"{cls_path!r} is not an Agent subclass")
+        return cls
+
+
+def path_of(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"

@@ -1,0 +1,63 @@
+"""What the runtime needs from the database, as a Protocol. The Django implementation is
+agents_app.runtime_store.DjangoRuntimeStore; every method is synchronous and runs on the
+daemon's database thread. Methods that change state return the event they recorded (the
+message dict to publish), or None when nothing changed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from agentsys.agent import Scope
+from agentsys.types import AgentStatus
+
+
+@dataclass(frozen=True)
+class AgentRecord:
+    id: str
+    role: str
+    cls_path: str
+    parent_id: str | None
+    goal: str
+    config: dict
+    scope: Scope
+    status: AgentStatus
+    host_id: int | None = None
+    chat_session_id: str | None = None
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class CommandRecord:
+    id: int
+    agent_id: str
+    kind: str
+    payload: dict
+
+
+class RuntimeStore(Protocol):
+    # hosts
+    def register_host(self, *, name: str, pid: int, declared_gpus: list[int] | None) -> int: ...
+    def record_heartbeat(self, *, host_id: int) -> None: ...
+    def mark_host_offline(self, *, host_id: int) -> None: ...
+    def declare_dead_hosts(self, *, stale_after: float) -> list[dict]: ...
+
+    # agents
+    def create_agent(self, *, record: AgentRecord) -> dict: ...
+    def get_agent(self, *, agent_id: str) -> AgentRecord: ...
+    def transition(
+        self, *, agent_id: str, status: AgentStatus, kind: str, payload: dict, **fields
+    ) -> dict | None: ...
+    def record_event(self, *, agent_id: str, kind: str, payload: dict) -> dict: ...
+    def mark_stopped(self, *, agent_id: str) -> dict | None: ...
+    def live_descendant_levels(self, *, agent_id: str) -> list[list[str]]: ...
+    def supersede(self, *, old_id: str, new_id: str, context: str) -> dict: ...
+    def cancel_queued_requests(self, *, parent_ids: list[str]) -> int: ...
+    def claim_pending_agents(self, *, host_id: int, limit: int) -> list[AgentRecord]: ...
+    def lost_agents(self, *, host_id: int) -> list[AgentRecord]: ...
+
+    # commands from the web
+    def claim_commands(self, *, host_id: int, limit: int) -> list[CommandRecord]: ...
+    def finish_command(self, *, command_id: int, delivered: bool, detail: str) -> None: ...
+
+    def close(self) -> None: ...

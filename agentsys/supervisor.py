@@ -1,0 +1,480 @@
+"""The supervisor: spawns and tracks the agents one runagentd hosts (design doc §6.1).
+
+Worker agents run in processes forked from a forkserver; local (L1) agents run in this event
+loop. Everything an agent reports arrives as a message in its own inbox queue, handled in
+order by one task per agent: state changes go to the database through the store (on the
+daemon's database thread), and the resulting events are published live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from agentsys.agent import Agent, Scope, hierarchy_error
+from agentsys.ipc import TERMINAL_EVENTS, Cmd, Ev, PipeChannel
+from agentsys.registry import AgentClassRegistry
+from agentsys.store import AgentRecord, RuntimeStore
+from agentsys.types import AgentStatus, SteerUrgency, new_agent_id
+from agentsys.worker import WorkerSpec, run_worker
+
+logger = logging.getLogger("agentsys.supervisor")
+
+KILL_WAIT_SECONDS = 2.0  # after SIGTERM, before SIGKILL
+
+
+@dataclass
+class Hosted:
+    """An agent this daemon runs right now."""
+
+    record: AgentRecord
+    cls: type[Agent]
+    inbox: asyncio.Queue = field(default_factory=asyncio.Queue)
+    process: object | None = None  # multiprocessing Process (worker agents)
+    channel: PipeChannel | None = None
+    local: Agent | None = None  # the agent itself (local agents)
+    stop_requested: bool = False
+    superseded: bool = False
+    leave_row: bool = False  # shut down to be resumed by the next runagentd: record nothing
+    finished: bool = False
+    exited: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def pid(self) -> int | None:
+        return getattr(self.process, "pid", None)
+
+
+class LocalLink:
+    """RuntimeLink for agents running inside runagentd: calls go straight to the supervisor."""
+
+    def __init__(self, supervisor: Supervisor, hosted: Hosted):
+        self.supervisor, self.hosted = supervisor, hosted
+
+    async def spawn(self, parent, cls_path, goal, config, scope) -> str:
+        return await self.supervisor.spawn(
+            cls_path=cls_path, goal=goal, parent_id=parent.id, config=config, scope=scope
+        )
+
+    async def stop(self, target_id: str) -> None:
+        await self.supervisor.stop(target_id)
+
+    def status_changed(self, agent, status) -> None:
+        self.hosted.inbox.put_nowait(
+            {"t": Ev.PAUSED if status == AgentStatus.PAUSED else Ev.RESUMED}
+        )
+
+    def emit(self, agent, kind, payload) -> None:
+        self.hosted.inbox.put_nowait({"t": Ev.EMIT, "kind": kind, "payload": payload})
+
+
+class Supervisor:
+    def __init__(
+        self,
+        *,
+        store: RuntimeStore,
+        db: Callable[..., Awaitable],
+        publish: Callable[[dict], Awaitable],
+        registry: AgentClassRegistry,
+        host_id: int,
+        mp_context,
+        stop_grace: float = 5.0,
+    ):
+        self.store, self.db, self.publish = store, db, publish
+        self.registry, self.host_id, self.mp = registry, host_id, mp_context
+        self.stop_grace = stop_grace
+        self.hosted: dict[str, Hosted] = {}
+        self._tasks: set[asyncio.Task] = set()
+
+    def background(self, coro, name: str) -> asyncio.Task:
+        """Start a task and keep a reference until it ends (asyncio holds only a weak one)."""
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- spawning ---------------------------------------------------------------------------
+
+    async def spawn(
+        self,
+        *,
+        cls_path: str,
+        goal: str,
+        parent_id: str | None,
+        config: dict,
+        scope: Scope | None = None,
+        agent_id: str | None = None,
+        chat_session_id: str | None = None,
+    ) -> str:
+        """Create and start an agent; returns its id. Raises DisallowedAgentClass or
+        HierarchyError before anything is stored."""
+        cls = self.registry.resolve(cls_path)
+        parent = await self.db(self.store.get_agent, agent_id=parent_id) if parent_id else None
+        if parent is not None:
+            parent_cls = self.registry.resolve(parent.cls_path)
+            if cls.role not in parent_cls.allowed_children:
+                raise hierarchy_error(parent.role, parent.id, cls.role, parent_cls.allowed_children)
+            scope = scope or parent.scope
+            chat_session_id = chat_session_id or parent.chat_session_id
+        record = AgentRecord(
+            id=agent_id or new_agent_id(cls.role),
+            role=cls.role,
+            cls_path=cls_path,
+            parent_id=parent_id,
+            goal=goal,
+            config=config,
+            scope=scope or Scope(project=config.get("project", "default")),
+            status=AgentStatus.IDLE,
+            host_id=self.host_id,
+            chat_session_id=chat_session_id,
+        )
+        event = await self.db(self.store.create_agent, record=record)
+        await self.publish(event)
+        await self.launch(record, cls)
+        return record.id
+
+    async def launch(self, record: AgentRecord, cls: type[Agent], *, resume: bool = False):
+        """Start an agent whose row exists (new, claimed, or resumed after a restart)."""
+        hosted = Hosted(record=record, cls=cls)
+        self.hosted[record.id] = hosted
+        self.background(self._handle_inbox(hosted), f"inbox:{record.id}")
+        if cls.hosting == "local":
+            agent = cls()
+            agent.wire(
+                agent_id=record.id,
+                goal=record.goal,
+                config=record.config,
+                scope=record.scope,
+                link=LocalLink(self, hosted),
+            )
+            hosted.local = agent
+            self.background(self._run_local(hosted, agent), f"local:{record.id}")
+            return
+        parent_end, child_end = self.mp.Pipe(duplex=True)
+        spec = WorkerSpec(
+            agent_id=record.id,
+            cls_path=record.cls_path,
+            goal=record.goal,
+            config=record.config,
+            scope=record.scope.as_dict(),
+            allowed_classes=self.registry.allowed,
+            resume=resume,
+        )
+        process = self.mp.Process(target=run_worker, args=(spec, child_end), name=record.id)
+        await asyncio.get_running_loop().run_in_executor(None, process.start)
+        child_end.close()
+        hosted.process, hosted.channel = process, PipeChannel(parent_end)
+        loop = asyncio.get_running_loop()
+        loop.add_reader(parent_end.fileno(), self._on_readable, hosted)
+        loop.add_reader(process.sentinel, self._on_exit, hosted)
+
+    async def _run_local(self, hosted: Hosted, agent: Agent) -> None:
+        hosted.inbox.put_nowait({"t": Ev.STARTED, "pid": os.getpid()})
+        try:
+            await agent.start()
+            status = await agent.wait()
+        except Exception as exc:
+            agent.status, agent.error = AgentStatus.FAILED, f"{type(exc).__name__}: {exc}"
+            status = agent.status
+        if status == AgentStatus.DONE:
+            message = {"t": Ev.DONE, "result": None}
+        elif status == AgentStatus.STOPPED:
+            message = {"t": Ev.STOPPED}
+        else:
+            message = {"t": Ev.FAILED, "error": agent.error, "traceback": agent.error_traceback}
+        hosted.inbox.put_nowait(message)
+        hosted.inbox.put_nowait({"t": "exit", "code": 0})
+
+    # -- messages from workers --------------------------------------------------------------
+
+    def _on_readable(self, hosted: Hosted) -> None:
+        messages, eof = hosted.channel.drain()
+        for message in messages:
+            hosted.inbox.put_nowait(message)
+        if eof:
+            asyncio.get_running_loop().remove_reader(hosted.channel.conn.fileno())
+
+    def _on_exit(self, hosted: Hosted) -> None:
+        loop = asyncio.get_running_loop()
+        loop.remove_reader(hosted.process.sentinel)
+        if not hosted.channel.closed:
+            self._on_readable(hosted)  # what it sent just before exiting comes first
+            with contextlib.suppress(ValueError, OSError):
+                loop.remove_reader(hosted.channel.conn.fileno())
+        hosted.process.join(0)
+        hosted.inbox.put_nowait({"t": "exit", "code": hosted.process.exitcode})
+
+    async def _handle_inbox(self, hosted: Hosted) -> None:
+        while True:
+            message = await hosted.inbox.get()
+            try:
+                if message["t"] == "exit":
+                    await self._on_process_gone(hosted, message["code"])
+                    return
+                await self._handle(hosted, message)
+            except Exception:
+                logger.exception("%s: could not handle %s", hosted.id, message.get("t"))
+
+    async def _handle(self, hosted: Hosted, message: dict) -> None:
+        kind = message["t"]
+        if kind == Ev.STARTED:
+            await self._transition(
+                hosted.id,
+                AgentStatus.RUNNING,
+                "started",
+                {"pid": message.get("pid")},
+                pid=message.get("pid"),
+            )
+        elif kind in (Ev.PAUSED, Ev.RESUMED):
+            status = AgentStatus.PAUSED if kind == Ev.PAUSED else AgentStatus.RUNNING
+            await self._transition(hosted.id, status, str(kind), {})
+        elif kind == Ev.EMIT:
+            await self._record(hosted.id, message["kind"], message.get("payload") or {})
+        elif kind == Ev.SPAWN_REQUEST:
+            await self._spawn_for(hosted, message)
+        elif kind == Ev.STOP_REQUEST:
+            self.background(self.stop(message["target_id"]), f"stop:{message['target_id']}")
+        elif kind in TERMINAL_EVENTS:
+            await self._finish(hosted, kind, message)
+
+    async def _spawn_for(self, hosted: Hosted, message: dict) -> None:
+        from agentsys.agent import HierarchyError
+
+        reply = {"t": Cmd.SPAWN_RESPONSE, "request_id": message["request_id"]}
+        try:
+            reply["child_id"] = await self.spawn(
+                cls_path=message["cls_path"],
+                goal=message["goal"],
+                parent_id=hosted.id,
+                config=message.get("config") or {},
+                scope=Scope(**message["scope"]),
+            )
+        except HierarchyError as exc:
+            reply.update(error=str(exc), kind="hierarchy")
+        except Exception as exc:
+            reply.update(error=f"{type(exc).__name__}: {exc}", kind="other")
+        hosted.channel.send(reply)
+
+    async def _finish(self, hosted: Hosted, kind: Ev, message: dict) -> None:
+        if hosted.finished:
+            return
+        hosted.finished = True
+        if kind == Ev.DONE:
+            status, payload = AgentStatus.DONE, {"result": message.get("result")}
+        elif kind == Ev.STOPPED or hosted.stop_requested:
+            status, payload = AgentStatus.STOPPED, {}
+        else:
+            status, payload = AgentStatus.FAILED, {"error": message.get("error", "")}
+        await self._transition(
+            hosted.id,
+            status,
+            str(status),
+            payload,
+            error=payload.get("error", ""),
+            traceback=message.get("traceback", ""),
+            result=message.get("result"),
+        )
+        await self._tell_parent(hosted, status, error=payload.get("error", ""))
+
+    async def _on_process_gone(self, hosted: Hosted, code: int | None) -> None:
+        if not hosted.finished and not hosted.leave_row:
+            cause = _describe_exit(code)
+            await self._finish(hosted, Ev.FAILED, {"error": cause})
+        self.hosted.pop(hosted.id, None)
+        hosted.exited.set()
+        if hosted.channel is not None and not hosted.channel.closed:
+            hosted.channel.close()
+
+    async def _tell_parent(self, hosted: Hosted, status: AgentStatus, *, error: str = "") -> None:
+        if hosted.superseded or not hosted.record.parent_id:
+            return
+        self.send_to(
+            hosted.record.parent_id,
+            {"t": Cmd.CHILD_STATUS, "child_id": hosted.id, "status": str(status), "error": error},
+        )
+
+    def send_to(self, agent_id: str, message: dict) -> bool:
+        """Deliver a command to an agent hosted here; False if it is not."""
+        target = self.hosted.get(agent_id)
+        if target is None:
+            return False
+        if target.local is not None:
+            self._apply_locally(target.local, message)
+            return True
+        return target.channel.send(message)
+
+    # -- database + live events -------------------------------------------------------------
+
+    async def _transition(
+        self, agent_id: str, status: AgentStatus, kind: str, payload: dict, **fields
+    ) -> bool:
+        event = await self.db(
+            self.store.transition,
+            agent_id=agent_id,
+            status=status,
+            kind=kind,
+            payload=payload,
+            **fields,
+        )
+        if event is not None:
+            await self.publish(event)
+        return event is not None
+
+    async def _record(self, agent_id: str, kind: str, payload: dict) -> None:
+        await self.publish(
+            await self.db(self.store.record_event, agent_id=agent_id, kind=kind, payload=payload)
+        )
+
+    # -- control: stop cascade, pause, resume, steer ----------------------------------------
+
+    async def stop(self, agent_id: str) -> list[str]:
+        """Stop an agent and everything under it, leaves first. Returns the stopped ids."""
+        levels = await self.db(self.store.live_descendant_levels, agent_id=agent_id)
+        stopped: list[str] = []
+        for level in [*levels, [agent_id]]:
+            await asyncio.gather(*(self._stop_one(i) for i in level))
+            stopped.extend(level)
+        await self.db(self.store.cancel_queued_requests, parent_ids=stopped)
+        return stopped
+
+    async def _stop_one(self, agent_id: str) -> None:
+        hosted = self.hosted.get(agent_id)
+        if hosted is None:
+            # Not running here: make sure its row does not claim otherwise.
+            event = await self.db(self.store.mark_stopped, agent_id=agent_id)
+            if event is not None:
+                await self.publish(event)
+            return
+        hosted.stop_requested = True
+        grace = float(hosted.record.config.get("stop_grace", self.stop_grace))
+        if hosted.local is not None:
+            await hosted.local.stop()
+            await _wait(hosted.exited, grace)
+            return
+        hosted.channel.send({"t": Cmd.STOP})
+        if await _wait(hosted.exited, grace):
+            return
+        for sig, wait_for in ((signal.SIGTERM, KILL_WAIT_SECONDS), (signal.SIGKILL, 5.0)):
+            _signal_group(hosted.pid, sig)
+            if await _wait(hosted.exited, wait_for):
+                return
+        logger.error("%s (pid %s) survived SIGKILL", agent_id, hosted.pid)
+
+    async def pause(self, agent_id: str, *, resume: bool = False) -> list[str]:
+        """Pause (or resume) an agent and its descendants that are still live."""
+        levels = await self.db(self.store.live_descendant_levels, agent_id=agent_id)
+        touched = []
+        for target in [agent_id, *[i for level in levels for i in level]]:
+            if self.send_to(target, {"t": Cmd.RESUME if resume else Cmd.PAUSE}):
+                touched.append(target)
+        return touched
+
+    async def steer(self, agent_id: str, context: str, urgency: SteerUrgency) -> str:
+        """PRIORITY: into the running agent's buffer. CRITICAL: stop the subtree and respawn
+        the same class with the steer in its goal; returns the id that now does the work."""
+        if urgency == SteerUrgency.PRIORITY:
+            self.send_to(agent_id, {"t": Cmd.STEER, "context": context, "urgency": urgency})
+            await self._record(agent_id, "steered", {"urgency": str(urgency), "context": context})
+            return agent_id
+        old = await self.db(self.store.get_agent, agent_id=agent_id)
+        hosted = self.hosted.get(agent_id)
+        if hosted is not None:
+            hosted.superseded = True
+        await self.stop(agent_id)
+        new_id = await self.spawn(
+            cls_path=old.cls_path,
+            goal=f"{old.goal} [STEER: {context}]",
+            parent_id=old.parent_id,
+            config=old.config,
+            scope=old.scope,
+            chat_session_id=old.chat_session_id,
+        )
+        await self.publish(
+            await self.db(self.store.supersede, old_id=agent_id, new_id=new_id, context=context)
+        )
+        if old.parent_id:
+            self.send_to(
+                old.parent_id,
+                {
+                    "t": Cmd.CHILD_STATUS,
+                    "child_id": agent_id,
+                    "status": str(AgentStatus.RUNNING),
+                    "replaced_by": new_id,
+                },
+            )
+        return new_id
+
+    def _apply_locally(self, agent: Agent, message: dict) -> None:
+        kind = message["t"]
+        if kind == Cmd.PAUSE:
+            agent.pause()
+        elif kind == Cmd.RESUME:
+            agent.resume()
+        elif kind == Cmd.STEER:
+            agent.inject_steer(message["context"])
+        elif kind == Cmd.STOP:
+            self.background(agent.stop(), f"stop:{agent.id}")
+        elif kind == Cmd.CHILD_STATUS:
+            agent.child_status(
+                message["child_id"],
+                message["status"],
+                error=message.get("error", ""),
+                replaced_by=message.get("replaced_by", ""),
+            )
+
+    async def shutdown(self, grace: float) -> None:
+        """runagentd is stopping: end every agent within `grace` seconds. Resumable agents
+        are killed with their rows left live, so the next runagentd resumes them; the rest
+        are stopped."""
+        for hosted in list(self.hosted.values()):
+            if hosted.cls.resumable and hosted.process is not None:
+                hosted.leave_row = True
+                _signal_group(hosted.pid, signal.SIGKILL)
+            elif hosted.channel is not None:
+                hosted.stop_requested = True
+                hosted.channel.send({"t": Cmd.STOP})
+            elif hosted.local is not None:
+                hosted.stop_requested = True
+                await hosted.local.stop()
+        await asyncio.gather(*(_wait(h.exited, grace) for h in self.hosted.values()))
+        for hosted in list(self.hosted.values()):
+            _signal_group(hosted.pid, signal.SIGKILL)
+        await asyncio.gather(*(_wait(h.exited, 1.0) for h in self.hosted.values()))
+
+
+async def _wait(event: asyncio.Event, timeout: float) -> bool:
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+        return True
+    except TimeoutError:
+        return False
+
+
+def _signal_group(pid: int | None, sig: int) -> None:
+    if not pid:
+        return
+    try:
+        os.killpg(pid, sig)  # the worker leads its own session: this reaches its shells too
+    except ProcessLookupError:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)  # not yet a group leader (it had just started)
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "worker process vanished"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"worker process killed by {name}"
+    return f"worker process exited with code {code} before reporting a result"

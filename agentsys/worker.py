@@ -1,0 +1,162 @@
+"""Entry point of a worker process: one L2/L3 agent in its own process and event loop.
+
+Forked from runagentd's forkserver (whose preload already set Django up), so starting one
+costs milliseconds. The worker makes itself a session leader first: the stop cascade can then
+SIGTERM/SIGKILL the agent together with every shell it started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+
+from agentsys.agent import Agent, HierarchyError, Scope
+from agentsys.ipc import Cmd, Ev, PipeChannel
+from agentsys.registry import AgentClassRegistry
+from agentsys.types import AgentStatus
+
+logger = logging.getLogger("agentsys.worker")
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    agent_id: str
+    cls_path: str
+    goal: str
+    config: dict
+    scope: dict
+    allowed_classes: frozenset[str]
+    resume: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+class WorkerLink:
+    """The agent's RuntimeLink inside a worker: every request goes up the pipe."""
+
+    def __init__(self, channel: PipeChannel):
+        self.channel = channel
+        self._pending: dict[str, asyncio.Future] = {}
+        self._ids = itertools.count(1)
+
+    async def spawn(
+        self, parent: Agent, cls_path: str, goal: str, config: dict, scope: Scope
+    ) -> str:
+        request_id = f"{parent.id}:{next(self._ids)}"
+        reply = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = reply
+        self.channel.send(
+            {
+                "t": Ev.SPAWN_REQUEST,
+                "request_id": request_id,
+                "cls_path": cls_path,
+                "goal": goal,
+                "config": config,
+                "scope": scope.as_dict(),
+            }
+        )
+        response = await reply
+        if "error" in response:
+            error_cls = HierarchyError if response.get("kind") == "hierarchy" else RuntimeError
+            raise error_cls(response["error"])
+        return response["child_id"]
+
+    def spawn_response(self, message: dict) -> None:
+        reply = self._pending.pop(message["request_id"], None)
+        if reply is not None and not reply.done():
+            reply.set_result(message)
+
+    async def stop(self, target_id: str) -> None:
+        self.channel.send({"t": Ev.STOP_REQUEST, "target_id": target_id})
+
+    def status_changed(self, agent: Agent, status: AgentStatus) -> None:
+        self.channel.send({"t": Ev.PAUSED if status == AgentStatus.PAUSED else Ev.RESUMED})
+
+    def emit(self, agent: Agent, kind: str, payload: dict) -> None:
+        self.channel.send({"t": Ev.EMIT, "kind": kind, "payload": payload})
+
+
+def run_worker(spec: WorkerSpec, conn: Connection) -> None:
+    os.setsid()  # own process group: the stop cascade kills the agent and its shells together
+    asyncio.run(_serve(spec, PipeChannel(conn)))
+    _close_database_connections()
+
+
+async def _serve(spec: WorkerSpec, channel: PipeChannel) -> None:
+    try:
+        cls = AgentClassRegistry(spec.allowed_classes).resolve(spec.cls_path)
+    except Exception as exc:
+        channel.send({"t": Ev.FAILED, "error": f"cannot load agent class: {exc}"})
+        return
+    agent = cls()
+    link = WorkerLink(channel)
+    config = {**spec.config, "resume": True} if spec.resume else spec.config
+    agent.wire(
+        agent_id=spec.agent_id, goal=spec.goal, config=config, scope=Scope(**spec.scope), link=link
+    )
+    listener = asyncio.create_task(_listen(channel, agent, link))
+    channel.send({"t": Ev.STARTED, "pid": os.getpid()})
+    try:
+        await agent.start()
+        status = await agent.wait()
+    except Exception as exc:  # on_start raised
+        agent.status, agent.error = AgentStatus.FAILED, f"{type(exc).__name__}: {exc}"
+        status = agent.status
+    listener.cancel()
+    channel.send(_terminal_message(agent, status))
+
+
+def _terminal_message(agent: Agent, status: AgentStatus) -> dict:
+    if status == AgentStatus.DONE:
+        return {"t": Ev.DONE, "result": _jsonable(agent.result)}
+    if status == AgentStatus.STOPPED:
+        return {"t": Ev.STOPPED}
+    return {"t": Ev.FAILED, "error": agent.error or "failed", "traceback": agent.error_traceback}
+
+
+async def _listen(channel: PipeChannel, agent: Agent, link: WorkerLink) -> None:
+    while True:
+        message = await channel.recv()
+        if message is None:
+            # The supervisor is gone (runagentd died). Stop; the next runagentd reconciles.
+            await agent.stop()
+            return
+        kind = message["t"]
+        if kind == Cmd.STOP:
+            await agent.stop()
+        elif kind == Cmd.PAUSE:
+            agent.pause()
+        elif kind == Cmd.RESUME:
+            agent.resume()
+        elif kind == Cmd.STEER:
+            agent.inject_steer(message["context"])
+        elif kind == Cmd.SPAWN_RESPONSE:
+            link.spawn_response(message)
+        elif kind == Cmd.CHILD_STATUS:
+            agent.child_status(
+                message["child_id"],
+                message["status"],
+                error=message.get("error", ""),
+                replaced_by=message.get("replaced_by", ""),
+            )
+
+
+def _jsonable(value):
+    try:
+        return json.loads(json.dumps(value, default=str))
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _close_database_connections() -> None:
+    # Workers of a Django deployment hold ORM connections; close them so PostgreSQL does not
+    # log an unexpected EOF for every finished agent. Plain-Python use has nothing to close.
+    try:
+        from django.db import connections
+    except ImportError:
+        return
+    connections.close_all()
