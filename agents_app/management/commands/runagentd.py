@@ -41,12 +41,19 @@ class Command(BaseCommand):
             help="Seconds an agent gets to stop before SIGTERM, then SIGKILL (default 5)",
         )
 
+        parser.add_argument(
+            "--dead-after",
+            type=float,
+            default=20.0,
+            help="Seconds without a heartbeat before another host is declared dead (default 20)",
+        )
+
     def handle(self, *args, **options):
         try:
             check_host_name(options["host_name"])
         except ConfigError as exc:
             raise CommandError(f"--host-name: {exc}") from None
-        for name in ("heartbeat", "stop_grace"):
+        for name in ("heartbeat", "stop_grace", "dead_after"):
             if options[name] <= 0:
                 raise CommandError(f"--{name.replace('_', '-')}: must be a positive number")
         daemon = Daemon(
@@ -56,7 +63,7 @@ class Command(BaseCommand):
                 declared_gpus=settings.AGENTSYS.gpus,
                 heartbeat_interval=options["heartbeat"],
                 stop_grace=options["stop_grace"],
-                dead_host_after=max(20.0, options["heartbeat"] * 4),
+                dead_host_after=max(options["dead_after"], options["heartbeat"] * 3),
                 listen_dsn=listen_dsn(),
                 allowed_classes=settings.AGENTSYS.extra_agent_classes,
                 forkserver_preload=("agents_app.worker_boot",),
