@@ -127,7 +127,9 @@ class DjangoRuntimeStore:
         """Move a live agent to `status` and record `kind`. A finished agent never moves
         again, so however many paths report an end, exactly one terminal event is stored."""
         agent = Agent.objects.select_for_update().get(pk=agent_id)
-        if agent.status in TERMINAL_AGENT_STATUSES or agent.status == status:
+        if agent.status in TERMINAL_AGENT_STATUSES:
+            return None
+        if agent.status == status and pid is None:  # a start report always carries a new pid
             return None
         now = timezone.now()
         agent.status = status
