@@ -1,13 +1,13 @@
+from django import forms
 from django.contrib import admin
+from django.template.response import TemplateResponse
 
 from agents_app import services
 from agents_app.models import Agent, AgentCommand, Event, EventStream
-from agentsys.types import CommandKind
+from agentsys.types import CommandKind, SteerUrgency
 from researchagent.admin_tools import json_display, run_service_action
 
-# Commands are recorded here and carried out by runagentd; until the agent runtime lands
-# (issue 3) no daemon picks them up, and the action message says so.
-_PENDING_RUNTIME = " (recorded; applied by runagentd once the agent runtime is installed)"
+_APPLIED_BY_DAEMON = " (runagentd carries it out; the agent's events show the outcome)"
 
 
 def _command_action(kind: CommandKind, label: str):
@@ -20,11 +20,48 @@ def _command_action(kind: CommandKind, label: str):
             lambda agent: services.request_agent_command(
                 agent_id=agent.pk, kind=kind, user=request.user
             ),
-            f"{label} requested{_PENDING_RUNTIME}",
+            f"{label} requested{_APPLIED_BY_DAEMON}",
         )
 
     action.__name__ = f"request_{kind.value}"
     return action
+
+
+class SteerForm(forms.Form):
+    context = forms.CharField(widget=forms.Textarea, max_length=services.MAX_STEER_CONTEXT)
+    urgency = forms.ChoiceField(
+        choices=[(u.value, u.value) for u in SteerUrgency],
+        initial=SteerUrgency.PRIORITY,
+        help_text="critical: restart with the steer in the goal; priority: into the running "
+        "agent's buffer; message: into its inbox",
+    )
+
+
+@admin.action(description="Steer selected agents")
+def steer(modeladmin, request, queryset):
+    form = SteerForm(request.POST if "apply" in request.POST else None)
+    if form.is_valid():
+        data = form.cleaned_data
+        run_service_action(
+            modeladmin,
+            request,
+            queryset,
+            lambda agent: services.steer_agent(
+                agent_id=agent.pk,
+                context=data["context"],
+                urgency=data["urgency"],
+                user=request.user,
+            ),
+            f"Steer ({data['urgency']}) sent",
+        )
+        return None
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "agents": queryset,
+        "form": form,
+        "title": "Steer agents",
+    }
+    return TemplateResponse(request, "admin/agents_app/steer.html", context)
 
 
 class ChildInline(admin.TabularInline):
@@ -73,6 +110,7 @@ class AgentAdmin(admin.ModelAdmin):
         _command_action(CommandKind.STOP, "Stop"),
         _command_action(CommandKind.PAUSE, "Pause"),
         _command_action(CommandKind.RESUME, "Resume"),
+        steer,
     ]
     config_view = json_display("config")
     result_view = json_display("result")

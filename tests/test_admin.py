@@ -102,7 +102,7 @@ def test_stop_action_records_command_and_refuses_finished_agents(admin_client):
     )
     text = response.content.decode()
     assert "Stop requested" in text
-    assert "once the agent runtime is installed" in text  # says plainly what is not there yet
+    assert "runagentd carries it out" in text
     assert "is done; it no longer takes commands" in text
     assert AgentCommand.objects.filter(agent=rows["l1"], kind="stop").count() == 1
     assert not AgentCommand.objects.filter(agent=rows["l3"]).exists()
@@ -141,3 +141,36 @@ def test_host_mark_offline_and_session_archive_actions(admin_client):
         {"action": "archive", "_selected_action": [rows["chat"].pk]},
     )
     assert ChatSession.objects.get(pk=rows["chat"].pk).archived is True
+
+
+def test_steer_action_asks_for_context_then_steers(admin_client):
+    rows = one_of_everything()
+    from agents_app.models import Agent
+
+    url = _url(Agent, "changelist")
+    form_page = admin_client.post(url, {"action": "steer", "_selected_action": [rows["l1"].pk]})
+    assert form_page.status_code == 200
+    assert b'name="context"' in form_page.content
+    admin_client.post(
+        url,
+        {
+            "action": "steer",
+            "apply": "1",
+            "_selected_action": [rows["l1"].pk],
+            "context": "try a smaller batch",
+            "urgency": "priority",
+        },
+    )
+    command = AgentCommand.objects.get(agent=rows["l1"], kind="steer")
+    assert command.payload == {"context": "try a smaller batch", "urgency": "priority"}
+    bad = admin_client.post(
+        url,
+        {
+            "action": "steer",
+            "apply": "1",
+            "context": "",
+            "_selected_action": [rows["l1"].pk],
+            "urgency": "loud",
+        },
+    )
+    assert bad.status_code == 200 and b"errorlist" in bad.content  # the form again, explained

@@ -1,0 +1,85 @@
+"""A throw-away AgentSys for benchmarks: embedded PostgreSQL in a temp AGENTSYS_HOME,
+migrated, with a runagentd (and optionally daphne) running against it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+AGENT_CLASSES = "bench.agents.Quick,bench.agents.Emitter"
+TOKEN = "bench-token-0123456789abcdef0123456789"
+
+
+class BenchSystem:
+    def __init__(self, *, port: int | None = None):
+        self.tmp = tempfile.TemporaryDirectory(prefix="agentsys-bench-")
+        self.port = port
+        self.env = {
+            **{k: v for k, v in os.environ.items() if k != "DATABASE_URL"},
+            "AGENTSYS_HOME": str(Path(self.tmp.name) / "home"),
+            "AGENTSYS_AGENT_CLASSES": AGENT_CLASSES,
+            "RESEARCH_AGENT_USER_AUTH_TOKEN": TOKEN,
+            "AGENTSYS_HOST_NAME": "bench-host",
+            "LOG_LEVEL": "WARNING",
+        }
+        os.environ.update(self.env)
+        os.environ.pop("DATABASE_URL", None)
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "researchagent.settings")
+        sys.path.insert(0, str(REPO))
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        self.processes: list[subprocess.Popen] = []
+
+    def start_daemon(self) -> None:
+        from scheduler_app.models import Host
+
+        self.processes.append(self._spawn([sys.executable, "manage.py", "runagentd"]))
+        self._wait(lambda: Host.objects.filter(name="bench-host", status="online").exists())
+
+    def start_web(self) -> None:
+        import socket
+
+        self.processes.append(self._spawn([sys.executable, "-m", "daphne", "-p",
+                                           str(self.port), "researchagent.asgi:application"]))
+
+        def listening():
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return True
+            except OSError:
+                return False
+
+        self._wait(listening)
+
+    def _spawn(self, argv):
+        return subprocess.Popen(argv, cwd=REPO, env=self.env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+
+    @staticmethod
+    def _wait(predicate, timeout=60.0):
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise RuntimeError("bench system did not come up")
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        from django.db import connections
+
+        for process in reversed(self.processes):
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        connections.close_all()
