@@ -31,6 +31,11 @@ async def verify_channel_layer(timeout: float = 5.0) -> None:
     """Send a message through the configured layer and read it back. get_channel_layer()
     returns None on some configuration errors instead of raising; this makes them loud."""
     choice = settings.AGENTSYS.channel_layer
+    if choice == "memory":
+        raise ImproperlyConfigured(
+            "CHANNEL_LAYER=memory works inside one process only, so runagentd's events could "
+            "never reach the web server; use postgres (the default) or redis"
+        )
     layer = get_channel_layer()
     if layer is None:
         raise ImproperlyConfigured(
