@@ -47,6 +47,17 @@ def test_a_broken_channel_layer_stops_runagentd_with_a_clear_message(env, messag
     assert message in result.stderr
 
 
+def _start_agent():
+    from django.db import connection
+
+    try:
+        return request_agent_start(
+            cls_path=f"{A}.TestResearch", goal="x", project="demo", config={"ticks": 1}
+        )
+    finally:
+        connection.close()  # this thread's connection would block the test DB's teardown
+
+
 async def _collect(layer, channel, count, timeout=20.0):
     received = []
     while len(received) < count:
