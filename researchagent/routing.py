@@ -1,4 +1,10 @@
 """WebSocket routes. asgi.py wraps them in AllowedHostsOriginValidator(AuthMiddlewareStack(...));
 each consumer also refuses anonymous users itself (see the consumers in each app)."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from agents_app.consumers import AgentEventsConsumer
+
+websocket_urlpatterns: list = [
+    path("ws/agents/events/", AgentEventsConsumer.as_asgi(), name="ws-agent-events"),
+]

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from agents_app import sse
 from researchagent import views
 from researchagent.api import api
 
@@ -18,5 +19,7 @@ urlpatterns = [
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    # A streaming async view, outside django-ninja; before api/ so that it matches first.
+    path("api/agents/events", sse.agent_events, name="agent-events"),
     path("api/", api.urls),
 ]

@@ -21,3 +21,41 @@ def _plain_static_storage(settings):
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+
+
+@pytest.fixture
+async def channel_layer_on_test_db(settings, django_db_setup):
+    """The configured channel layer, talking to the test database.
+
+    settings.CHANNEL_LAYERS names the real database ("agentsys"); channels-postgres opens its
+    own connections from that config, so point it at the test database, where its tables are
+    migrated. Its connection pool is a module global bound to the event loop that opened it:
+    close it before this test's loop goes away."""
+    import copy
+
+    import channels_postgres.db
+    from channels.layers import channel_layers, get_channel_layer
+    from django.db import connection
+
+    layers = copy.deepcopy(settings.CHANNEL_LAYERS)
+    config = layers["default"].get("CONFIG", {})
+    if "NAME" in config:
+        config["NAME"] = connection.settings_dict["NAME"]
+    settings.CHANNEL_LAYERS = layers
+    channel_layers.backends = {}
+    yield get_channel_layer()
+    pool, channels_postgres.db.connection_pool = channels_postgres.db.connection_pool, None
+    if pool is not None:
+        await pool.close()
+    channel_layers.backends = {}
+
+
+@pytest.fixture
+async def close_db_connections():
+    """For async tests with transaction=True: the thread asgiref runs ORM calls in keeps its
+    connection open, and dropping the test database then waits ~5 s (stack-notes.md)."""
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    yield
+    await sync_to_async(connections.close_all)()

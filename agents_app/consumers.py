@@ -1,0 +1,98 @@
+"""WebSocket of the agents event stream: `ws/agents/events/?after=<seq>`.
+
+Each event arrives as one JSON text frame, `Event.as_message()`; its `id` is the seq to resume
+from (`?after=<last id seen>`). Without `after` the socket carries only events newer than the
+connection; `after=0` replays the whole stream first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from agents_app import selectors
+from agents_app.events import AGENTS_STREAM
+from agents_app.feed import follow_stream, parse_resume_point
+from researchagent.auth import token_matches
+
+logger = logging.getLogger(__name__)
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_BAD_REQUEST = 4400
+CLOSE_SERVER_ERROR = 1011
+
+
+def api_token(*, x_auth_token: str = "", authorization: str = "") -> str | None:
+    """The API token a client presents: `X-Auth-Token: t` or `Authorization: Bearer t`."""
+    if x_auth_token.strip():
+        return x_auth_token.strip()
+    scheme, _, credentials = authorization.strip().partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return None
+
+
+def _header(scope, name: bytes) -> str:
+    return next((v.decode("latin1") for k, v in scope.get("headers", []) if k.lower() == name), "")
+
+
+class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
+    # The feed subscribes to the channel layer on its own channel; the consumer needs none
+    # (an alias with no layer makes channels skip creating and polling one per socket).
+    channel_layer_alias = "agentsys.feed-subscribes-itself"
+    stream = AGENTS_STREAM
+    forwarder: asyncio.Task | None = None
+
+    async def connect(self):
+        if not self._authenticated():
+            await self.close(code=CLOSE_UNAUTHENTICATED)  # refuse the handshake
+            return
+        query = parse_qs(self.scope["query_string"].decode("latin1"), keep_blank_values=True)
+        try:
+            after = parse_resume_point(query["after"][-1] if "after" in query else None)
+        except ValueError as error:
+            await self.accept()  # so that the client can read why
+            await self.send_json({"error": f"after: {error}"})
+            await self.close(code=CLOSE_BAD_REQUEST)
+            return
+        if after is None:  # before accepting: every event after the handshake is sent
+            after = await database_sync_to_async(selectors.last_seq)(stream=self.stream)
+        await self.accept()
+        self.forwarder = asyncio.create_task(self._forward(after))
+
+    def _authenticated(self) -> bool:
+        user = self.scope.get("user")
+        if user is not None and user.is_authenticated:
+            return True
+        token = api_token(
+            x_auth_token=_header(self.scope, b"x-auth-token"),
+            authorization=_header(self.scope, b"authorization"),
+        )
+        return token_matches(token)
+
+    async def _forward(self, after: int) -> None:
+        try:
+            async with contextlib.aclosing(follow_stream(self.stream, after)) as feed:
+                async for message in feed:
+                    if message is not None:  # keepalives: daphne pings the socket itself
+                        await self.send_json(message)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The client reconnects with the last id it saw and loses nothing.
+            logger.exception("agent event feed failed")
+            await self.close(code=CLOSE_SERVER_ERROR)
+
+    async def receive_json(self, content, **kwargs):
+        pass  # the stream is one-way; anything a client sends is ignored
+
+    async def disconnect(self, code):
+        if self.forwarder is not None:
+            self.forwarder.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.forwarder

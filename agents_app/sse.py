@@ -1,0 +1,96 @@
+"""`GET /api/agents/events`: the agents event stream as Server-Sent Events.
+
+Each event is one SSE message, `id: <seq>`, `event: <kind>`, `data: <Event.as_message() JSON>`.
+A browser's EventSource reconnects by itself and sends the last id it saw as `Last-Event-ID`;
+the stream resumes right after it, with nothing missed and nothing repeated. A script can
+start from `?after=<seq>` instead (`after=0`: the whole stream); with neither, only events
+newer than the request arrive. A `: keepalive` comment goes out after every quiet interval so
+that proxies keep the connection open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+
+from channels.db import database_sync_to_async
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.views.decorators.http import require_GET
+
+from agents_app import selectors
+from agents_app.consumers import api_token
+from agents_app.events import AGENTS_STREAM
+from agents_app.feed import follow_stream, parse_resume_point
+from researchagent.auth import token_matches
+
+logger = logging.getLogger(__name__)
+
+KEEPALIVE_SECONDS = 15.0  # tests shorten it
+KEEPALIVE_FRAME = b": keepalive\n\n"
+
+
+async def _authenticated(request: HttpRequest) -> bool:
+    """The API's rule (researchagent.auth.API_AUTH): the API token, or a logged-in session.
+    The stream only reads, so the session needs no CSRF token."""
+    token = api_token(
+        x_auth_token=request.headers.get("X-Auth-Token", ""),
+        authorization=request.headers.get("Authorization", ""),
+    )
+    if token_matches(token):
+        return True
+    user = await request.auser()
+    return user.is_authenticated
+
+
+def _resume_point(request: HttpRequest) -> int | None:
+    """Last-Event-ID (an EventSource reconnecting) wins over ?after= (a script starting)."""
+    if "Last-Event-ID" in request.headers:
+        try:
+            return parse_resume_point(request.headers["Last-Event-ID"])
+        except ValueError as error:
+            raise ValueError(f"Last-Event-ID: {error}") from None
+    if "after" in request.GET:
+        try:
+            return parse_resume_point(request.GET["after"])
+        except ValueError as error:
+            raise ValueError(f"after: {error}") from None
+    return None
+
+
+def sse_frame(message: dict) -> bytes:
+    # The kind goes on a line of its own: a line break in it would end the field early.
+    kind = " ".join(str(message["kind"]).split()) or "message"
+    data = json.dumps(message, separators=(",", ":"))  # JSON escapes line breaks: one line
+    return f"id: {message['id']}\nevent: {kind}\ndata: {data}\n\n".encode()
+
+
+async def _frames(stream: str, after: int) -> AsyncIterator[bytes]:
+    try:
+        async with contextlib.aclosing(
+            follow_stream(stream, after, keepalive=KEEPALIVE_SECONDS)
+        ) as feed:
+            async for message in feed:
+                yield KEEPALIVE_FRAME if message is None else sse_frame(message)
+    except Exception:
+        # Ends the response; the client reconnects with Last-Event-ID and loses nothing.
+        logger.exception("agent event stream failed")
+
+
+@require_GET
+async def agent_events(request: HttpRequest):
+    if not await _authenticated(request):
+        return JsonResponse({"detail": "Unauthorized"}, status=401)
+    try:
+        after = _resume_point(request)
+    except ValueError as error:
+        return JsonResponse({"detail": str(error)}, status=400)
+    if after is None:
+        after = await database_sync_to_async(selectors.last_seq)(stream=AGENTS_STREAM)
+    response = StreamingHttpResponse(
+        _frames(AGENTS_STREAM, after), content_type="text/event-stream; charset=utf-8"
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
+    return response
