@@ -4,6 +4,7 @@ migrated, with a runagentd (and optionally daphne) running against it."""
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 AGENT_CLASSES = "bench.agents.Quick,bench.agents.Emitter"
-TOKEN = "bench-token-0123456789abcdef0123456789"
+TOKEN = secrets.token_hex(16)  # a fresh API token for each benchmark run
 
 
 class BenchSystem:
@@ -49,8 +50,18 @@ class BenchSystem:
     def start_web(self) -> None:
         import socket
 
-        self.processes.append(self._spawn([sys.executable, "-m", "daphne", "-p",
-                                           str(self.port), "researchagent.asgi:application"]))
+        self.processes.append(
+            self._spawn(
+                [
+                    sys.executable,
+                    "-m",
+                    "daphne",
+                    "-p",
+                    str(self.port),
+                    "researchagent.asgi:application",
+                ]
+            )
+        )
 
         def listening():
             try:
@@ -62,8 +73,9 @@ class BenchSystem:
         self._wait(listening)
 
     def _spawn(self, argv):
-        return subprocess.Popen(argv, cwd=REPO, env=self.env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+        return subprocess.Popen(
+            argv, cwd=REPO, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
 
     @staticmethod
     def _wait(predicate, timeout=60.0):
