@@ -3,6 +3,7 @@
 from django.contrib.auth.decorators import login_required
 from ninja import NinjaAPI
 
+from agents_app.api import router as agents_router
 from researchagent.auth import API_AUTH
 from scheduler_app.api import router as scheduler_router
 from sessions_app.api import router as sessions_router
@@ -19,3 +20,4 @@ api = NinjaAPI(
 )
 api.add_router("/sessions", sessions_router, tags=["chat sessions"])
 api.add_router("", scheduler_router, tags=["hosts"])
+api.add_router("/agents", agents_router, tags=["agents"])
