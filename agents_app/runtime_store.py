@@ -169,15 +169,17 @@ class DjangoRuntimeStore:
         with connection.cursor() as cursor:
             cursor.execute(
                 """
-                WITH RECURSIVE tree(id, status, depth) AS (
-                    SELECT id, status, 1 FROM agents_app_agent WHERE parent_id = %s
+                WITH RECURSIVE tree(id, status, depth, path) AS (
+                    SELECT id, status, 1, ARRAY[%s::varchar, id]
+                    FROM agents_app_agent WHERE parent_id = %s
                     UNION ALL
-                    SELECT a.id, a.status, t.depth + 1
+                    SELECT a.id, a.status, t.depth + 1, t.path || a.id
                     FROM agents_app_agent a JOIN tree t ON a.parent_id = t.id
+                    WHERE a.id <> ALL(t.path)  -- never loop on a parent cycle
                 )
                 SELECT id, depth FROM tree WHERE status = ANY(%s) ORDER BY depth DESC, id
                 """,
-                [agent_id, [str(s) for s in LIVE]],
+                [agent_id, agent_id, [str(s) for s in LIVE]],
             )
             rows = cursor.fetchall()
         levels: dict[int, list[str]] = {}

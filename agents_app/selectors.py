@@ -23,14 +23,16 @@ def descendants(*, agent_id: str) -> list[Agent]:
     """Every agent below `agent_id`, deepest first (leaves before their parents)."""
     rows = Agent.objects.raw(
         """
-        WITH RECURSIVE tree(id, depth) AS (
-            SELECT id, 1 FROM agents_app_agent WHERE parent_id = %s
+        WITH RECURSIVE tree(id, depth, path) AS (
+            SELECT id, 1, ARRAY[%s::varchar, id] FROM agents_app_agent WHERE parent_id = %s
             UNION ALL
-            SELECT a.id, t.depth + 1 FROM agents_app_agent a JOIN tree t ON a.parent_id = t.id
+            SELECT a.id, t.depth + 1, t.path || a.id
+            FROM agents_app_agent a JOIN tree t ON a.parent_id = t.id
+            WHERE a.id <> ALL(t.path)  -- a parent cycle (made by hand) must not loop forever
         )
         SELECT a.*, t.depth FROM agents_app_agent a JOIN tree t ON a.id = t.id
         ORDER BY t.depth DESC, a.created_at
         """,
-        [agent_id],
+        [agent_id, agent_id],
     )
     return list(rows)
