@@ -3,6 +3,11 @@
 Each event arrives as one JSON text frame, `Event.as_message()`; its `id` is the seq to resume
 from (`?after=<last id seen>`). Without `after` the socket carries only events newer than the
 connection; `after=0` replays the whole stream first.
+
+Authentication: a logged-in session, or the API token in an `X-Auth-Token` or
+`Authorization: Bearer` handshake header (asgi.py also wants an allowed `Origin`). Without
+either, the socket closes with 4401; a malformed `after` closes it with 4400 after one
+`{"error": ...}` frame.
 """
 
 from __future__ import annotations
@@ -50,7 +55,10 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self):
         if not self._authenticated():
-            await self.close(code=CLOSE_UNAUTHENTICATED)  # refuse the handshake
+            # Accept only to close with a code a browser can read (a refused handshake shows
+            # it only 1006): 4401 tells the page to log in again, not to retry.
+            await self.accept()
+            await self.close(code=CLOSE_UNAUTHENTICATED, reason="authentication required")
             return
         query = parse_qs(self.scope["query_string"].decode("latin1"), keep_blank_values=True)
         try:
@@ -58,7 +66,7 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
         except ValueError as error:
             await self.accept()  # so that the client can read why
             await self.send_json({"error": f"after: {error}"})
-            await self.close(code=CLOSE_BAD_REQUEST)
+            await self.close(code=CLOSE_BAD_REQUEST, reason="bad after")
             return
         if after is None:  # before accepting: every event after the handshake is sent
             after = await database_sync_to_async(selectors.last_seq)(stream=self.stream)
@@ -88,8 +96,8 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
             logger.exception("agent event feed failed")
             await self.close(code=CLOSE_SERVER_ERROR)
 
-    async def receive_json(self, content, **kwargs):
-        pass  # the stream is one-way; anything a client sends is ignored
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        pass  # the stream is one-way: what a client sends, JSON or not, is ignored
 
     async def disconnect(self, code):
         if self.forwarder is not None:

@@ -186,12 +186,18 @@ async def test_websocket_replays_after_n_then_follows_live_without_gap_or_duplic
     assert await GroupChannel.objects.acount() == 0
 
 
-async def test_websocket_after_zero_replays_everything(agentsys_config):
+async def test_websocket_after_zero_replays_everything_and_ignores_what_clients_send(
+    agentsys_config,
+):
     agentsys_config(api_token=TOKEN)
     await record(n=1)
     communicator = websocket("after=0", headers=[(b"authorization", f"Bearer {TOKEN}".encode())])
     assert (await communicator.connect(timeout=WAIT))[0]
     assert (await communicator.receive_json_from(timeout=WAIT))["id"] == 1
+    await communicator.send_to(text_data="not json {")
+    await communicator.send_to(bytes_data=b"\x00")
+    await record(n=2)
+    assert (await communicator.receive_json_from(timeout=WAIT))["id"] == 2  # still open
     await communicator.disconnect()
 
 
@@ -204,18 +210,29 @@ async def test_websocket_after_zero_replays_everything(agentsys_config):
         [(b"authorization", TOKEN.encode())],  # no "Bearer"
     ],
 )
-async def test_websocket_without_login_or_token_is_refused(agentsys_config, headers):
+async def test_websocket_without_login_or_token_is_closed_with_4401(agentsys_config, headers):
     agentsys_config(api_token=TOKEN)
+    await record(n=1)
     communicator = websocket("after=0", headers=headers)
-    connected, code = await communicator.connect(timeout=WAIT)
-    assert not connected
-    assert code == 4401
+    assert (await communicator.connect(timeout=WAIT))[0]
+    closed = await communicator.receive_output(timeout=WAIT)  # before any event
+    assert closed == {"type": "websocket.close", "code": 4401, "reason": "authentication required"}
 
 
 async def test_websocket_takes_no_token_when_none_is_configured(agentsys_config):
     agentsys_config(api_token=None)
     communicator = websocket(headers=[(b"x-auth-token", b"None")])
-    assert await communicator.connect(timeout=WAIT) == (False, 4401)
+    await communicator.connect(timeout=WAIT)
+    assert (await communicator.receive_output(timeout=WAIT))["code"] == 4401
+
+
+async def test_websocket_without_allowed_origin_is_refused(agentsys_config):
+    # asgi.py's AllowedHostsOriginValidator, before any consumer: scripts send Origin too.
+    agentsys_config(api_token=TOKEN)
+    communicator = WebsocketCommunicator(
+        application, "/ws/agents/events/", headers=[(b"x-auth-token", TOKEN.encode())]
+    )
+    assert not (await communicator.connect(timeout=WAIT))[0]
 
 
 @pytest.mark.parametrize("after", ["abc", "-1", "1.5", "", "9" * 30])
@@ -226,7 +243,7 @@ async def test_websocket_bad_after_is_closed_with_4400(agentsys_config, after):
     error = await communicator.receive_json_from(timeout=WAIT)
     assert "after" in error["error"]
     closed = await communicator.receive_output(timeout=WAIT)
-    assert closed == {"type": "websocket.close", "code": 4400}
+    assert closed == {"type": "websocket.close", "code": 4400, "reason": "bad after"}
 
 
 # -- Server-Sent Events -----------------------------------------------------------------------
