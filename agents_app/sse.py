@@ -60,7 +60,7 @@ def _resume_point(request: HttpRequest) -> int | None:
 
 
 def sse_frame(message: dict) -> bytes:
-    # The kind goes on a line of its own: a line break in it would end the field early.
+    # Whitespace in the kind collapsed: a line break in it would end the `event:` field.
     kind = " ".join(str(message["kind"]).split()) or "message"
     data = json.dumps(message, separators=(",", ":"))  # JSON escapes line breaks: one line
     return f"id: {message['id']}\nevent: {kind}\ndata: {data}\n\n".encode()
