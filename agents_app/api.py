@@ -8,12 +8,11 @@ what happened in the event log.
 
 from __future__ import annotations
 
-from django.db.models import Q
 from django.http import HttpResponseNotAllowed
 from ninja import Query, Router, Status
 
-from agents_app import services
-from agents_app.models import Agent, AgentCommand, Event
+from agents_app import selectors, services
+from agents_app.models import Agent, AgentCommand
 from agents_app.schemas import (
     AgentDetailOut,
     AgentNode,
@@ -25,7 +24,7 @@ from agents_app.schemas import (
     SteerOut,
 )
 from agentsys.types import AgentRole, AgentStatus, CommandKind, EntryType
-from memory_app.models import MemoryEntry
+from memory_app import selectors as memory_selectors
 
 router = Router()
 
@@ -88,17 +87,13 @@ def list_agents(
         roles = _one_of("role", role, AgentRole)
     except ValueError as error:
         return Status(400, {"detail": str(error)})
-    agents = Agent.objects.select_related("host").order_by("-created_at", "id")
-    if statuses:
-        agents = agents.filter(status__in=statuses)
-    if roles:
-        agents = agents.filter(role__in=roles)
-    if parent_id:
-        agents = agents.filter(parent_id=parent_id)
-    if chat_session_id:
-        agents = agents.filter(chat_session_id=chat_session_id)
-    if q and q.strip():
-        agents = agents.filter(goal__icontains=q.strip())
+    agents = selectors.agents_matching(
+        statuses=statuses,
+        roles=roles,
+        parent_id=parent_id,
+        chat_session_id=chat_session_id,
+        goal_contains=(q or "").strip(),
+    )
     return list(agents[offset : offset + limit])
 
 
@@ -110,7 +105,7 @@ def list_agents(
 def agent_tree(request, root_id: str | None = Query(None, max_length=ID_LENGTH)):
     # One query, nested here: no recursive SQL, so a parent cycle made by hand (admin) cannot
     # make the database recurse forever.
-    agents = list(Agent.objects.only(*TREE_FIELDS).order_by("created_at", "id"))
+    agents = selectors.agents_in_spawn_order(fields=TREE_FIELDS)
     if root_id:
         if not any(agent.id == root_id for agent in agents):
             return _no_agent(root_id)
@@ -157,16 +152,14 @@ def _assemble_tree(agents: list[Agent], root_ids: list[str]) -> list[dict]:
     summary="One agent, its children and its last 50 events",
 )
 def get_agent(request, agent_id: str):
-    agent = Agent.objects.select_related("host").filter(pk=agent_id).first()
+    agent = selectors.agent_with_host(agent_id=agent_id)
     if agent is None:
         return _no_agent(agent_id)
-    agent.child_ids = list(
-        Agent.objects.filter(parent_id=agent.id)
-        .order_by("created_at", "id")
-        .values_list("id", flat=True)
-    )
-    recent = Event.objects.filter(agent_id=agent.id).order_by("-id")[:AGENT_EVENTS_IN_DETAIL]
-    agent.recent_events = [event.as_message() for event in reversed(recent)]
+    agent.child_ids = selectors.child_ids(agent_id=agent.id)
+    agent.recent_events = [
+        event.as_message()
+        for event in selectors.recent_events(agent_id=agent.id, limit=AGENT_EVENTS_IN_DETAIL)
+    ]
     return agent
 
 
@@ -186,13 +179,11 @@ def agent_entries(
         types = _one_of("type", entry_type, EntryType)
     except ValueError as error:
         return Status(400, {"detail": str(error)})
-    if not Agent.objects.filter(pk=agent_id).exists():
+    if not selectors.agent_exists(agent_id=agent_id):
         return _no_agent(agent_id)
-    mine = Q(target_id=agent_id, type=EntryType.MESSAGE) if inbox else Q(agent_id=agent_id)
-    entries = MemoryEntry.objects.filter(mine).order_by("-created_at", "-key")
-    if types:
-        entries = entries.filter(type__in=types)
-    return list(entries[:limit])
+    return memory_selectors.entries_of_agent(
+        agent_id=agent_id, inbox=inbox, types=types, limit=limit
+    )
 
 
 # -- commands ---------------------------------------------------------------------------------

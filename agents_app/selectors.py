@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.db.models import QuerySet
+
 from agents_app.models import Agent, Event
 
 REPLAY_LIMIT = 1000
@@ -19,20 +21,50 @@ def last_seq(*, stream: str) -> int:
     return row or 0
 
 
-def descendants(*, agent_id: str) -> list[Agent]:
-    """Every agent below `agent_id`, deepest first (leaves before their parents)."""
-    rows = Agent.objects.raw(
-        """
-        WITH RECURSIVE tree(id, depth, path) AS (
-            SELECT id, 1, ARRAY[%s::varchar, id] FROM agents_app_agent WHERE parent_id = %s
-            UNION ALL
-            SELECT a.id, t.depth + 1, t.path || a.id
-            FROM agents_app_agent a JOIN tree t ON a.parent_id = t.id
-            WHERE a.id <> ALL(t.path)  -- a parent cycle (made by hand) must not loop forever
-        )
-        SELECT a.*, t.depth FROM agents_app_agent a JOIN tree t ON a.id = t.id
-        ORDER BY t.depth DESC, a.created_at
-        """,
-        [agent_id, agent_id],
+def agents_matching(
+    *,
+    statuses: list[str] | None = None,
+    roles: list[str] | None = None,
+    parent_id: str | None = None,
+    chat_session_id: str | None = None,
+    goal_contains: str = "",
+) -> QuerySet[Agent]:
+    """GET /api/agents: newest first (agent_status_recent_idx serves the status filter)."""
+    agents = Agent.objects.select_related("host").order_by("-created_at", "id")
+    if statuses:
+        agents = agents.filter(status__in=statuses)
+    if roles:
+        agents = agents.filter(role__in=roles)
+    if parent_id:
+        agents = agents.filter(parent_id=parent_id)
+    if chat_session_id:
+        agents = agents.filter(chat_session_id=chat_session_id)
+    if goal_contains:
+        agents = agents.filter(goal__icontains=goal_contains)
+    return agents
+
+
+def agents_in_spawn_order(*, fields: tuple[str, ...]) -> list[Agent]:
+    """Every agent, oldest first, for the tree view (nested in Python, cycle-safe)."""
+    return list(Agent.objects.only(*fields).order_by("created_at", "id"))
+
+
+def agent_with_host(*, agent_id: str) -> Agent | None:
+    return Agent.objects.select_related("host").filter(pk=agent_id).first()
+
+
+def agent_exists(*, agent_id: str) -> bool:
+    return Agent.objects.filter(pk=agent_id).exists()
+
+
+def child_ids(*, agent_id: str) -> list[str]:
+    return list(
+        Agent.objects.filter(parent_id=agent_id)
+        .order_by("created_at", "id")
+        .values_list("id", flat=True)
     )
-    return list(rows)
+
+
+def recent_events(*, agent_id: str, limit: int) -> list[Event]:
+    """An agent's last `limit` events, oldest first (event_agent_timeline_idx)."""
+    return list(reversed(Event.objects.filter(agent_id=agent_id).order_by("-id")[:limit]))
