@@ -17,6 +17,7 @@ from agents_app.schemas import (
     AgentDetailOut,
     AgentNode,
     AgentOut,
+    AgentStartIn,
     CommandOut,
     ErrorOut,
     MemoryEntryOut,
@@ -218,6 +219,29 @@ def steer_agent(request, agent_id: str, payload: SteerIn):
             entry_key=result.key,
         )
     return Status(202, out)
+
+
+@router.post(
+    "",
+    response={201: AgentOut, 422: ErrorOut},
+    summary="Start a top-level agent of an allow-listed class (a runagentd picks it up)",
+)
+def start_agent(request, payload: AgentStartIn):
+    from django.conf import settings
+
+    from agentsys.registry import DisallowedAgentClass
+
+    try:
+        agent = services.request_agent_start(
+            cls_path=payload.cls_path,
+            goal=payload.goal,
+            config=payload.config,
+            project=payload.project or settings.AGENTSYS.project,
+            session=payload.session,
+        )
+    except (DisallowedAgentClass, ImportError, AttributeError) as error:
+        return Status(422, {"detail": f"cls_path: {error}"})
+    return Status(201, selectors.agent_with_host(agent_id=agent.id))
 
 
 def _command(request, agent_id: str, kind: CommandKind):

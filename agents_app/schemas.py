@@ -16,6 +16,18 @@ class ErrorOut(Schema):
     detail: str
 
 
+class AgentStartIn(Schema):
+    """Start a top-level agent; a runagentd claims it. Only allow-listed classes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cls_path: Annotated[str, StringConstraints(strip_whitespace=True, min_length=3, max_length=200)]
+    goal: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=20_000)]
+    config: dict[str, Any] = Field(default_factory=dict)
+    project: Annotated[str, StringConstraints(strip_whitespace=True, max_length=100)] = ""
+    session: Annotated[str, StringConstraints(strip_whitespace=True, max_length=100)] = ""
+
+
 class AgentOut(Schema):
     id: str
     role: str

@@ -473,3 +473,49 @@ def test_a_stray_body_on_a_command_does_no_harm(api, tree):
     # pause/resume/stop take no body; a stray one does no harm.
     response = api("post", "/api/agents/orchestrator-l2/stop", {"why": "done"})
     assert response.status_code == 202
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"cls_path": "os.system", "goal": "pwn"}, "not an allowed agent class"),
+        ({"cls_path": "subprocess.Popen", "goal": "pwn"}, "not an allowed agent class"),
+    ],
+)
+def test_start_refuses_classes_off_the_allow_list(api, body, fragment):
+    response = api("post", "/api/agents", body)
+    assert response.status_code == 422
+    assert fragment in response.json()["detail"]
+    assert not Agent.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"goal": "no class"},
+        {"cls_path": "tests.runtime_agents.TestResearch"},
+        {"cls_path": "tests.runtime_agents.TestResearch", "goal": "x", "extra": 1},
+        {"cls_path": "tests.runtime_agents.TestResearch", "goal": "x", "config": []},
+    ],
+)
+def test_start_with_a_bad_body_is_422(api, body):
+    assert api("post", "/api/agents", body).status_code == 422
+
+
+def test_start_an_allow_listed_agent(api, agentsys_config):
+    from tests.runtime_agents import ALL
+
+    agentsys_config(extra_agent_classes=frozenset(ALL.split(",")))
+    response = api(
+        "post",
+        "/api/agents",
+        {
+            "cls_path": "tests.runtime_agents.TestResearch",
+            "goal": "find a better LR",
+            "project": "demo",
+        },
+    )
+    assert response.status_code == 201
+    body = response.json()
+    assert (body["status"], body["role"], body["host"]) == ("idle", "orchestrator", None)
+    assert body["id"].startswith("orchestrator-")
