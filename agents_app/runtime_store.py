@@ -12,9 +12,11 @@ from django.utils import timezone
 from agents_app.events import AGENTS_STREAM, record_event
 from agents_app.models import Agent, AgentCommand, CommandStatus
 from agentsys.agent import Scope
+from agentsys.scheduling import policy_named
 from agentsys.store import AgentRecord, CommandRecord
 from agentsys.types import TERMINAL_AGENT_STATUSES, AgentStatus, EntryType, RequestStatus
 from memory_app.services import write_entry
+from scheduler_app import queue
 from scheduler_app import services as host_services
 from scheduler_app.models import Host, HostStatus, ScheduleRequest
 
@@ -137,6 +139,7 @@ class DjangoRuntimeStore:
             agent.pid, agent.started_at = pid, agent.started_at or now
         if status in TERMINAL_AGENT_STATUSES:
             agent.finished_at, agent.error, agent.result = now, error, result
+            queue.release_for_agent(agent_id=agent_id, agent_status=status)  # frees its GPUs
         agent.save()
         if status == AgentStatus.FAILED:
             write_entry(
@@ -221,6 +224,49 @@ class DjangoRuntimeStore:
     def lost_agents(self, *, host_id: int) -> list[AgentRecord]:
         """Live agents this host ran before its runagentd died."""
         return [_record(a) for a in Agent.objects.filter(host_id=host_id, status__in=LIVE)]
+
+    # -- the executor queue -------------------------------------------------------------------
+
+    @transaction.atomic
+    def submit_to_queue(self, *, agent_id: str, gpu_required) -> dict:
+        """Queue an executor whose row exists; returns {status, reason, event}."""
+        agent = Agent.objects.get(pk=agent_id)
+        request = queue.submit(agent=agent, gpu_required=gpu_required)
+        if request.status == RequestStatus.REJECTED:
+            event = _event(
+                agent_id,
+                "failed",
+                {
+                    "error": request.rejection_reason,
+                    "status": "failed",
+                    "request_id": request.id,
+                    "parent_id": agent.parent_id,
+                },
+            )
+            return {"status": "rejected", "reason": request.rejection_reason, "event": event}
+        event = _event(
+            agent_id, "queued", {"request_id": request.id, "gpu_required": request.gpu_required}
+        )
+        return {"status": "queued", "reason": "", "event": event}
+
+    @transaction.atomic
+    def claim_queue(self, *, host_id: int, policy: str) -> list[AgentRecord]:
+        """Executors this host starts now, each with `gpu_indices` in its config."""
+        records = []
+        for request in queue.claim(host_id=host_id, policy=policy_named(policy)):
+            agent = Agent.objects.select_for_update().get(pk=request.agent_id)
+            agent.config = {
+                **agent.config,
+                "gpu_indices": request.gpu_indices,
+                "request_id": request.id,
+            }
+            agent.save(update_fields=["config"])
+            records.append(_record(agent))
+        return records
+
+    def agent_statuses(self, *, agent_ids: list[str]) -> dict[str, tuple[str, str]]:
+        rows = Agent.objects.filter(pk__in=agent_ids).values_list("id", "status", "error")
+        return {agent_id: (status, error) for agent_id, status, error in rows}
 
     # -- commands from the web ---------------------------------------------------------------
 

@@ -123,6 +123,9 @@ class Agent:
         self._steer_buffer: list[str] = []
         self._stop_requested = False
         self.children: dict[str, ChildHandle] = {}
+        # A child's status can arrive before spawn_child has made its handle (a request
+        # rejected at submit): keep it until the handle exists.
+        self._early_child_status: dict[str, tuple[str, str]] = {}
 
     def wire(
         self, *, agent_id: str, goal: str, config: dict, scope: Scope, link: RuntimeLink
@@ -176,6 +179,9 @@ class Agent:
         )
         handle = ChildHandle(child_id, self._link)
         self.children[child_id] = handle
+        if child_id in self._early_child_status:
+            status, error = self._early_child_status.pop(child_id)
+            handle.update(status, error=error)
         return handle
 
     def emit_event(self, kind: str, payload: dict | None = None) -> None:
@@ -253,6 +259,8 @@ class Agent:
     ) -> None:
         handle = self.children.pop(child_id, None) if replaced_by else self.children.get(child_id)
         if handle is None:
+            if not replaced_by:
+                self._early_child_status[child_id] = (status, error)
             return
         handle.update(status, error=error, replaced_by=replaced_by)
         if replaced_by:

@@ -28,7 +28,7 @@ from agentsys.types import AgentStatus, CommandKind, SteerUrgency
 
 logger = logging.getLogger("agentsys.daemon")
 
-WAKE_CHANNELS = ("agentsys_commands", "agentsys_agents")
+WAKE_CHANNELS = ("agentsys_commands", "agentsys_agents", "agentsys_queue")
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -45,6 +45,7 @@ class DaemonSettings:
     allowed_classes: frozenset[str] = frozenset()
     forkserver_preload: tuple[str, ...] = ()
     claim_batch: int = 20
+    scheduler_policy: str = "fifo"
     extra: dict = field(default_factory=dict)
 
 
@@ -205,6 +206,21 @@ class Daemon:
             await self.supervisor.launch(record, cls)
         return len(records)
 
+    async def schedule(self) -> int:
+        """Start the queued executors that fit on this host's free GPUs now."""
+        records = await self.db(
+            self.store.claim_queue, host_id=self.host_id, policy=self.settings.scheduler_policy
+        )
+        for record in records:
+            try:
+                cls = self.registry.resolve(record.cls_path)
+            except Exception as exc:
+                await self._fail(record.id, str(exc))
+                continue
+            await self.supervisor.launch(record, cls)
+        await self.supervisor.tell_parents_of_finished_children()
+        return len(records)
+
     async def heartbeat(self) -> None:
         await self.db(self.store.record_heartbeat, host_id=self.host_id)
         for event in await self.db(
@@ -259,6 +275,7 @@ class Daemon:
         try:
             await self.deliver_commands()
             await self.claim_agents()
+            await self.schedule()
             if time.monotonic() - self._last_beat >= self.settings.heartbeat_interval:
                 await self.heartbeat()
             self.reap_orphans()

@@ -20,7 +20,7 @@ from agentsys.agent import Agent, Scope, hierarchy_error
 from agentsys.ipc import TERMINAL_EVENTS, Cmd, Ev, PipeChannel
 from agentsys.registry import AgentClassRegistry
 from agentsys.store import AgentRecord, RuntimeStore
-from agentsys.types import AgentStatus, SteerUrgency, new_agent_id
+from agentsys.types import AgentRole, AgentStatus, SteerUrgency, new_agent_id
 from agentsys.worker import WorkerSpec, run_worker
 
 logger = logging.getLogger("agentsys.supervisor")
@@ -87,11 +87,16 @@ class Supervisor:
         host_id: int,
         mp_context,
         stop_grace: float = 5.0,
+        use_scheduler: bool = True,
     ):
         self.store, self.db, self.publish = store, db, publish
         self.registry, self.host_id, self.mp = registry, host_id, mp_context
         self.stop_grace = stop_grace
+        self.use_scheduler = use_scheduler
         self.hosted: dict[str, Hosted] = {}
+        # Queued children of agents hosted here: child id → parent id. Their parent is told
+        # when they end, whichever daemon ran them (see tell_parents_of_finished_children).
+        self.watched: dict[str, str] = {}
         self._tasks: set[asyncio.Task] = set()
 
     def background(self, coro, name: str) -> asyncio.Task:
@@ -124,6 +129,9 @@ class Supervisor:
                 raise hierarchy_error(parent.role, parent.id, cls.role, parent_cls.allowed_children)
             scope = scope or parent.scope
             chat_session_id = chat_session_id or parent.chat_session_id
+        queued = self.use_scheduler and cls.role == AgentRole.EXECUTOR
+        if queued:
+            _check_gpu_required(config.get("gpu_required", 0))
         record = AgentRecord(
             id=agent_id or new_agent_id(cls.role),
             role=cls.role,
@@ -133,16 +141,55 @@ class Supervisor:
             config=config,
             scope=scope or Scope(project=config.get("project", "default")),
             status=AgentStatus.IDLE,
-            host_id=self.host_id,
+            host_id=None if queued else self.host_id,
             chat_session_id=chat_session_id,
         )
-        event = await self.db(self.store.create_agent, record=record)
-        await self.publish(event)
-        await self.launch(record, cls)
+        await self.publish(await self.db(self.store.create_agent, record=record))
+        if queued:
+            await self._submit(record, parent_id)
+        else:
+            await self.launch(record, cls)
         return record.id
+
+    async def _submit(self, record: AgentRecord, parent_id: str | None) -> None:
+        """Executors go through the scheduler (design doc §5.11); the id stays the same from
+        queued to done."""
+        outcome = await self.db(
+            self.store.submit_to_queue,
+            agent_id=record.id,
+            gpu_required=record.config.get("gpu_required", 0),
+        )
+        await self.publish(outcome["event"])
+        if outcome["status"] == "rejected" and parent_id:
+            self.send_to(
+                parent_id,
+                {
+                    "t": Cmd.CHILD_STATUS,
+                    "child_id": record.id,
+                    "status": str(AgentStatus.FAILED),
+                    "error": outcome["reason"],
+                },
+            )
+        elif parent_id:
+            self.watched[record.id] = parent_id
+
+    async def tell_parents_of_finished_children(self) -> None:
+        """Queued children may run on another host, or end without running (cancelled);
+        their parents here learn it from the database."""
+        if not self.watched:
+            return
+        statuses = await self.db(self.store.agent_statuses, agent_ids=list(self.watched))
+        for child_id, (status, error) in statuses.items():
+            if AgentStatus(status).is_terminal and child_id not in self.hosted:
+                parent_id = self.watched.pop(child_id)
+                self.send_to(
+                    parent_id,
+                    {"t": Cmd.CHILD_STATUS, "child_id": child_id, "status": status, "error": error},
+                )
 
     async def launch(self, record: AgentRecord, cls: type[Agent], *, resume: bool = False):
         """Start an agent whose row exists (new, claimed, or resumed after a restart)."""
+        self.watched.pop(record.id, None)  # hosted here now: its end reaches the parent directly
         hosted = Hosted(record=record, cls=cls)
         self.hosted[record.id] = hosted
         self.background(self._handle_inbox(hosted), f"inbox:{record.id}")
@@ -466,6 +513,12 @@ def _signal_group(pid: int | None, sig: int) -> None:
     except ProcessLookupError:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)  # not yet a group leader (it had just started)
+
+
+def _check_gpu_required(value) -> None:
+    # Checked before anything is stored: a bad value is the caller's error, not a failed run.
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"gpu_required must be a whole number ≥ 0, got {value!r}")
 
 
 def _describe_exit(code: int | None) -> str:

@@ -49,6 +49,10 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "SERVER_CALLBACK_URL": ("", "URL agents and MCP tools use to reach the API; unset = from PORT"),
     "AGENTSYS_HOST_NAME": ("", "Name this runagentd registers its host under; unset = hostname"),
     "AGENTSYS_GPUS": ("", "Declared GPUs on hosts without NVML: a count (2) or indices (0,1)"),
+    "AGENTSYS_SCHEDULER_POLICY": (
+        "fifo",
+        "GPU queue policy: fifo (first fit) or reserve (no starvation)",
+    ),
     "AGENTSYS_AGENT_CLASSES": (
         "",
         "Extra agent classes runagentd may spawn (dotted paths, comma-separated)",
@@ -91,6 +95,7 @@ class Config:
     host_name: str
     gpus: list[int] | None
     extra_agent_classes: frozenset[str]
+    scheduler_policy: str
     admin_username: str
     admin_password: str | None
     admin_email: str
@@ -241,6 +246,7 @@ def load(environment: dict[str, str] | None = None) -> Config:
         host_name=host_name,
         gpus=_gpus(env),
         extra_agent_classes=frozenset(_list(env, "AGENTSYS_AGENT_CLASSES")),
+        scheduler_policy=_choice(env, "AGENTSYS_SCHEDULER_POLICY", {"fifo", "reserve"}),
         admin_username=_raw(env, "AGENTSYS_ADMIN_USERNAME") or "admin",
         admin_password=_raw(env, "AGENTSYS_ADMIN_PASSWORD") or None,
         admin_email=_raw(env, "AGENTSYS_ADMIN_EMAIL"),

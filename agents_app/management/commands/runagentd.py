@@ -67,6 +67,7 @@ class Command(BaseCommand):
                 listen_dsn=listen_dsn(),
                 allowed_classes=settings.AGENTSYS.extra_agent_classes,
                 forkserver_preload=("agents_app.worker_boot",),
+                scheduler_policy=settings.AGENTSYS.scheduler_policy,
             ),
             publish=publish,
         )
