@@ -8,7 +8,6 @@ what happened in the event log.
 
 from __future__ import annotations
 
-from django.http import HttpResponseNotAllowed
 from ninja import Query, Router, Status
 
 from agents_app import selectors, services
@@ -276,20 +275,3 @@ def resume_agent(request, agent_id: str):
 @router.post("/{agent_id}/stop", response=COMMAND_RESPONSES, summary="Stop (and its subtree)")
 def stop_agent(request, agent_id: str):
     return _command(request, agent_id, CommandKind.STOP)
-
-
-def _only_post(path: str) -> None:
-    """Other methods on a command route answer 405, but only after authentication: an
-    anonymous caller gets 401 from every API route whatever the method (tests/test_auth.py).
-    django-ninja alone would answer 405 before it authenticates."""
-
-    def method_not_allowed(request, agent_id: str):
-        return HttpResponseNotAllowed(["POST"], content=b"Method not allowed")
-
-    router.api_operation(["GET", "PUT", "PATCH", "DELETE"], path, include_in_schema=False)(
-        method_not_allowed
-    )
-
-
-for _command_path in ("steer", "pause", "resume", "stop"):
-    _only_post(f"/{{agent_id}}/{_command_path}")

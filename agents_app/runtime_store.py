@@ -16,7 +16,7 @@ from agentsys.scheduling import policy_named
 from agentsys.store import AgentRecord, CommandRecord
 from agentsys.types import TERMINAL_AGENT_STATUSES, AgentStatus, EntryType, RequestStatus
 from memory_app.services import write_entry
-from scheduler_app import queue
+from scheduler_app import queue, runs
 from scheduler_app import services as host_services
 from scheduler_app.models import Host, HostStatus, ScheduleRequest
 
@@ -141,6 +141,8 @@ class DjangoRuntimeStore:
             agent.finished_at, agent.error, agent.result = now, error, result
             queue.release_for_agent(agent_id=agent_id, agent_status=status)  # frees its GPUs
         agent.save()
+        if agent.role == "executor":
+            runs.follow_agent(agent_id=agent_id, status=status, result=result, error=error)
         if status == AgentStatus.FAILED:
             write_entry(
                 type=EntryType.CONTEXT,

@@ -117,6 +117,8 @@ class Agent:
         self.error_traceback = ""
         self.result: Any = None
         self._link: RuntimeLink | None = None
+        self.memory = None  # an agentsys.memory.AgentMemory, set by the runtime
+        self.allowed_paths: frozenset[str] = frozenset()  # the runtime's allow-list
         self._task: asyncio.Task | None = None
         self._resume = asyncio.Event()
         self._resume.set()
@@ -183,6 +185,28 @@ class Agent:
             status, error = self._early_child_status.pop(child_id)
             handle.update(status, error=error)
         return handle
+
+    async def remember(self, type: str, data: dict, tags: list[str] | None = None) -> str | None:
+        """Write a memory entry in this agent's scope (off the event loop)."""
+        if self.memory is None:
+            return None
+        return await asyncio.to_thread(self.memory.write, type=type, data=data, tags=tags)
+
+    async def alert(
+        self, severity: str, message: str, signature: str, data: dict | None = None, **extra: str
+    ) -> str | None:
+        """An ALERT entry plus an alert the person sees."""
+        if self.memory is None:
+            logger.warning("%s alert (no memory attached): %s", self.id, message)
+            return None
+        return await asyncio.to_thread(
+            self.memory.raise_alert,
+            severity=severity,
+            message=message,
+            signature=signature,
+            data=data or {},
+            **extra,
+        )
 
     def emit_event(self, kind: str, payload: dict | None = None) -> None:
         """A custom event (iteration, log_entry, ...): stored in order and pushed live."""

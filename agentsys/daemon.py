@@ -46,6 +46,8 @@ class DaemonSettings:
     forkserver_preload: tuple[str, ...] = ()
     claim_batch: int = 20
     scheduler_policy: str = "fifo"
+    memory_factory: str = ""  # "module:attr"; empty = agents run without memory
+    default_workdir: str = ""  # where executors run when their config names no workdir
     extra: dict = field(default_factory=dict)
 
 
@@ -108,6 +110,8 @@ class Daemon:
             host_id=self.host_id,
             mp_context=context,
             stop_grace=self.settings.stop_grace,
+            memory_factory=self.settings.memory_factory,
+            default_workdir=self.settings.default_workdir,
         )
         return self.supervisor
 

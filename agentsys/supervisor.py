@@ -88,11 +88,15 @@ class Supervisor:
         mp_context,
         stop_grace: float = 5.0,
         use_scheduler: bool = True,
+        memory_factory: str = "",
+        default_workdir: str = "",
     ):
         self.store, self.db, self.publish = store, db, publish
         self.registry, self.host_id, self.mp = registry, host_id, mp_context
         self.stop_grace = stop_grace
         self.use_scheduler = use_scheduler
+        self.memory_factory = memory_factory
+        self.default_workdir = default_workdir
         self.hosted: dict[str, Hosted] = {}
         # Queued children of agents hosted here: child id → parent id. Their parent is told
         # when they end, whichever daemon ran them (see tell_parents_of_finished_children).
@@ -132,6 +136,8 @@ class Supervisor:
         queued = self.use_scheduler and cls.role == AgentRole.EXECUTOR
         if queued:
             _check_gpu_required(config.get("gpu_required", 0))
+            if self.default_workdir:
+                config = {"workdir": self.default_workdir, **config}
         record = AgentRecord(
             id=agent_id or new_agent_id(cls.role),
             role=cls.role,
@@ -202,6 +208,12 @@ class Supervisor:
                 scope=record.scope,
                 link=LocalLink(self, hosted),
             )
+            agent.allowed_paths = self.registry.allowed
+            if self.memory_factory:
+                from agentsys.memory import load_memory_factory
+
+                factory = load_memory_factory(self.memory_factory)
+                agent.memory = factory(record.id, str(record.role), record.scope.as_dict())
             hosted.local = agent
             self.background(self._run_local(hosted, agent), f"local:{record.id}")
             return
@@ -214,6 +226,8 @@ class Supervisor:
             scope=record.scope.as_dict(),
             allowed_classes=self.registry.allowed,
             resume=resume,
+            role=str(record.role),
+            memory_factory=self.memory_factory,
         )
         process = self.mp.Process(target=run_worker, args=(spec, child_end), name=record.id)
         await asyncio.get_running_loop().run_in_executor(None, process.start)

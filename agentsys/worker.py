@@ -32,6 +32,8 @@ class WorkerSpec:
     scope: dict
     allowed_classes: frozenset[str]
     resume: bool = False
+    role: str = ""
+    memory_factory: str = ""  # "module:attr" building the agent's AgentMemory
     extra: dict = field(default_factory=dict)
 
 
@@ -98,6 +100,12 @@ async def _serve(spec: WorkerSpec, channel: PipeChannel) -> None:
     agent.wire(
         agent_id=spec.agent_id, goal=spec.goal, config=config, scope=Scope(**spec.scope), link=link
     )
+    agent.allowed_paths = spec.allowed_classes
+    if spec.memory_factory:
+        from agentsys.memory import load_memory_factory
+
+        factory = load_memory_factory(spec.memory_factory)
+        agent.memory = factory(spec.agent_id, spec.role, spec.scope)
     listener = asyncio.create_task(_listen(channel, agent, link))
     channel.send({"t": Ev.STARTED, "pid": os.getpid()})
     try:

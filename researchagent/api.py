@@ -6,6 +6,7 @@ from ninja import NinjaAPI
 from agents_app.api import router as agents_router
 from researchagent.auth import API_AUTH
 from scheduler_app.api import router as scheduler_router
+from scheduler_app.api_runs import router as runs_router
 from sessions_app.api import router as sessions_router
 
 api = NinjaAPI(
@@ -20,4 +21,5 @@ api = NinjaAPI(
 )
 api.add_router("/sessions", sessions_router, tags=["chat sessions"])
 api.add_router("", scheduler_router, tags=["hosts"])
+api.add_router("", runs_router)
 api.add_router("/agents", agents_router, tags=["agents"])

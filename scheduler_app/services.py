@@ -78,6 +78,13 @@ def cancel_request(*, request_id: str) -> ScheduleRequest:
     request.status = RequestStatus.CANCELLED
     request.finished_at = timezone.now()
     request.save(update_fields=["status", "finished_at"])
+    if request.agent_id:  # its agent never ran: it was stopped before it started
+        from agents_app.models import Agent
+        from agentsys.types import AgentStatus
+
+        Agent.objects.filter(pk=request.agent_id, status=AgentStatus.IDLE).update(
+            status=AgentStatus.STOPPED, finished_at=timezone.now()
+        )
     return request
 
 

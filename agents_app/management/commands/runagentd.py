@@ -68,6 +68,8 @@ class Command(BaseCommand):
                 allowed_classes=settings.AGENTSYS.extra_agent_classes,
                 forkserver_preload=("agents_app.worker_boot",),
                 scheduler_policy=settings.AGENTSYS.scheduler_policy,
+                memory_factory="memory_app.agent_memory:DjangoAgentMemory",
+                default_workdir=str(settings.AGENTSYS_WORKDIR),
             ),
             publish=publish,
         )

@@ -1,0 +1,235 @@
+"""REST for runs (commands people and scripts launch) and alerts (what they should see)."""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from django.db import transaction
+from ninja import Query, Router, Schema, Status
+from pydantic import ConfigDict, Field, StringConstraints
+
+from scheduler_app import queue, runs, services
+from scheduler_app.models import Alert, AlertStatus, Run, RunStatus
+
+router = Router()
+MAX_LOG_CHUNK = 1_000_000
+
+
+class ErrorOut(Schema):
+    detail: str
+
+
+class RunIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    command: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=20_000)
+    ]
+    workdir: Annotated[str, StringConstraints(max_length=1000)] = ""
+    gpu_required: Annotated[int, Field(strict=True, ge=0, le=1024)] = 0
+    params: dict[str, Any] = Field(default_factory=dict)
+    sweep_id: str | None = None
+    chat_session_id: str | None = None
+    auto_start: bool = False
+
+
+class RunOut(Schema):
+    id: str
+    name: str
+    command: str
+    workdir: str
+    gpu_required: int
+    params: dict[str, Any]
+    status: str
+    agent_id: str | None
+    run_dir: str
+    exit_code: int | None
+    error: str
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class LogChunk(Schema):
+    offset: int
+    next_offset: int
+    size: int
+    text: str
+
+
+class AlertOut(Schema):
+    id: str
+    severity: str
+    status: str
+    message: str
+    agent_id: str
+    run_id: str | None
+    choices: list[str]
+    response: str
+    created_at: datetime
+
+
+class AlertResponseIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    response: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+
+
+def _no(kind: str, key: str):
+    return Status(404, {"detail": f"no {kind} {key!r}"})
+
+
+@router.post(
+    "/runs",
+    response={201: RunOut, 422: ErrorOut},
+    summary="Create (and start) a run",
+    tags=["runs"],
+)
+def create_run(request, payload: RunIn):
+    if payload.workdir and not Path(payload.workdir).is_dir():
+        return Status(422, {"detail": f"workdir: {payload.workdir} is not a directory"})
+    try:
+        run = runs.create_run(**payload.dict())
+    except queue.InvalidRequest as error:
+        return Status(422, {"detail": str(error)})
+    return Status(201, run)
+
+
+@router.get(
+    "/runs",
+    response={200: list[RunOut], 400: ErrorOut},
+    summary="Runs, newest first",
+    tags=["runs"],
+)
+def list_runs(
+    request,
+    status: str | None = Query(None, max_length=20),
+    limit: int = Query(50, ge=1, le=500),
+    offset: int = Query(0, ge=0),
+):
+    found = Run.objects.order_by("-created_at", "id")
+    if status:
+        if status not in RunStatus.values:
+            allowed = ", ".join(RunStatus.values)
+            return Status(400, {"detail": f"status must be one of {allowed}; got {status!r}"})
+        found = found.filter(status=status)
+    return list(found[offset : offset + limit])
+
+
+@router.get("/runs/{run_id}", response={200: RunOut, 404: ErrorOut}, tags=["runs"])
+def get_run(request, run_id: str):
+    run = Run.objects.filter(pk=run_id).first()
+    return run if run is not None else _no("run", run_id)
+
+
+def _run_action(run_id: str, action):
+    if not Run.objects.filter(pk=run_id).exists():
+        return _no("run", run_id)
+    try:
+        return Status(200, action(run_id=run_id))
+    except runs.RunRefused as error:
+        return Status(409, {"detail": str(error)})
+
+
+ACTION_RESPONSES = {200: RunOut, 404: ErrorOut, 409: ErrorOut}
+
+
+@router.post("/runs/{run_id}/start", response=ACTION_RESPONSES, tags=["runs"])
+def start_run(request, run_id: str):
+    return _run_action(run_id, runs.start_run)
+
+
+@router.post("/runs/{run_id}/stop", response=ACTION_RESPONSES, tags=["runs"])
+def stop_run(request, run_id: str):
+    return _run_action(run_id, runs.stop_run)
+
+
+@router.post(
+    "/runs/{run_id}/rerun",
+    response=ACTION_RESPONSES,
+    summary="Run a finished run's command again, as a new run",
+    tags=["runs"],
+)
+def rerun(request, run_id: str):
+    return _run_action(run_id, runs.rerun)
+
+
+@router.get(
+    "/runs/{run_id}/logs",
+    response={200: LogChunk, 404: ErrorOut},
+    tags=["runs"],
+    summary="A slice of run.log: bytes [offset, offset+limit); poll with next_offset",
+)
+def run_logs(
+    request,
+    run_id: str,
+    offset: int = Query(0, ge=0),
+    limit: int = Query(65536, ge=1, le=MAX_LOG_CHUNK),
+):
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None:
+        return _no("run", run_id)
+    log = Path(run.run_dir) / "run.log" if run.run_dir else None
+    if log is None or not log.is_file():
+        return {"offset": offset, "next_offset": offset, "size": 0, "text": ""}
+    size = log.stat().st_size
+    with open(log, "rb") as handle:
+        handle.seek(min(offset, size))
+        data = handle.read(limit)
+    start = min(offset, size)
+    return {
+        "offset": start,
+        "next_offset": start + len(data),
+        "size": size,
+        "text": data.decode("utf-8", "replace"),
+    }
+
+
+@router.get(
+    "/alerts",
+    response={200: list[AlertOut], 400: ErrorOut},
+    tags=["alerts"],
+    summary="Alerts, newest first (status=pending for the open ones)",
+)
+def list_alerts(
+    request, status: str | None = Query(None, max_length=20), limit: int = Query(50, ge=1, le=500)
+):
+    found = Alert.objects.order_by("-created_at")
+    if status:
+        if status not in AlertStatus.values:
+            return Status(
+                400,
+                {
+                    "detail": f"status must be one of "
+                    f"{', '.join(AlertStatus.values)}; got {status!r}"
+                },
+            )
+        found = found.filter(status=status)
+    return list(found[:limit])
+
+
+@router.post(
+    "/alerts/{alert_id}/respond",
+    response={200: AlertOut, 404: ErrorOut, 409: ErrorOut},
+    tags=["alerts"],
+)
+def respond_to_alert(request, alert_id: str, payload: AlertResponseIn):
+    if not Alert.objects.filter(pk=alert_id).exists():
+        return _no("alert", alert_id)
+    user = None if request.auth == "token" else request.user
+    try:
+        with transaction.atomic():
+            alert = services.respond_to_alert(
+                alert_id=alert_id, response=payload.response, user=user
+            )
+    except services.ServiceError as error:
+        return Status(409, {"detail": str(error)})
+    if payload.response == "stop" and alert.run_id:
+        # If it already ended, the response is recorded all the same.
+        with contextlib.suppress(runs.RunRefused):
+            runs.stop_run(run_id=alert.run_id)
+    return alert
