@@ -16,6 +16,7 @@ from channels.layers import get_channel_layer
 from django.db import connection, transaction
 
 from agents_app.models import Event
+from researchagent.json_safe import json_safe
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,11 @@ def record_event(
     """Store an event. With publish_live (the default) it is also sent live after commit;
     runagentd passes False and publishes from its own event loop instead."""
     event = Event.objects.create(
-        stream=stream, seq=_next_seq(stream), kind=kind, agent_id=agent_id, payload=payload or {}
+        stream=stream,
+        seq=_next_seq(stream),
+        kind=kind,
+        agent_id=agent_id,
+        payload=json_safe(payload or {}),
     )
     if publish_live:
         transaction.on_commit(lambda: publish(event))

@@ -49,8 +49,8 @@ def _event(agent_id: str, kind: str, payload: dict) -> dict:
 class DjangoRuntimeStore:
     # -- hosts -------------------------------------------------------------------------------
 
-    def register_host(self, *, name: str, pid: int, declared_gpus: list[int] | None) -> int:
-        return host_services.register_host(name=name, pid=pid, declared_gpus=declared_gpus).pk
+    def register_host(self, *, name: str, pid: int, gpus: list[dict]) -> int:
+        return host_services.register_host(name=name, pid=pid, gpus=gpus).pk
 
     def record_heartbeat(self, *, host_id: int) -> None:
         host_services.record_heartbeat(host_id=host_id)

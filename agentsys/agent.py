@@ -124,6 +124,9 @@ class Agent:
         self._resume.set()
         self._steer_buffer: list[str] = []
         self._stop_requested = False
+        # Set when the supervisor vanished: end this process but leave the work (a user's
+        # command) running, for the next runagentd to re-adopt.
+        self.detached = False
         self.children: dict[str, ChildHandle] = {}
         # A child's status can arrive before spawn_child has made its handle (a request
         # rejected at submit): keep it until the handle exists.
@@ -271,6 +274,11 @@ class Agent:
 
     def inject_steer(self, context: str) -> None:
         self._steer_buffer.append(context)
+
+    async def detach(self) -> None:
+        """The supervisor is gone: end here without stopping what outlives us."""
+        self.detached = True
+        await self.stop()
 
     async def stop(self) -> None:
         self._stop_requested = True

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import dataclasses
 import logging
 import multiprocessing
 import os
@@ -79,11 +80,14 @@ class Daemon:
     # -- steps ------------------------------------------------------------------------------
 
     async def register(self) -> int:
+        from agentsys.gpus import detect_gpus
+
+        found = await asyncio.to_thread(detect_gpus, self.settings.declared_gpus)
         self.host_id = await self.db(
             self.store.register_host,
             name=self.settings.host_name,
             pid=os.getpid(),
-            declared_gpus=self.settings.declared_gpus,
+            gpus=[dataclasses.asdict(gpu) for gpu in found],
         )
         logger.info(
             "runagentd %s registered host %r (id %s)",

@@ -6,7 +6,11 @@ from __future__ import annotations
 import importlib
 
 # The product's own agents (filled in as they land: session, research, executor).
-BUILTIN_AGENT_CLASSES: frozenset[str] = frozenset()
+BUILTIN_AGENT_CLASSES: frozenset[str] = frozenset(
+    {
+        "agentsys.agents.executor.ExecutorAgent",
+    }
+)
 
 
 class DisallowedAgentClass(Exception):

@@ -26,6 +26,7 @@ from agentsys.worker import WorkerSpec, run_worker
 logger = logging.getLogger("agentsys.supervisor")
 
 KILL_WAIT_SECONDS = 2.0  # after SIGTERM, before SIGKILL
+MAX_WORKER_RESTARTS = 3  # a resumable agent whose worker keeps dying is failed after this
 
 
 @dataclass
@@ -41,6 +42,7 @@ class Hosted:
     stop_requested: bool = False
     superseded: bool = False
     leave_row: bool = False  # shut down to be resumed by the next runagentd: record nothing
+    restarts: int = 0  # workers relaunched after dying under a resumable agent
     finished: bool = False
     exited: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -346,6 +348,16 @@ class Supervisor:
         await self._tell_parent(hosted, status, error=payload.get("error", ""))
 
     async def _on_process_gone(self, hosted: Hosted, code: int | None) -> None:
+        if self._should_relaunch(hosted):
+            # A resumable agent's worker died under it (its run outlives the worker): start
+            # a new worker that re-adopts the work.
+            self.hosted.pop(hosted.id, None)
+            hosted.exited.set()
+            await self._record(hosted.id, "worker_restarted", {"cause": _describe_exit(code)})
+            restarts = hosted.restarts + 1
+            await self.launch(hosted.record, hosted.cls, resume=True)
+            self.hosted[hosted.id].restarts = restarts
+            return
         if not hosted.finished and not hosted.leave_row:
             cause = _describe_exit(code)
             await self._finish(hosted, Ev.FAILED, {"error": cause})
@@ -353,6 +365,16 @@ class Supervisor:
         hosted.exited.set()
         if hosted.channel is not None and not hosted.channel.closed:
             hosted.channel.close()
+
+    def _should_relaunch(self, hosted: Hosted) -> bool:
+        return (
+            hosted.cls.resumable
+            and hosted.process is not None
+            and not hosted.finished
+            and not hosted.stop_requested
+            and not hosted.leave_row
+            and hosted.restarts < MAX_WORKER_RESTARTS
+        )
 
     async def _tell_parent(self, hosted: Hosted, status: AgentStatus, *, error: str = "") -> None:
         if hosted.superseded or not hosted.record.parent_id:

@@ -130,8 +130,9 @@ async def _listen(channel: PipeChannel, agent: Agent, link: WorkerLink) -> None:
     while True:
         message = await channel.recv()
         if message is None:
-            # The supervisor is gone (runagentd died). Stop; the next runagentd reconciles.
-            await agent.stop()
+            # The supervisor is gone (runagentd died). A resumable agent detaches, leaving its
+            # work running for the next runagentd to re-adopt; any other agent stops.
+            await (agent.detach() if agent.resumable else agent.stop())
             return
         kind = message["t"]
         if kind == Cmd.STOP:

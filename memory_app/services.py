@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from memory_app.models import MemoryEntry
+from researchagent.json_safe import json_safe
 
 
 def write_entry(
@@ -31,7 +32,7 @@ def write_entry(
         run=run,
         role=role,
         tags=tags or [],
-        data=data or {},
+        data=json_safe(data or {}),
     )
 
 

@@ -37,6 +37,7 @@ def create_run(
     sweep_id: str | None = None,
     chat_session_id: str | None = None,
     auto_start: bool = False,
+    executor_options: dict | None = None,
 ) -> Run:
     queue.validate_gpu_required(gpu_required)
     run = Run.objects.create(
@@ -49,11 +50,13 @@ def create_run(
         chat_session_id=chat_session_id,
         auto_start=auto_start,
     )
-    return start_run(run_id=run.id) if auto_start else run
+    return start_run(run_id=run.id, executor_options=executor_options) if auto_start else run
 
 
 @transaction.atomic
-def start_run(*, run_id: str) -> Run:
+def start_run(*, run_id: str, executor_options: dict | None = None) -> Run:
+    """Queue an ExecutorAgent for the run. `executor_options` (retries, thresholds, backend)
+    go into the executor's config as they are."""
     run = Run.objects.select_for_update().get(pk=run_id)
     if run.status not in STARTABLE:
         raise RunRefused(

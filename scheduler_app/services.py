@@ -15,7 +15,6 @@ from scheduler_app.models import (
     GPU,
     Alert,
     AlertStatus,
-    GPUSource,
     Host,
     HostStatus,
     ScheduleRequest,
@@ -27,8 +26,8 @@ class ServiceError(Exception):
 
 
 @transaction.atomic
-def register_host(*, name: str, pid: int, declared_gpus: list[int] | None = None) -> Host:
-    """Mark `name` online for the daemon `pid`, and record its declared GPUs (if any)."""
+def register_host(*, name: str, pid: int, gpus: list[dict] | None = None) -> Host:
+    """Mark `name` online for the daemon `pid` and record the GPUs it found (or declared)."""
     now = timezone.now()
     host, _ = Host.objects.select_for_update().get_or_create(name=name)
     host.hostname = socket.gethostname()
@@ -43,19 +42,31 @@ def register_host(*, name: str, pid: int, declared_gpus: list[int] | None = None
         "cpu_count": os.cpu_count(),
     }
     host.save()
-    if declared_gpus is not None:
-        sync_declared_gpus(host=host, indices=declared_gpus)
+    if gpus is not None:
+        sync_gpus(host=host, gpus=gpus)
     return host
 
 
-def sync_declared_gpus(*, host: Host, indices: list[int]) -> None:
-    """Make the host's declared GPUs exactly `indices`; GPUs in use are never removed."""
+def sync_gpus(*, host: Host, gpus: list[dict]) -> None:
+    """Make the host's GPU rows match what it has now. A GPU in use is kept (and disabled if
+    it disappeared) so its booking is never lost."""
     existing = {gpu.index: gpu for gpu in host.gpus.select_for_update()}
-    for index in indices:
-        if index not in existing:
-            GPU.objects.create(host=host, index=index, source=GPUSource.DECLARED)
+    seen = set()
+    for found in gpus:
+        index = int(found["index"])
+        seen.add(index)
+        gpu = existing.get(index) or GPU(host=host, index=index)
+        gpu.uuid, gpu.name = found.get("uuid", ""), found.get("name", "")
+        gpu.memory_total_mb, gpu.source = found.get("memory_total_mb"), found["source"]
+        gpu.enabled = True
+        gpu.save()
     for index, gpu in existing.items():
-        if index not in indices and gpu.source == GPUSource.DECLARED and not gpu.allocated_to_id:
+        if index in seen:
+            continue
+        if gpu.allocated_to_id:
+            gpu.enabled = False
+            gpu.save(update_fields=["enabled"])
+        else:
             gpu.delete()
 
 

@@ -14,13 +14,14 @@ A = runtime_agents.MODULE  # "tests.runtime_agents"
 
 
 class DaemonProcess:
-    def __init__(self, name: str, *args: str):
+    def __init__(self, name: str, *args: str, **env_overrides: str):
         self.name = name
         env = child_env(
             DATABASE_URL=database_url_of_current_connection(),
             AGENTSYS_AGENT_CLASSES=runtime_agents.ALL,
             AGENTSYS_HOST_NAME=name,
             LOG_LEVEL="WARNING",
+            **env_overrides,
         )
         self.process = manage(
             "runagentd", "--heartbeat", "0.5", "--stop-grace", "1", *args, env=env

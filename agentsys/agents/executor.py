@@ -1,0 +1,265 @@
+"""ExecutorAgent (L3, design doc §4): runs one command and watches it.
+
+The command runs in its own session under a tiny shell wrapper that writes its exit code to
+`job.done` when it ends, so the code is recorded even if this worker or runagentd dies; a
+restarted executor (resumable) re-adopts a run that is still alive, or reads the code it left.
+
+Run directory `<workdir>/.agents/runs/<agent id>/`: command.txt, run.log (stdout+stderr as
+they come), job.done (exit code), job.pid, agent_metrics.jsonl (what the script logs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shlex
+import signal
+from pathlib import Path
+
+from agentsys.agent import Agent
+from agentsys.gpu_conflicts import RetryPolicy, is_gpu_conflict
+from agentsys.metrics import AnomalyThresholds, LossAnomalyDetector, MetricsTail
+from agentsys.types import AgentRole, EntryType
+
+logger = logging.getLogger("agentsys.executor")
+
+LOG_TAIL_BYTES = 64 * 1024
+METRICS_PER_TICK = 200
+KILL_WAIT_SECONDS = 2.0
+
+
+class RunFailed(Exception):
+    pass
+
+
+class ExecutorAgent(Agent):
+    role = AgentRole.EXECUTOR
+    allowed_children = frozenset({AgentRole.SIDECAR})
+    monitor_interval = 3.0
+    resumable = True
+
+    async def on_start(self) -> None:
+        workdir = self.config.get("workdir") or os.getcwd()
+        self.workdir = Path(workdir)
+        self.run_dir = self.workdir / ".agents" / "runs" / self.id
+        self.metrics = MetricsTail(self.run_dir / "agent_metrics.jsonl")
+        self.detector = LossAnomalyDetector(AnomalyThresholds(**self.config.get("thresholds", {})))
+        self.run_pid: int | None = None
+
+    async def run(self):
+        backend = self.config.get("backend", "subprocess")
+        if backend == "mock":
+            return await self._run_mock()
+        if backend == "callback":
+            return await self._run_callback()
+        if backend != "subprocess":
+            raise ValueError(f"unknown backend {backend!r}: subprocess, callback or mock")
+        return await self._run_subprocess()
+
+    # -- backends ----------------------------------------------------------------------------
+
+    async def _run_mock(self):
+        await asyncio.sleep(float(self.config.get("mock_delay", 0.1)))
+        code = int(self.config.get("mock_exit_code", 0))
+        result = {"exit_code": code, "output": self.config.get("mock_result", "ok")}
+        await self.remember(EntryType.RESULT, result, tags=["result", "mock"])
+        if code != 0:
+            raise RunFailed(f"mock run exited with code {code}")
+        return result
+
+    async def _run_callback(self):
+        path = self.config.get("callback", "")
+        if path not in self.allowed_paths:
+            raise RunFailed(f"callback {path!r} is not on the allow-list")
+        import importlib
+
+        module_name, _, attr = path.rpartition(".")
+        outcome = await getattr(importlib.import_module(module_name), attr)(self.goal)
+        await self.remember(EntryType.RESULT, {"output": outcome}, tags=["result"])
+        return {"output": outcome}
+
+    async def _run_subprocess(self):
+        command = self.full_command()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "command.txt").write_text(command + "\n")
+        if self.config.get("resume") and (self.run_dir / "job.pid").exists():
+            exit_code = await self._adopt()
+        else:
+            exit_code = await self._run_with_retries(command)
+        try:
+            await self.on_monitor()  # the last metrics rows
+        except Exception:  # bookkeeping must not turn a finished run into a failed one
+            logger.exception("%s: could not store the last metrics", self.id)
+        result = {"exit_code": exit_code, "run_dir": str(self.run_dir), "command": command}
+        if exit_code != 0:
+            result["error"] = (
+                "lost: the run ended while no executor watched it, leaving no exit code"
+                if exit_code is None
+                else f"command exited with code {exit_code}"
+            )
+        await self.remember(EntryType.RESULT, result, tags=["result"])
+        if exit_code != 0:
+            raise RunFailed(result["error"])
+        return result
+
+    def full_command(self) -> str:
+        command = str(self.config.get("command") or self.goal).strip()
+        if not command:
+            raise RunFailed("no command to run (config.command is empty)")
+        params = self.config.get("params") or {}
+        return command + "".join(f" --{k}={shlex.quote(str(v))}" for k, v in params.items())
+
+    def environment(self) -> dict[str, str]:
+        env = {**os.environ, **{str(k): str(v) for k, v in self.config.get("env", {}).items()}}
+        # A CPU run sees no GPU rather than grabbing one it was not given.
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in self.config.get("gpu_indices", []))
+        env["AGENTSYS_RUN_DIR"] = str(self.run_dir)
+        env["WANDB_DIR"] = str(self.run_dir / "wandb")
+        env["WANDB_RUN_ID"] = self.id
+        return env
+
+    async def _run_with_retries(self, command: str) -> int | None:
+        policy = RetryPolicy(
+            max_retries=int(self.config.get("max_retries", 3)),
+            base_delay=float(self.config.get("retry_base_delay", 5.0)),
+        )
+        attempt = 0
+        while True:
+            exit_code = await self._launch_and_wait(command, attempt)
+            if exit_code == 0:
+                return exit_code
+            pattern = is_gpu_conflict(self._log_tail())
+            if pattern is None:
+                return exit_code
+            if not policy.should_retry(attempt + 1):
+                await self.alert(
+                    "critical",
+                    f"GPU conflict persisted after {attempt} retries ({pattern}); giving up",
+                    "gpu_conflict_final",
+                    {"pattern": pattern, "attempts": attempt + 1},
+                )
+                return exit_code
+            attempt += 1
+            delay = policy.delay(attempt)
+            await self.alert(
+                "warning",
+                f"GPU conflict ({pattern}); retry {attempt}/{policy.max_retries} in {delay:g}s",
+                "gpu_conflict_retry",
+                {"pattern": pattern, "attempt": attempt, "delay": delay},
+            )
+            await asyncio.sleep(delay)
+
+    async def _launch_and_wait(self, command: str, attempt: int) -> int | None:
+        done = self.run_dir / "job.done"
+        done.unlink(missing_ok=True)
+        wrapper = (
+            f"( {command} ); code=$?; echo $code > {shlex.quote(str(done))}.tmp && "
+            f"mv {shlex.quote(str(done))}.tmp {shlex.quote(str(done))}"
+        )
+        with open(self.run_dir / "run.log", "ab") as log:
+            if attempt:
+                log.write(f"\n--- retry {attempt} ---\n".encode())
+                log.flush()
+            process = await asyncio.create_subprocess_exec(
+                "/bin/sh",
+                "-c",
+                wrapper,
+                cwd=self.workdir,
+                env=self.environment(),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,  # outlives this worker; stop kills the whole group
+            )
+        self.run_pid = process.pid
+        (self.run_dir / "job.pid").write_text(str(process.pid))
+        self.emit_event(
+            "run_started", {"pid": process.pid, "attempt": attempt, "run_dir": str(self.run_dir)}
+        )
+        try:
+            await process.wait()
+        except asyncio.CancelledError:
+            if not self.detached:  # a stop kills the run; losing runagentd does not
+                await self._kill_run()
+            raise
+        return _read_exit_code(done, fallback=process.returncode)
+
+    async def _adopt(self) -> int | None:
+        """Resume after a restart: follow the run the previous executor started."""
+        pid = int((self.run_dir / "job.pid").read_text().strip() or 0)
+        self.run_pid = pid
+        done = self.run_dir / "job.done"
+        self.emit_event("run_adopted", {"pid": pid, "alive": _alive(pid)})
+        try:
+            while not done.exists() and _alive(pid):
+                await asyncio.sleep(0.5)
+        except asyncio.CancelledError:
+            if not self.detached:
+                await self._kill_run()
+            raise
+        return _read_exit_code(done, fallback=None)
+
+    async def _kill_run(self) -> None:
+        pid = self.run_pid
+        if not pid:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, sig)
+            for _ in range(int(KILL_WAIT_SECONDS / 0.05)):
+                if not _alive(pid):
+                    break
+                await asyncio.sleep(0.05)
+            if not _alive(pid):
+                break
+        done = self.run_dir / "job.done"
+        if not done.exists():
+            done.write_text(f"{128 + signal.SIGTERM}\n")  # the shell's code for "terminated"
+
+    def _log_tail(self) -> str:
+        log = self.run_dir / "run.log"
+        with contextlib.suppress(OSError), open(log, "rb") as handle:
+            handle.seek(max(0, log.stat().st_size - LOG_TAIL_BYTES))
+            return handle.read().decode("utf-8", "replace")
+        return ""
+
+    # -- watchdog ----------------------------------------------------------------------------
+
+    async def on_monitor(self) -> None:
+        rows = self.metrics.read_new()
+        if not rows:
+            return
+        for row in rows[-METRICS_PER_TICK:]:
+            await self.remember(EntryType.METRICS, row, tags=["metrics"])
+        self.emit_event("metrics", {"rows": len(rows), "last": rows[-1]})
+        for anomaly in self.detector.check(rows):
+            await self.alert(
+                anomaly.severity,
+                anomaly.message,
+                anomaly.signature,
+                {"step": anomaly.step, "loss": _jsonable_number(anomaly.loss)},
+                run_dir=str(self.run_dir),
+            )
+
+
+def _read_exit_code(done: Path, *, fallback: int | None) -> int | None:
+    try:
+        return int(done.read_text().strip())
+    except (OSError, ValueError):
+        return fallback
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _jsonable_number(value):
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return str(value)  # JSON has no NaN/Inf
+    return value

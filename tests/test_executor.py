@@ -1,0 +1,221 @@
+"""ExecutorAgent on real processes: the run directory, the GPUs it was given, metrics and
+alerts, GPU-conflict retries, and runs that survive a killed worker or runagentd."""
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agents_app.models import Agent, Event
+from agentsys.types import AgentStatus, RequestStatus
+from memory_app.models import MemoryEntry
+from scheduler_app import runs
+from scheduler_app.models import GPU, Alert, Run, RunStatus, ScheduleRequest
+from tests.helpers import REPO, pid_alive, wait_until
+from tests.runtime_harness import DaemonProcess, events, wait_event, wait_status
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+OOM_FIXTURE = REPO.parent / "shared" / "fixtures" / "gpu-h100" / "oom.txt"
+PY = sys.executable
+
+
+@pytest.fixture
+def daemons():
+    started = []
+
+    def start(name="exec-host", gpus="0,1", *args):
+        started.append(DaemonProcess(name, *args, AGENTSYS_GPUS=gpus))
+        return started[-1]
+
+    yield start
+    for daemon in started:
+        if daemon.process.poll() is None:
+            daemon.stop()
+
+
+def launch(tmp_path, command, gpu_required=0, **extra) -> Run:
+    return runs.create_run(
+        name="run",
+        command=command,
+        workdir=str(tmp_path),
+        gpu_required=gpu_required,
+        auto_start=True,
+        **extra,
+    )
+
+
+def finished(run: Run, timeout=30) -> Run:
+    wait_until(
+        lambda: Run.objects.get(pk=run.pk).status not in {RunStatus.QUEUED, RunStatus.RUNNING},
+        timeout,
+        message=f"{run.id} to end",
+    )
+    return Run.objects.get(pk=run.pk)
+
+
+def test_run_dir_files_env_and_result(daemons, tmp_path):
+    daemons()
+    show_env = (
+        f"{PY} -c \"import os,sys; print('CVD=' + os.environ['CUDA_VISIBLE_DEVICES']); "
+        "print('WANDB', os.environ['WANDB_RUN_ID'], os.environ['WANDB_DIR']); "
+        "print('ARGS', sys.argv[1:]); print('oops', file=sys.stderr)\""
+    )
+    run = finished(launch(tmp_path, show_env, gpu_required=1, params={"lr": 0.01}))
+    assert (run.status, run.exit_code) == (RunStatus.FINISHED, 0)
+    run_dir = Path(run.run_dir)
+    assert run_dir == tmp_path / ".agents" / "runs" / run.agent_id
+    log = (run_dir / "run.log").read_text()
+    assert "CVD=0" in log  # the GPU index it was assigned, not a count
+    assert f"WANDB {run.agent_id} {run_dir / 'wandb'}" in log
+    assert "ARGS ['--lr=0.01']" in log and "oops" in log  # params appended; stderr too
+    assert (run_dir / "command.txt").read_text().strip().endswith("--lr=0.01")
+    assert (run_dir / "job.done").read_text().strip() == "0"
+    result = MemoryEntry.objects.get(agent_id=run.agent_id, type="result")
+    assert result.data == {
+        "exit_code": 0,
+        "run_dir": str(run_dir),
+        "command": (run_dir / "command.txt").read_text().strip(),
+    }
+    request = ScheduleRequest.objects.get(agent_id=run.agent_id)
+    assert (request.status, request.gpu_indices) == (RequestStatus.DONE, [0])
+    assert not GPU.objects.filter(allocated_to__isnull=False).exists()  # released
+
+
+def test_two_runs_get_different_gpus_and_a_third_waits(daemons, tmp_path):
+    daemons()
+    hold = (
+        f"{PY} -c \"import os,time; print('CVD=' + os.environ['CUDA_VISIBLE_DEVICES']);"
+        ' time.sleep(1.5)"'
+    )
+    first, second, third = (launch(tmp_path, hold, gpu_required=1) for _ in range(3))
+    wait_until(lambda: Run.objects.filter(status=RunStatus.RUNNING).count() == 2, 20)
+    assert Run.objects.get(pk=third.pk).status == RunStatus.QUEUED
+    done = [finished(r) for r in (first, second, third)]
+    indices = [(Path(r.run_dir) / "run.log").read_text().strip() for r in done]
+    assert sorted(indices[:2]) == ["CVD=0", "CVD=1"]
+    assert indices[2] in {"CVD=0", "CVD=1"}
+    starts = [r.started_at for r in done]
+    assert starts[2] >= min(d.finished_at for d in done[:2])  # waited for a free GPU
+
+
+def test_a_failing_command_fails_with_its_exit_code(daemons, tmp_path):
+    daemons()
+    run = finished(launch(tmp_path, "echo trying; exit 3"))
+    assert (run.status, run.exit_code) == (RunStatus.FAILED, 3)
+    assert "command exited with code 3" in run.error
+    result = MemoryEntry.objects.get(agent_id=run.agent_id, type="result")
+    assert result.data["exit_code"] == 3 and result.data["error"] == "command exited with code 3"
+    assert Agent.objects.get(pk=run.agent_id).status == AgentStatus.FAILED
+
+
+def _writes_losses(losses) -> str:
+    rows = ";".join(
+        f"print(json.dumps({{'_step': {i}, 'loss': {v}}}), file=f)" for i, v in enumerate(losses)
+    )
+    return (
+        f"{PY} -c \"import json,os; f=open(os.environ['AGENTSYS_RUN_DIR'] + "
+        f"'/agent_metrics.jsonl', 'a'); {rows}\""
+    )
+
+
+@pytest.mark.parametrize(
+    ("losses", "severity", "message"),
+    [
+        ([1, 1, 1, 3.5], "warning", "Loss spike detected (loss=3.5000, rolling_avg=1.0000)."),
+        ([1, "float('nan')"], "critical", "NaN loss detected (step=1)."),
+        ([1, 9.0], "warning", "High loss detected (step=1, loss=9.0000, threshold=8.0)."),
+    ],
+)
+def test_metrics_become_entries_and_one_alert_a_person_sees(
+    daemons, tmp_path, losses, severity, message
+):
+    daemons()
+    run = finished(launch(tmp_path, _writes_losses(losses)))
+    assert run.status == RunStatus.FINISHED, (run.error, Agent.objects.get(pk=run.agent_id).error)
+    metrics = MemoryEntry.objects.filter(agent_id=run.agent_id, type="metrics")
+    assert metrics.count() == len(losses), (
+        list(metrics.values_list("data", flat=True)),
+        (Path(run.run_dir) / "agent_metrics.jsonl").read_text(),
+        (Path(run.run_dir) / "run.log").read_text(),
+    )
+    [alert] = Alert.objects.filter(agent_id=run.agent_id)
+    assert (alert.severity, alert.message, alert.run_id) == (severity, message, run.id)
+    assert MemoryEntry.objects.filter(agent_id=run.agent_id, type="alert").count() == 1
+    assert Event.objects.filter(stream="alerts", agent_id=run.agent_id).count() == 1
+
+
+def test_oom_fixture_is_retried_then_fails_at_the_limit(daemons, tmp_path):
+    daemons()
+    run = launch(tmp_path, f"cat {OOM_FIXTURE}; exit 1")
+    Agent.objects.filter(pk=run.agent_id).update(
+        config={
+            **Agent.objects.get(pk=run.agent_id).config,
+            "max_retries": 2,
+            "retry_base_delay": 0.1,
+        }
+    )
+    run = finished(run)
+    assert (run.status, run.exit_code) == (RunStatus.FAILED, 1)
+    log = (Path(run.run_dir) / "run.log").read_text()
+    assert "--- retry 1 ---" in log and "--- retry 2 ---" in log and "--- retry 3" not in log
+    alerts = list(Alert.objects.filter(agent_id=run.agent_id).order_by("created_at"))
+    assert [a.signature for a in alerts] == [
+        "gpu_conflict_retry",
+        "gpu_conflict_retry",
+        "gpu_conflict_final",
+    ]
+    assert "cuda_out_of_memory" in alerts[0].message
+
+
+def _run_in_flight(tmp_path, seconds=6):
+    run = launch(tmp_path, f"sleep {seconds}; echo finished; exit 0", gpu_required=1)
+    wait_until(lambda: Run.objects.get(pk=run.pk).status == RunStatus.RUNNING, 20)
+    wait_event(run.agent_id, "run_started")
+    pid = int((Path(Run.objects.get(pk=run.pk).run_dir) / "job.pid").read_text())
+    return Run.objects.get(pk=run.pk), pid
+
+
+def test_sigkill_of_runagentd_mid_run_re_adopts_it(daemons, tmp_path):
+    daemon = daemons("phoenix", "1")
+    run, command_pid = _run_in_flight(tmp_path)
+    worker_pid = Agent.objects.get(pk=run.agent_id).pid
+    daemon.stop(signal.SIGKILL)
+    wait_until(lambda: not pid_alive(worker_pid), 10, message="the old worker to leave")
+    assert pid_alive(command_pid)  # the user's command outlived runagentd and its worker
+    waiting = launch(tmp_path, "true", gpu_required=1)  # the only GPU is still booked
+    daemons("phoenix", "1")
+    wait_event(run.agent_id, "run_adopted", timeout=10)
+    assert Run.objects.get(pk=waiting.pk).status == RunStatus.QUEUED
+    run = finished(run)
+    assert (run.status, run.exit_code) == (RunStatus.FINISHED, 0)
+    assert "finished" in (Path(run.run_dir) / "run.log").read_text()
+    assert finished(waiting).status == RunStatus.FINISHED  # then the GPU went to the next one
+
+
+def test_sigkill_of_the_worker_alone_re_adopts_the_run(daemons, tmp_path):
+    daemons("solo", "1")
+    run, command_pid = _run_in_flight(tmp_path)
+    os.kill(Agent.objects.get(pk=run.agent_id).pid, signal.SIGKILL)
+    wait_event(run.agent_id, "worker_restarted", timeout=10)
+    assert pid_alive(command_pid)
+    run = finished(run)
+    assert (run.status, run.exit_code) == (RunStatus.FINISHED, 0)
+    assert len(events(run.agent_id, "run_adopted")) == 1
+
+
+def test_stopping_a_run_kills_its_whole_process_group(daemons, tmp_path):
+    daemons()
+    run = launch(tmp_path, "sleep 300 & sleep 300; wait")
+    wait_until(lambda: Run.objects.get(pk=run.pk).status == RunStatus.RUNNING, 20)
+    wait_event(run.agent_id, "run_started")
+    pid = int((Path(Run.objects.get(pk=run.pk).run_dir) / "job.pid").read_text())
+    started = time.monotonic()
+    runs.stop_run(run_id=run.pk)
+    run = finished(run)
+    assert run.status == RunStatus.STOPPED
+    assert time.monotonic() - started < 8
+    wait_until(lambda: not pid_alive(pid), 5, message="the run's shell to be gone")
+    wait_status(run.agent_id, AgentStatus.STOPPED)
