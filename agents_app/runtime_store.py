@@ -14,8 +14,15 @@ from agents_app.models import Agent, AgentCommand, CommandStatus
 from agentsys.agent import Scope
 from agentsys.scheduling import policy_named
 from agentsys.store import AgentRecord, CommandRecord
-from agentsys.types import TERMINAL_AGENT_STATUSES, AgentStatus, EntryType, RequestStatus
+from agentsys.types import (
+    TERMINAL_AGENT_STATUSES,
+    AgentStatus,
+    EntryType,
+    RequestStatus,
+    new_agent_id,
+)
 from memory_app.services import write_entry
+from researchagent.ids import create_with_unique_id
 from scheduler_app import queue, runs
 from scheduler_app import services as host_services
 from scheduler_app.models import Host, HostStatus, ScheduleRequest
@@ -86,8 +93,11 @@ class DjangoRuntimeStore:
 
     @transaction.atomic
     def create_agent(self, *, record: AgentRecord) -> dict:
-        Agent.objects.create(
-            id=record.id,
+        """Store a new agent; the event's agent_id is its final id (a clash gets a new one)."""
+        agent = create_with_unique_id(
+            Agent,
+            lambda: new_agent_id(record.role),
+            first_id=record.id,
             role=record.role,
             cls_path=record.cls_path,
             parent_id=record.parent_id,
@@ -99,7 +109,7 @@ class DjangoRuntimeStore:
             **record.scope.as_dict(),
         )
         return _event(
-            record.id,
+            agent.id,
             "spawned",
             {
                 "role": record.role,

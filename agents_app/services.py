@@ -12,6 +12,7 @@ from django.db import connection, transaction
 
 from agents_app.models import Agent, AgentCommand
 from agentsys.types import AgentStatus, CommandKind, EntryType, SteerUrgency, new_agent_id
+from researchagent.ids import create_with_unique_id
 
 COMMANDS_CHANNEL = "agentsys_commands"
 MAX_STEER_CONTEXT = 20_000
@@ -104,8 +105,9 @@ def request_agent_start(
     from agentsys.registry import AgentClassRegistry
 
     cls = AgentClassRegistry(settings.AGENTSYS.extra_agent_classes).resolve(cls_path)
-    agent = Agent.objects.create(
-        id=new_agent_id(cls.role),
+    agent = create_with_unique_id(
+        Agent,
+        lambda: new_agent_id(cls.role),
         role=cls.role,
         cls_path=cls_path,
         goal=goal,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -152,7 +153,10 @@ class Supervisor:
             host_id=None if queued else self.host_id,
             chat_session_id=chat_session_id,
         )
-        await self.publish(await self.db(self.store.create_agent, record=record))
+        created = await self.db(self.store.create_agent, record=record)
+        if created["agent_id"] != record.id:  # its random id was taken: it got another
+            record = dataclasses.replace(record, id=created["agent_id"])
+        await self.publish(created)
         if queued:
             await self._submit(record, parent_id)
         else:

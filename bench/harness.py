@@ -18,7 +18,7 @@ TOKEN = secrets.token_hex(16)  # a fresh API token for each benchmark run
 
 
 class BenchSystem:
-    def __init__(self, *, port: int | None = None):
+    def __init__(self, *, port: int | None = None, gpus: str = ""):
         self.tmp = tempfile.TemporaryDirectory(prefix="agentsys-bench-")
         self.port = port
         self.env = {
@@ -28,6 +28,7 @@ class BenchSystem:
             "RESEARCH_AGENT_USER_AUTH_TOKEN": TOKEN,
             "AGENTSYS_HOST_NAME": "bench-host",
             "LOG_LEVEL": "WARNING",
+            "AGENTSYS_GPUS": gpus,
         }
         os.environ.update(self.env)
         os.environ.pop("DATABASE_URL", None)

@@ -14,10 +14,12 @@ from django.utils import timezone
 from agents_app.models import Agent
 from agentsys.scheduling import Placement, QueuedRequest, SchedulingPolicy
 from agentsys.types import AgentStatus, RequestStatus
-from scheduler_app.models import GPU, Host, HostStatus, ScheduleRequest
+from researchagent.ids import create_with_unique_id
+from scheduler_app.models import GPU, Host, HostStatus, ScheduleRequest, new_request_id
 
 QUEUE_CHANNEL = "agentsys_queue"
-CLAIM_WINDOW = 500  # queued requests a claim looks at, oldest first
+FIRST_WINDOW = 64  # queued requests a claim reads first, oldest first...
+CLAIM_WINDOW = 500  # ...and at most, when the first window leaves GPUs idle
 
 
 class InvalidRequest(ValueError):
@@ -63,7 +65,9 @@ def submit(*, agent: Agent, gpu_required, config: dict | None = None) -> Schedul
     stored REJECTED with the reason, and their agent FAILED, so nothing waits forever."""
     gpu_required = validate_gpu_required(gpu_required)
     reason = rejection_reason(gpu_required)
-    request = ScheduleRequest.objects.create(
+    request = create_with_unique_id(
+        ScheduleRequest,
+        new_request_id,
         agent=agent,
         agent_cls_path=agent.cls_path,
         goal=agent.goal,
@@ -85,41 +89,89 @@ def submit(*, agent: Agent, gpu_required, config: dict | None = None) -> Schedul
 
 @transaction.atomic
 def claim(*, host_id: int, policy: SchedulingPolicy) -> list[ScheduleRequest]:
-    """Start what fits on this host now; returns the requests it took, GPUs assigned."""
+    """Start what fits on this host now; returns the requests it took, GPUs assigned.
+
+    The window of the queue is read without locks and the policy decides on it; then only
+    the chosen requests are locked (SKIP LOCKED, still queued). One another daemon took in
+    the meantime is simply dropped: its GPUs stay free for the next round. Locking the
+    whole window instead costs a row lock per queued request on every claim."""
     free_gpus = list(
         GPU.objects.select_for_update(skip_locked=True)
         .filter(host_id=host_id, enabled=True, allocated_to__isnull=True)
         .order_by("index")
     )
     host_total = GPU.objects.filter(host_id=host_id, enabled=True).count()
-    queued = list(
-        ScheduleRequest.objects.select_for_update(skip_locked=True)
-        .filter(status=RequestStatus.QUEUED)
-        .order_by("created_at", "id")[:CLAIM_WINDOW]
-    )
-    if not queued:
+    placements: list[Placement] = []
+    for size in (FIRST_WINDOW, CLAIM_WINDOW):
+        window = _queue_window(size)
+        placements = policy.select(window, [g.index for g in free_gpus], host_total)
+        used = sum(len(p.gpu_indices) for p in placements)
+        # Look further down the queue only if this window left free GPUs unused.
+        if len(window) < size or used == len(free_gpus):
+            break
+    if not placements:
         return []
-    placements = policy.select(
-        [QueuedRequest(r.id, r.gpu_required) for r in queued],
-        [g.index for g in free_gpus],
-        host_total,
+    chosen = set(
+        ScheduleRequest.objects.select_for_update(skip_locked=True)
+        .filter(pk__in=[p.request_id for p in placements], status=RequestStatus.QUEUED)
+        .values_list("id", flat=True)
     )
-    by_id = {r.id: r for r in queued}
-    gpu_by_index = {g.index: g for g in free_gpus}
-    return [_place(by_id[p.request_id], p, gpu_by_index, host_id) for p in placements]
+    placements = [p for p in placements if p.request_id in chosen]
+    if placements:
+        _place(placements, {g.index: g.pk for g in free_gpus}, host_id)
+    return list(
+        ScheduleRequest.objects.filter(pk__in=[p.request_id for p in placements]).order_by(
+            "created_at", "id"
+        )
+    )
 
 
-def _place(request: ScheduleRequest, placement: Placement, gpus: dict, host_id: int):
+def _queue_window(size: int) -> list[QueuedRequest]:
+    rows = (
+        ScheduleRequest.objects.filter(status=RequestStatus.QUEUED)
+        .order_by("created_at", "id")
+        .values_list("id", "gpu_required")[:size]
+    )
+    return [QueuedRequest(request_id, gpus) for request_id, gpus in rows]
+
+
+def _place(placements: list[Placement], gpu_ids: dict[int, int], host_id: int) -> None:
+    """Mark the placed requests running on their GPUs: one statement per table, whatever
+    the number of placements (a claim is a handful of round trips, not three per request)."""
     now = timezone.now()
-    request.status, request.host_id = RequestStatus.RUNNING, host_id
-    request.gpu_indices, request.started_at = list(placement.gpu_indices), now
-    request.save(update_fields=["status", "host", "gpu_indices", "started_at"])
-    for index in placement.gpu_indices:
-        gpu = gpus[index]
-        gpu.allocated_to, gpu.allocated_at = request, now
-        gpu.save(update_fields=["allocated_to", "allocated_at"])
-    Agent.objects.filter(pk=request.agent_id).update(host_id=host_id)
-    return request
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE scheduler_app_schedulerequest AS r
+            SET status = 'running', host_id = %s, started_at = %s, gpu_indices = v.gpus
+            FROM (SELECT unnest(%s::varchar[]) AS id,
+                         unnest(%s::varchar[])::smallint[] AS gpus) AS v
+            WHERE r.id = v.id
+            """,
+            [
+                host_id,
+                now,
+                [p.request_id for p in placements],
+                ["{" + ",".join(map(str, p.gpu_indices)) + "}" for p in placements],
+            ],
+        )
+        pairs = [(gpu_ids[i], p.request_id) for p in placements for i in p.gpu_indices]
+        if pairs:
+            cursor.execute(
+                """
+                UPDATE scheduler_app_gpu AS g SET allocated_to_id = v.request, allocated_at = %s
+                FROM (SELECT unnest(%s::bigint[]) AS id, unnest(%s::varchar[]) AS request) AS v
+                WHERE g.id = v.id
+                """,
+                [now, [gpu for gpu, _ in pairs], [request for _, request in pairs]],
+            )
+        cursor.execute(
+            """
+            UPDATE agents_app_agent SET host_id = %s WHERE id IN (
+                SELECT agent_id FROM scheduler_app_schedulerequest WHERE id = ANY(%s))
+            """,
+            [host_id, [p.request_id for p in placements]],
+        )
 
 
 _FINAL_FOR_AGENT = {

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from agents_app.models import Agent
 from agentsys.types import AgentStatus, RequestStatus, new_agent_id
+from researchagent.ids import create_with_unique_id
 from scheduler_app import queue
 from scheduler_app.models import Run, RunStatus, ScheduleRequest
 
@@ -63,8 +64,9 @@ def start_run(*, run_id: str, executor_options: dict | None = None) -> Run:
             f"{run_id} is {run.status}; only a ready run can be started "
             "(use rerun for a finished one)"
         )
-    agent = Agent.objects.create(
-        id=new_agent_id("executor"),
+    agent = create_with_unique_id(
+        Agent,
+        lambda: new_agent_id("executor"),
         role="executor",
         cls_path=EXECUTOR,
         goal=run.name,

@@ -1,0 +1,116 @@
+"""Scheduler figures: submit → running latency through a real runagentd, claim throughput
+with 10^5 finished requests in the table, and the drain time of 1,000 queued runs on 2
+declared GPUs."""
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._report import percentile, report
+from bench.harness import BenchSystem
+
+MOCK = {"backend": "mock", "mock_delay": 0}
+
+
+def _wait(predicate, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise RuntimeError("timed out")
+        time.sleep(0.002)
+
+
+def submit_to_running(samples: int = 50) -> list[float]:
+    from scheduler_app import runs
+    from scheduler_app.models import ScheduleRequest
+
+    latencies = []
+    for _ in range(samples):
+        run = runs.create_run(
+            name="b", command="true", gpu_required=1, auto_start=True, executor_options=MOCK
+        )
+        request = ScheduleRequest.objects.filter(agent_id=run.agent_id)
+        _wait(lambda r=request: r.exclude(started_at=None).exists())
+        row = request.get()
+        latencies.append((row.started_at - row.created_at).total_seconds() * 1000)
+        _wait(lambda r=request: r.filter(status="done").exists())
+    return latencies
+
+
+def claims_per_second(gpus: int, queued: int = 2000, finished: int = 100_000) -> float:
+    """In-process: 1-GPU requests claimed on a host with `gpus` GPUs, released, repeated;
+    only the claims are timed. `finished` old requests sit in the table throughout."""
+    from django.db import transaction
+
+    from agents_app.models import Agent
+    from agentsys.scheduling import FifoFirstFit
+    from agentsys.types import AgentStatus, RequestStatus
+    from scheduler_app import queue
+    from scheduler_app.models import GPU, Host, ScheduleRequest
+
+    missing = finished - ScheduleRequest.objects.filter(id__startswith="sched-old").count()
+    ScheduleRequest.objects.bulk_create(
+        (
+            ScheduleRequest(id=f"sched-old{i:07d}", agent_cls_path="x", status=RequestStatus.DONE)
+            for i in range(finished - missing, finished)
+        ),
+        batch_size=5000,
+    )
+    host = Host.objects.create(name=f"claim-bench-{gpus}")
+    GPU.objects.bulk_create(GPU(host=host, index=i, source="declared") for i in range(gpus))
+    agents = Agent.objects.bulk_create(
+        Agent(id=f"executor-c{gpus}x{i:06d}", role="executor", cls_path="x", project="b")
+        for i in range(queued)
+    )
+    ScheduleRequest.objects.bulk_create(
+        ScheduleRequest(id=f"sched-c{gpus}x{i:06d}", agent=a, agent_cls_path="x", gpu_required=1)
+        for i, a in enumerate(agents)
+    )
+    claimed, spent, policy = 0, 0.0, FifoFirstFit()
+    while claimed < queued:
+        started = time.perf_counter()
+        taken = queue.claim(host_id=host.pk, policy=policy)
+        spent += time.perf_counter() - started
+        claimed += len(taken)
+        with transaction.atomic():
+            for request in taken:
+                queue.release_for_agent(agent_id=request.agent_id, agent_status=AgentStatus.DONE)
+    return claimed / spent
+
+
+def drain_seconds(count: int = 1000) -> float:
+    from scheduler_app import runs
+    from scheduler_app.models import Run
+
+    started = time.monotonic()
+    ids = [
+        runs.create_run(
+            name="d", command="true", gpu_required=1, auto_start=True, executor_options=MOCK
+        ).id
+        for _ in range(count)
+    ]
+    _wait(lambda: Run.objects.filter(pk__in=ids, status="finished").count() == count, 900)
+    return time.monotonic() - started
+
+
+def main() -> None:
+    system = BenchSystem(gpus="2")
+    try:
+        system.start_daemon()
+        submit_to_running(5)  # warm-up
+        samples = submit_to_running()
+        report("submit_to_running_p50_ms", percentile(samples, 50), "ms")
+        report("submit_to_running_p99_ms", percentile(samples, 99), "ms")
+        report("drain_1000_queued_on_2_gpus_s", drain_seconds(), "s")
+    finally:
+        system.close()
+    for gpus in (2, 8):
+        report(
+            f"claims_per_s_with_1e5_finished_{gpus}_gpu_host", claims_per_second(gpus), "claims/s"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+"""Creating rows whose short random ids can collide.
+
+Agent ids are `{role}-{uuid8}` and request ids `sched-{uuid8}` (design doc): 32 random bits,
+so a clash is likely somewhere past ~10^5 rows. Creation retries with a fresh id instead of
+failing the spawn."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.db import IntegrityError, models, transaction
+
+ATTEMPTS = 8
+
+
+def create_with_unique_id(
+    model: type[models.Model], make_id: Callable[[], str], first_id: str | None = None, **fields
+) -> models.Model:
+    candidate = first_id or make_id()
+    for _ in range(ATTEMPTS):
+        try:
+            with transaction.atomic():  # a savepoint: a clash leaves the outer work intact
+                return model.objects.create(pk=candidate, **fields)
+        except IntegrityError:
+            if not model.objects.filter(pk=candidate).exists():
+                raise  # some other constraint failed: not ours to retry
+            candidate = make_id()
+    raise IntegrityError(f"no free id for {model.__name__} after {ATTEMPTS} attempts")

@@ -1,0 +1,29 @@
+"""Short random ids can clash; creation then takes a fresh one instead of failing."""
+
+import itertools
+
+import pytest
+from django.db import IntegrityError
+
+from agents_app.models import Agent
+from researchagent.ids import create_with_unique_id
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_clashing_id_is_replaced():
+    Agent.objects.create(id="executor-00000000", role="executor", cls_path="x", project="p")
+    ids = iter(["executor-00000000", "executor-00000001"])
+    agent = create_with_unique_id(
+        Agent, lambda: next(ids), role="executor", cls_path="x", project="p"
+    )
+    assert agent.id == "executor-00000001"
+
+
+def test_other_integrity_errors_are_not_retried():
+    counter = itertools.count()
+    with pytest.raises(IntegrityError):
+        create_with_unique_id(
+            Agent, lambda: f"executor-{next(counter):08d}", role=None, cls_path="x", project="p"
+        )
+    assert next(counter) == 1  # tried once
