@@ -18,7 +18,7 @@ from tests.helpers import REPO, pid_alive, wait_until
 from tests.runtime_harness import DaemonProcess, events, wait_event, wait_status
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-OOM_FIXTURE = REPO.parent / "shared" / "fixtures" / "gpu-h100" / "oom.txt"
+OOM_FIXTURE = REPO / "tests" / "fixtures" / "gpu-h100" / "oom.txt"
 PY = sys.executable
 
 

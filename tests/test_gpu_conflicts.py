@@ -6,7 +6,7 @@ import pytest
 from agentsys.gpu_conflicts import RetryPolicy, is_gpu_conflict
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures" / "gpu-h100"
+FIXTURES = REPO / "tests" / "fixtures" / "gpu-h100"
 
 
 def test_real_torch_oom_is_a_conflict():

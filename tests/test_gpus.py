@@ -19,7 +19,7 @@ from agentsys.gpus import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures" / "gpu-h100"
+FIXTURES = REPO / "tests" / "fixtures" / "gpu-h100"
 
 H100_UUID = "GPU-4ecc990f-d7a8-ad06-a401-87f0ae8f218e"
 H100_NAME = "NVIDIA H100 80GB HBM3"
