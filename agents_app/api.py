@@ -19,12 +19,12 @@ from agents_app.schemas import (
     AgentStartIn,
     CommandOut,
     ErrorOut,
-    MemoryEntryOut,
     SteerIn,
     SteerOut,
 )
 from agentsys.types import AgentRole, AgentStatus, CommandKind, EntryType
 from memory_app import selectors as memory_selectors
+from memory_app.schemas import MemoryEntryOut
 
 router = Router()
 

@@ -61,6 +61,10 @@ class DjangoRuntimeStore:
 
     def record_heartbeat(self, *, host_id: int) -> None:
         host_services.record_heartbeat(host_id=host_id)
+        queue.close_agentless_requests()
+
+    def record_foreign_gpu_use(self, *, host_id: int, processes: list[dict]) -> list[int]:
+        return host_services.record_foreign_gpu_use(host_id=host_id, processes=processes)
 
     def mark_host_offline(self, *, host_id: int) -> None:
         host_services.mark_host_offline(host_id=host_id)
@@ -240,8 +244,15 @@ class DjangoRuntimeStore:
     # -- the executor queue -------------------------------------------------------------------
 
     @transaction.atomic
-    def submit_to_queue(self, *, agent_id: str, gpu_required) -> dict:
-        """Queue an executor whose row exists; returns {status, reason, event}."""
+    def create_queued_agent(self, *, record: AgentRecord, gpu_required) -> dict:
+        """A new executor and its schedule request, in one transaction: an idle row with no
+        host and no request is what an agent started from the web looks like, and any
+        daemon would start it at once, without its GPUs. Returns {created, status, reason,
+        event}."""
+        created = self.create_agent(record=record)
+        return {"created": created, **self._submit(created["agent_id"], gpu_required)}
+
+    def _submit(self, agent_id: str, gpu_required) -> dict:
         agent = Agent.objects.get(pk=agent_id)
         request = queue.submit(agent=agent, gpu_required=gpu_required)
         if request.status == RequestStatus.REJECTED:
@@ -263,18 +274,10 @@ class DjangoRuntimeStore:
 
     @transaction.atomic
     def claim_queue(self, *, host_id: int, policy: str) -> list[AgentRecord]:
-        """Executors this host starts now, each with `gpu_indices` in its config."""
-        records = []
-        for request in queue.claim(host_id=host_id, policy=policy_named(policy)):
-            agent = Agent.objects.select_for_update().get(pk=request.agent_id)
-            agent.config = {
-                **agent.config,
-                "gpu_indices": request.gpu_indices,
-                "request_id": request.id,
-            }
-            agent.save(update_fields=["config"])
-            records.append(_record(agent))
-        return records
+        """Executors this host starts now; each config carries its `gpu_indices`."""
+        claimed = queue.claim(host_id=host_id, policy=policy_named(policy))
+        agents = Agent.objects.in_bulk([c.agent_id for c in claimed])
+        return [_record(agents[c.agent_id]) for c in claimed if c.agent_id in agents]
 
     def agent_statuses(self, *, agent_ids: list[str]) -> dict[str, tuple[str, str]]:
         rows = Agent.objects.filter(pk__in=agent_ids).values_list("id", "status", "error")

@@ -86,24 +86,6 @@ class AgentNode(Schema):
     children: list[AgentNode]
 
 
-class MemoryEntryOut(Schema):
-    key: str
-    type: str
-    agent_id: str
-    target_id: str
-    project: str
-    session: str
-    sweep: str
-    run: str
-    role: str
-    tags: list[str]
-    data: dict[str, Any]
-    active: bool
-    acked_at: datetime | None
-    created_at: datetime
-    updated_at: datetime
-
-
 SteerContext = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_STEER_CONTEXT)
 ]

@@ -14,6 +14,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
+from agentsys.ipc import Cmd
 from agentsys.types import AgentRole, AgentStatus
 
 logger = logging.getLogger("agentsys.agent")
@@ -117,13 +118,14 @@ class Agent:
         self.error_traceback = ""
         self.result: Any = None
         self._link: RuntimeLink | None = None
-        self.memory = None  # an agentsys.memory.AgentMemory, set by the runtime
+        self.memory = None  # an agentsys.memory.MemoryView, set by the runtime
         self.allowed_paths: frozenset[str] = frozenset()  # the runtime's allow-list
         self._task: asyncio.Task | None = None
         self._resume = asyncio.Event()
         self._resume.set()
         self._steer_buffer: list[str] = []
         self._stop_requested = False
+        self._run_loop_entered = False
         # Set when the supervisor vanished: end this process but leave the work (a user's
         # command) running, for the next runagentd to re-adopt.
         self.detached = False
@@ -195,6 +197,21 @@ class Agent:
             return None
         return await asyncio.to_thread(self.memory.write, type=type, data=data, tags=tags)
 
+    async def remember_many(
+        self, type: str, rows: list[dict], tags: list[str] | None = None
+    ) -> int:
+        """Write many entries of one type in one round trip (off the event loop)."""
+        if self.memory is None or not rows:
+            return 0
+        return await asyncio.to_thread(self.memory.write_many, type=type, rows=rows, tags=tags)
+
+    async def in_memory(self, method: str, /, **kwargs):
+        """Any other MemoryView call (query, read_self, msg, read_inbox, ack,
+        assemble_context, memory_bank), off the event loop; None when no memory is attached."""
+        if self.memory is None:
+            return None
+        return await asyncio.to_thread(getattr(self.memory, method), **kwargs)
+
     async def alert(
         self, severity: str, message: str, signature: str, data: dict | None = None, **extra: str
     ) -> str | None:
@@ -230,10 +247,13 @@ class Agent:
         return self.status
 
     async def _run_loop(self) -> None:
+        self._run_loop_entered = True
         watchdog = None
         if self.monitor_interval > 0:
             watchdog = asyncio.create_task(self._watchdog_loop(), name=f"watchdog:{self.id}")
         try:
+            if self._stop_requested:  # stopped while on_start ran: run() never starts
+                raise asyncio.CancelledError
             self.result = await self.run()
             self.status = AgentStatus.DONE
         except asyncio.CancelledError:
@@ -275,6 +295,26 @@ class Agent:
     def inject_steer(self, context: str) -> None:
         self._steer_buffer.append(context)
 
+    def apply_command(self, message: dict) -> None:
+        """A supervisor command that needs no event loop work of the runtime's own: pause,
+        resume, steer, a child's status. (Stop and spawn replies each runtime handles.)"""
+        kind = message["t"]
+        if kind == Cmd.PAUSE:
+            self.pause()
+        elif kind == Cmd.RESUME:
+            self.resume()
+        elif kind == Cmd.STEER:
+            self.inject_steer(message["context"])
+        elif kind == Cmd.CHILD_STATUS:
+            self.child_status(
+                message["child_id"],
+                message["status"],
+                error=message.get("error", ""),
+                replaced_by=message.get("replaced_by", ""),
+            )
+        else:
+            logger.warning("%s: ignoring unknown command %r", self.id, kind)
+
     async def detach(self) -> None:
         """The supervisor is gone: end here without stopping what outlives us."""
         self.detached = True
@@ -283,7 +323,9 @@ class Agent:
     async def stop(self) -> None:
         self._stop_requested = True
         self._resume.set()
-        if self._task is not None and not self._task.done():
+        # A task cancelled before its first step never enters _run_loop (no STOPPED status,
+        # no on_stop); one not yet entered sees _stop_requested there instead.
+        if self._task is not None and not self._task.done() and self._run_loop_entered:
             self._task.cancel()
 
     def child_status(

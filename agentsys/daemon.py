@@ -38,7 +38,7 @@ class DaemonSettings:
     host_name: str
     declared_gpus: list[int] | None = None
     heartbeat_interval: float = 5.0
-    poll_interval: float = 1.0  # fallback for a lost notification
+    poll_interval: float = 5.0  # fallback for a lost notification (LISTEN wakes us at once)
     dead_host_after: float = 20.0  # a host silent this long is declared dead
     stop_grace: float = 5.0  # STOP → SIGTERM in the stop cascade
     shutdown_grace: float = 2.5  # runagentd must be gone within 5 s of SIGTERM
@@ -49,6 +49,9 @@ class DaemonSettings:
     scheduler_policy: str = "fifo"
     memory_factory: str = ""  # "module:attr"; empty = agents run without memory
     default_workdir: str = ""  # where executors run when their config names no workdir
+    # Leave a detected GPU alone while processes this system did not start hold at least
+    # this much memory on it (0 = never look).
+    foreign_gpu_min_mb: int = 256
     extra: dict = field(default_factory=dict)
 
 
@@ -58,6 +61,7 @@ class Daemon:
         store: RuntimeStore,
         settings: DaemonSettings,
         publish: Callable[[dict], Awaitable] | None = None,
+        list_gpu_processes: Callable[[], list] | None = None,
     ):
         self.store = store
         self.settings = settings
@@ -70,6 +74,8 @@ class Daemon:
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentsys-db")
         self._last_beat = 0.0
         self._known_children: set[int] = set()
+        self._list_gpu_processes = list_gpu_processes
+        self._watch_gpus = False  # set at register: only detected GPUs can be looked at
 
     async def db(self, fn, /, **kwargs):
         """Run one store call on the database thread."""
@@ -88,6 +94,9 @@ class Daemon:
             name=self.settings.host_name,
             pid=os.getpid(),
             gpus=[dataclasses.asdict(gpu) for gpu in found],
+        )
+        self._watch_gpus = self.settings.foreign_gpu_min_mb > 0 and any(
+            gpu.source != "declared" for gpu in found
         )
         logger.info(
             "runagentd %s registered host %r (id %s)",
@@ -230,12 +239,41 @@ class Daemon:
         return len(records)
 
     async def heartbeat(self) -> None:
+        # Counted from the attempt: a failing database is retried at the heartbeat's pace,
+        # not in a tight loop.
+        self._last_beat = time.monotonic()
         await self.db(self.store.record_heartbeat, host_id=self.host_id)
+        if self._watch_gpus:
+            try:
+                await self.check_foreign_gpu_use()
+            except Exception:  # nvidia-smi trouble must not cost the heartbeat
+                logger.exception("could not check the GPUs for other processes")
         for event in await self.db(
             self.store.declare_dead_hosts, stale_after=self.settings.dead_host_after
         ):
             await self.publish(event)
-        self._last_beat = time.monotonic()
+
+    async def check_foreign_gpu_use(self) -> list[int]:
+        """Mark free GPUs that others' processes hold (so no run is started into an OOM);
+        returns the indices whose state changed."""
+        from agentsys.gpus import gpu_processes, holding_processes
+
+        processes = await asyncio.to_thread(self._list_gpu_processes or gpu_processes)
+        # A GPU allocated to one of our runs is ours whatever runs on it, so no pid
+        # bookkeeping: the store only marks GPUs that are free when it looks.
+        holding = holding_processes(processes, min_used_mb=self.settings.foreign_gpu_min_mb)
+        held = [dataclasses.asdict(p) for p in holding]
+        changed = await self.db(
+            self.store.record_foreign_gpu_use, host_id=self.host_id, processes=held
+        )
+        if changed:
+            logger.info(
+                "GPUs %s of %s: held by other processes now %s",
+                changed,
+                self.settings.host_name,
+                sorted({p["gpu_uuid"] for p in held}),
+            )
+        return changed
 
     def reap_orphans(self) -> int:
         """Reap descendants re-parented to us (we are a subreaper): shells whose worker died."""
@@ -271,12 +309,19 @@ class Daemon:
             while not self._stopping.is_set():
                 await self._step()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.settings.poll_interval)
+                    await asyncio.wait_for(self._wake.wait(), self._sleep_seconds())
                 self._wake.clear()
         finally:
             if listener is not None:
                 listener.cancel()
             await self.shutdown()
+
+    def _sleep_seconds(self) -> float:
+        """Until a notification, the fallback poll, or the next heartbeat, whichever is first
+        (without LISTEN, the poll is all there is: keep it short)."""
+        poll = self.settings.poll_interval if self.settings.listen_dsn else 1.0
+        next_beat = self._last_beat + self.settings.heartbeat_interval - time.monotonic()
+        return max(0.01, min(poll, next_beat))
 
     async def _step(self) -> None:
         # A database hiccup must not kill the daemon: log it and try again on the next step.

@@ -138,21 +138,29 @@ def gpu_processes(runner: CommandRunner = run_command) -> list[GpuProcess]:
     return parse_compute_apps(output)
 
 
-def busy_gpu_uuids(
-    processes: Iterable[GpuProcess], *, own_pids: set[int], min_used_mb: int = 256
-) -> set[str]:
-    """UUIDs of GPUs held by processes this system did not start.
+def holding_processes(
+    processes: Iterable[GpuProcess], *, own_pids: set[int] = frozenset(), min_used_mb: int = 256
+) -> list[GpuProcess]:
+    """The processes, not started by this system, that make their GPU busy.
 
     Processes under `min_used_mb` (a display server, a monitoring probe) do not make a GPU busy.
     A process whose memory the driver will not report ("[N/A]") counts as holding the GPU:
     we cannot tell it is small, and starting a run next to it risks an OOM."""
-    busy = set()
-    for process in processes:
-        if process.pid in own_pids:
-            continue
-        if process.used_mb is None or process.used_mb >= min_used_mb:
-            busy.add(process.gpu_uuid)
-    return busy
+    return [
+        process
+        for process in processes
+        if process.pid not in own_pids
+        and (process.used_mb is None or process.used_mb >= min_used_mb)
+    ]
+
+
+def busy_gpu_uuids(
+    processes: Iterable[GpuProcess], *, own_pids: set[int], min_used_mb: int = 256
+) -> set[str]:
+    """UUIDs of GPUs held by processes this system did not start."""
+    return {
+        p.gpu_uuid for p in holding_processes(processes, own_pids=own_pids, min_used_mb=min_used_mb)
+    }
 
 
 _LIST_GPUS_LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)\s]+)\)\s*$")

@@ -35,6 +35,14 @@ class MetricsTail:
         self.skipped = 0  # malformed lines and JSON values that are not objects
         self._inode: int | None = None
 
+    def position(self) -> tuple[int, int | None]:
+        """Where the next read starts: (byte offset, inode). Saved so that a re-adopted run
+        carries on from here instead of storing its metrics twice."""
+        return self.offset, self._inode
+
+    def resume_at(self, offset: int, inode: int | None) -> None:
+        self.offset, self._inode = max(0, offset), inode
+
     def read_new(self) -> list[dict[str, Any]]:
         try:
             with self.path.open("rb") as handle:

@@ -15,71 +15,22 @@ import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 
 from agentsys.agent import Agent, Scope, hierarchy_error
+from agentsys.control import SupervisorControls
+from agentsys.hosted import Hosted, LocalLink
 from agentsys.ipc import TERMINAL_EVENTS, Cmd, Ev, PipeChannel
 from agentsys.registry import AgentClassRegistry
 from agentsys.store import AgentRecord, RuntimeStore
-from agentsys.types import AgentRole, AgentStatus, SteerUrgency, new_agent_id
+from agentsys.types import AgentRole, AgentStatus, new_agent_id
 from agentsys.worker import WorkerSpec, run_worker
 
 logger = logging.getLogger("agentsys.supervisor")
 
-KILL_WAIT_SECONDS = 2.0  # after SIGTERM, before SIGKILL
 MAX_WORKER_RESTARTS = 3  # a resumable agent whose worker keeps dying is failed after this
 
 
-@dataclass
-class Hosted:
-    """An agent this daemon runs right now."""
-
-    record: AgentRecord
-    cls: type[Agent]
-    inbox: asyncio.Queue = field(default_factory=asyncio.Queue)
-    process: object | None = None  # multiprocessing Process (worker agents)
-    channel: PipeChannel | None = None
-    local: Agent | None = None  # the agent itself (local agents)
-    stop_requested: bool = False
-    superseded: bool = False
-    leave_row: bool = False  # shut down to be resumed by the next runagentd: record nothing
-    restarts: int = 0  # workers relaunched after dying under a resumable agent
-    finished: bool = False
-    exited: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def id(self) -> str:
-        return self.record.id
-
-    @property
-    def pid(self) -> int | None:
-        return getattr(self.process, "pid", None)
-
-
-class LocalLink:
-    """RuntimeLink for agents running inside runagentd: calls go straight to the supervisor."""
-
-    def __init__(self, supervisor: Supervisor, hosted: Hosted):
-        self.supervisor, self.hosted = supervisor, hosted
-
-    async def spawn(self, parent, cls_path, goal, config, scope) -> str:
-        return await self.supervisor.spawn(
-            cls_path=cls_path, goal=goal, parent_id=parent.id, config=config, scope=scope
-        )
-
-    async def stop(self, target_id: str) -> None:
-        await self.supervisor.stop(target_id)
-
-    def status_changed(self, agent, status) -> None:
-        self.hosted.inbox.put_nowait(
-            {"t": Ev.PAUSED if status == AgentStatus.PAUSED else Ev.RESUMED}
-        )
-
-    def emit(self, agent, kind, payload) -> None:
-        self.hosted.inbox.put_nowait({"t": Ev.EMIT, "kind": kind, "payload": payload})
-
-
-class Supervisor:
+class Supervisor(SupervisorControls):
     def __init__(
         self,
         *,
@@ -153,24 +104,25 @@ class Supervisor:
             host_id=None if queued else self.host_id,
             chat_session_id=chat_session_id,
         )
+        if queued:
+            return await self._submit(record, parent_id)
         created = await self.db(self.store.create_agent, record=record)
         if created["agent_id"] != record.id:  # its random id was taken: it got another
             record = dataclasses.replace(record, id=created["agent_id"])
         await self.publish(created)
-        if queued:
-            await self._submit(record, parent_id)
-        else:
-            await self.launch(record, cls)
+        await self.launch(record, cls)
         return record.id
 
-    async def _submit(self, record: AgentRecord, parent_id: str | None) -> None:
+    async def _submit(self, record: AgentRecord, parent_id: str | None) -> str:
         """Executors go through the scheduler (design doc §5.11); the id stays the same from
-        queued to done."""
+        queued to done. The row and its request are stored together."""
         outcome = await self.db(
-            self.store.submit_to_queue,
-            agent_id=record.id,
+            self.store.create_queued_agent,
+            record=record,
             gpu_required=record.config.get("gpu_required", 0),
         )
+        record = dataclasses.replace(record, id=outcome["created"]["agent_id"])
+        await self.publish(outcome["created"])
         await self.publish(outcome["event"])
         if outcome["status"] == "rejected" and parent_id:
             self.send_to(
@@ -184,6 +136,7 @@ class Supervisor:
             )
         elif parent_id:
             self.watched[record.id] = parent_id
+        return record.id
 
     async def tell_parents_of_finished_children(self) -> None:
         """Queued children may run on another host, or end without running (cancelled);
@@ -234,6 +187,7 @@ class Supervisor:
             resume=resume,
             role=str(record.role),
             memory_factory=self.memory_factory,
+            supervisor_pid=os.getpid(),
         )
         process = self.mp.Process(target=run_worker, args=(spec, child_end), name=record.id)
         await asyncio.get_running_loop().run_in_executor(None, process.start)
@@ -398,6 +352,12 @@ class Supervisor:
             return True
         return target.channel.send(message)
 
+    def _apply_locally(self, agent: Agent, message: dict) -> None:
+        if message["t"] == Cmd.STOP:
+            self.background(agent.stop(), f"stop:{agent.id}")
+        else:
+            agent.apply_command(message)
+
     # -- database + live events -------------------------------------------------------------
 
     async def _transition(
@@ -419,140 +379,6 @@ class Supervisor:
         await self.publish(
             await self.db(self.store.record_event, agent_id=agent_id, kind=kind, payload=payload)
         )
-
-    # -- control: stop cascade, pause, resume, steer ----------------------------------------
-
-    async def stop(self, agent_id: str) -> list[str]:
-        """Stop an agent and everything under it, leaves first. Returns the stopped ids."""
-        levels = await self.db(self.store.live_descendant_levels, agent_id=agent_id)
-        stopped: list[str] = []
-        for level in [*levels, [agent_id]]:
-            await asyncio.gather(*(self._stop_one(i) for i in level))
-            stopped.extend(level)
-        await self.db(self.store.cancel_queued_requests, parent_ids=stopped)
-        return stopped
-
-    async def _stop_one(self, agent_id: str) -> None:
-        hosted = self.hosted.get(agent_id)
-        if hosted is None:
-            # Not running here: make sure its row does not claim otherwise.
-            event = await self.db(self.store.mark_stopped, agent_id=agent_id)
-            if event is not None:
-                await self.publish(event)
-            return
-        hosted.stop_requested = True
-        grace = float(hosted.record.config.get("stop_grace", self.stop_grace))
-        if hosted.local is not None:
-            await hosted.local.stop()
-            await _wait(hosted.exited, grace)
-            return
-        hosted.channel.send({"t": Cmd.STOP})
-        if await _wait(hosted.exited, grace):
-            return
-        for sig, wait_for in ((signal.SIGTERM, KILL_WAIT_SECONDS), (signal.SIGKILL, 5.0)):
-            _signal_group(hosted.pid, sig)
-            if await _wait(hosted.exited, wait_for):
-                return
-        logger.error("%s (pid %s) survived SIGKILL", agent_id, hosted.pid)
-
-    async def pause(self, agent_id: str, *, resume: bool = False) -> list[str]:
-        """Pause (or resume) an agent and its descendants that are still live."""
-        levels = await self.db(self.store.live_descendant_levels, agent_id=agent_id)
-        touched = []
-        for target in [agent_id, *[i for level in levels for i in level]]:
-            if self.send_to(target, {"t": Cmd.RESUME if resume else Cmd.PAUSE}):
-                touched.append(target)
-        return touched
-
-    async def steer(self, agent_id: str, context: str, urgency: SteerUrgency) -> str:
-        """PRIORITY: into the running agent's buffer. CRITICAL: stop the subtree and respawn
-        the same class with the steer in its goal; returns the id that now does the work."""
-        if urgency == SteerUrgency.PRIORITY:
-            self.send_to(agent_id, {"t": Cmd.STEER, "context": context, "urgency": urgency})
-            await self._record(agent_id, "steered", {"urgency": str(urgency), "context": context})
-            return agent_id
-        old = await self.db(self.store.get_agent, agent_id=agent_id)
-        hosted = self.hosted.get(agent_id)
-        if hosted is not None:
-            hosted.superseded = True
-        await self.stop(agent_id)
-        new_id = await self.spawn(
-            cls_path=old.cls_path,
-            goal=f"{old.goal} [STEER: {context}]",
-            parent_id=old.parent_id,
-            config=old.config,
-            scope=old.scope,
-            chat_session_id=old.chat_session_id,
-        )
-        await self.publish(
-            await self.db(self.store.supersede, old_id=agent_id, new_id=new_id, context=context)
-        )
-        if old.parent_id:
-            self.send_to(
-                old.parent_id,
-                {
-                    "t": Cmd.CHILD_STATUS,
-                    "child_id": agent_id,
-                    "status": str(AgentStatus.RUNNING),
-                    "replaced_by": new_id,
-                },
-            )
-        return new_id
-
-    def _apply_locally(self, agent: Agent, message: dict) -> None:
-        kind = message["t"]
-        if kind == Cmd.PAUSE:
-            agent.pause()
-        elif kind == Cmd.RESUME:
-            agent.resume()
-        elif kind == Cmd.STEER:
-            agent.inject_steer(message["context"])
-        elif kind == Cmd.STOP:
-            self.background(agent.stop(), f"stop:{agent.id}")
-        elif kind == Cmd.CHILD_STATUS:
-            agent.child_status(
-                message["child_id"],
-                message["status"],
-                error=message.get("error", ""),
-                replaced_by=message.get("replaced_by", ""),
-            )
-
-    async def shutdown(self, grace: float) -> None:
-        """runagentd is stopping: end every agent within `grace` seconds. Resumable agents
-        are killed with their rows left live, so the next runagentd resumes them; the rest
-        are stopped."""
-        for hosted in list(self.hosted.values()):
-            if hosted.cls.resumable and hosted.process is not None:
-                hosted.leave_row = True
-                _signal_group(hosted.pid, signal.SIGKILL)
-            elif hosted.channel is not None:
-                hosted.stop_requested = True
-                hosted.channel.send({"t": Cmd.STOP})
-            elif hosted.local is not None:
-                hosted.stop_requested = True
-                await hosted.local.stop()
-        await asyncio.gather(*(_wait(h.exited, grace) for h in self.hosted.values()))
-        for hosted in list(self.hosted.values()):
-            _signal_group(hosted.pid, signal.SIGKILL)
-        await asyncio.gather(*(_wait(h.exited, 1.0) for h in self.hosted.values()))
-
-
-async def _wait(event: asyncio.Event, timeout: float) -> bool:
-    try:
-        await asyncio.wait_for(event.wait(), timeout)
-        return True
-    except TimeoutError:
-        return False
-
-
-def _signal_group(pid: int | None, sig: int) -> None:
-    if not pid:
-        return
-    try:
-        os.killpg(pid, sig)  # the worker leads its own session: this reaches its shells too
-    except ProcessLookupError:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)  # not yet a group leader (it had just started)
 
 
 def _check_gpu_required(value) -> None:

@@ -12,6 +12,7 @@ import itertools
 import json
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 
@@ -21,6 +22,8 @@ from agentsys.registry import AgentClassRegistry
 from agentsys.types import AgentStatus
 
 logger = logging.getLogger("agentsys.worker")
+
+ORPHAN_EXIT_SECONDS = 5.0  # how long a worker whose runagentd died may take to wind down
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,8 @@ class WorkerSpec:
     allowed_classes: frozenset[str]
     resume: bool = False
     role: str = ""
-    memory_factory: str = ""  # "module:attr" building the agent's AgentMemory
+    memory_factory: str = ""  # "module:attr" building the agent's MemoryView
+    supervisor_pid: int = 0  # runagentd; its death is noticed even if the pipe stays open
     extra: dict = field(default_factory=dict)
 
 
@@ -106,7 +110,9 @@ async def _serve(spec: WorkerSpec, channel: PipeChannel) -> None:
 
         factory = load_memory_factory(spec.memory_factory)
         agent.memory = factory(spec.agent_id, spec.role, spec.scope)
-    listener = asyncio.create_task(_listen(channel, agent, link))
+    gone = SupervisorGone(agent)
+    listener = asyncio.create_task(_listen(channel, agent, link, gone))
+    watcher = asyncio.create_task(_watch_supervisor(spec.supervisor_pid, gone))
     channel.send({"t": Ev.STARTED, "pid": os.getpid()})
     try:
         await agent.start()
@@ -115,6 +121,7 @@ async def _serve(spec: WorkerSpec, channel: PipeChannel) -> None:
         agent.status, agent.error = AgentStatus.FAILED, f"{type(exc).__name__}: {exc}"
         status = agent.status
     listener.cancel()
+    watcher.cancel()
     channel.send(_terminal_message(agent, status))
 
 
@@ -126,32 +133,70 @@ def _terminal_message(agent: Agent, status: AgentStatus) -> dict:
     return {"t": Ev.FAILED, "error": agent.error or "failed", "traceback": agent.error_traceback}
 
 
-async def _listen(channel: PipeChannel, agent: Agent, link: WorkerLink) -> None:
+async def _listen(
+    channel: PipeChannel, agent: Agent, link: WorkerLink, gone: SupervisorGone
+) -> None:
     while True:
         message = await channel.recv()
         if message is None:
-            # The supervisor is gone (runagentd died). A resumable agent detaches, leaving its
-            # work running for the next runagentd to re-adopt; any other agent stops.
-            await (agent.detach() if agent.resumable else agent.stop())
+            await gone()
             return
         kind = message["t"]
         if kind == Cmd.STOP:
             await agent.stop()
-        elif kind == Cmd.PAUSE:
-            agent.pause()
-        elif kind == Cmd.RESUME:
-            agent.resume()
-        elif kind == Cmd.STEER:
-            agent.inject_steer(message["context"])
         elif kind == Cmd.SPAWN_RESPONSE:
             link.spawn_response(message)
-        elif kind == Cmd.CHILD_STATUS:
-            agent.child_status(
-                message["child_id"],
-                message["status"],
-                error=message.get("error", ""),
-                replaced_by=message.get("replaced_by", ""),
-            )
+        else:
+            agent.apply_command(message)
+
+
+async def _watch_supervisor(pid: int, gone: SupervisorGone) -> None:
+    """Wait for runagentd to exit. Pipe EOF says the same, but only once every copy of the
+    supervisor's end is closed; a pidfd cannot be held open by anyone else."""
+    if pid <= 0:
+        return
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        await gone()
+        return
+    except (AttributeError, OSError):  # no pidfd on this kernel: the pipe alone tells
+        return
+    exited = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_reader(pidfd, exited.set)
+    try:
+        await exited.wait()
+    finally:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+    await gone()
+
+
+class SupervisorGone:
+    """What a worker does when runagentd dies, once, whichever sign comes first.
+
+    A resumable agent detaches, leaving its work running for the next runagentd to re-adopt;
+    any other agent stops. Nobody is left to stop this process, so it ends itself if winding
+    down hangs (one stuck thread would otherwise keep it forever)."""
+
+    def __init__(self, agent: Agent):
+        self.agent = agent
+        self.happened = False
+
+    async def __call__(self) -> None:
+        if self.happened:
+            return
+        self.happened = True
+        timer = threading.Timer(ORPHAN_EXIT_SECONDS, _force_exit)
+        timer.daemon = True
+        timer.start()
+        await (self.agent.detach() if self.agent.resumable else self.agent.stop())
+
+
+def _force_exit() -> None:
+    logger.warning("worker %s: supervisor gone and shutdown hung; exiting", os.getpid())
+    os._exit(1)
 
 
 def _jsonable(value):
@@ -165,7 +210,9 @@ def _close_database_connections() -> None:
     # Workers of a Django deployment hold ORM connections; close them so PostgreSQL does not
     # log an unexpected EOF for every finished agent. Plain-Python use has nothing to close.
     try:
+        from django.conf import settings
         from django.db import connections
     except ImportError:
         return
-    connections.close_all()
+    if settings.configured:
+        connections.close_all()

@@ -3,6 +3,7 @@ migrated, with a runagentd (and optionally daphne) running against it."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import secrets
 import signal
@@ -41,6 +42,25 @@ class BenchSystem:
 
         call_command("migrate", verbosity=0)
         self.processes: list[subprocess.Popen] = []
+        # Registered after settings took the database lease, so it runs first at exit: the
+        # lease is dropped (stopping PostgreSQL) while the data dir still exists, then the
+        # temp dir goes. The other way round the server outlived its deleted data dir.
+        atexit.register(self._release_database)
+
+    def _release_database(self) -> None:
+        from django.conf import settings
+        from django.db import connections
+
+        connections.close_all()
+        embedded = getattr(settings, "EMBEDDED_POSTGRES", None)
+        if embedded is not None:
+            # runagentd's forkserver leaves a moment after runagentd: wait for its lease, so
+            # this release is the last one and stops the server.
+            deadline = time.monotonic() + 15
+            while embedded.live_leases() != [os.getpid()] and time.monotonic() < deadline:
+                time.sleep(0.1)
+            embedded.release()
+        self.tmp.cleanup()
 
     def start_daemon(self) -> None:
         from scheduler_app.models import Host

@@ -40,38 +40,39 @@ class MemoryEntry(models.Model):
     class Meta:
         ordering = ["-created_at"]
         verbose_name_plural = "memory entries"
+        # Every read the system issues is one of these ranges, newest (or oldest) first;
+        # `key` breaks ties so that the same rows always come in the same order.
         indexes = [
-            # Widening per level: newest entries of given types in a project/session/sweep/run.
-            models.Index(fields=["project", "type", "-created_at"], name="mem_project_type_idx"),
+            # Widening per level: newest entries of a type in a project/session/sweep/run.
             models.Index(
-                fields=["session", "type", "-created_at"],
+                fields=["project", "type", "-created_at", "-key"], name="mem_project_type_idx"
+            ),
+            models.Index(
+                fields=["session", "type", "-created_at", "-key"],
                 condition=~Q(session=""),
                 name="mem_session_type_idx",
             ),
             models.Index(
-                fields=["sweep", "type", "-created_at"],
+                fields=["sweep", "type", "-created_at", "-key"],
                 condition=~Q(sweep=""),
                 name="mem_sweep_type_idx",
             ),
             models.Index(
-                fields=["run", "type", "-created_at"],
+                fields=["run", "type", "-created_at", "-key"],
                 condition=~Q(run=""),
                 name="mem_run_type_idx",
             ),
-            # "My Entries": an agent's own entries in time order.
-            models.Index(fields=["agent_id", "created_at"], name="mem_agent_time_idx"),
-            # Inbox: unacknowledged messages to an agent.
+            # "My Entries" and read_self: an agent's own entries in time order.
+            models.Index(fields=["agent_id", "created_at", "key"], name="mem_agent_time_idx"),
+            # Inbox and target_id queries: messages to an agent.
             models.Index(
-                fields=["target_id", "created_at"],
-                condition=Q(type="message", acked_at__isnull=True),
-                name="mem_inbox_idx",
+                fields=["target_id", "created_at", "key"],
+                condition=~Q(target_id=""),
+                name="mem_target_time_idx",
             ),
-            # Memory bank for prompts: newest active reflections across sessions.
-            models.Index(
-                fields=["-created_at"],
-                condition=Q(type="reflection", active=True),
-                name="mem_active_reflection_idx",
-            ),
+            # A type across projects (a person's memories list), and no filter at all.
+            models.Index(fields=["type", "-created_at", "-key"], name="mem_type_time_idx"),
+            models.Index(fields=["-created_at", "-key"], name="mem_time_idx"),
             # Tag filters (any-of: tags && ARRAY[...]).
             GinIndex(fields=["tags"], name="mem_tags_gin_idx"),
         ]

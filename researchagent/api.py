@@ -4,6 +4,7 @@ from django.contrib.auth.decorators import login_required
 from ninja import NinjaAPI
 
 from agents_app.api import router as agents_router
+from memory_app.api import router as memory_router
 from researchagent.auth import API_AUTH
 from scheduler_app.api import router as scheduler_router
 from scheduler_app.api_runs import router as runs_router
@@ -23,3 +24,4 @@ api.add_router("/sessions", sessions_router, tags=["chat sessions"])
 api.add_router("", scheduler_router, tags=["hosts"])
 api.add_router("", runs_router)
 api.add_router("/agents", agents_router, tags=["agents"])
+api.add_router("", memory_router)

@@ -53,6 +53,10 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "fifo",
         "GPU queue policy: fifo (first fit) or reserve (no starvation)",
     ),
+    "AGENTSYS_FOREIGN_GPU_MIN_MB": (
+        "256",
+        "Leave a GPU alone while processes not started here hold this many MiB on it (0 = off)",
+    ),
     "AGENTSYS_AGENT_CLASSES": (
         "",
         "Extra agent classes runagentd may spawn (dotted paths, comma-separated)",
@@ -96,6 +100,7 @@ class Config:
     gpus: list[int] | None
     extra_agent_classes: frozenset[str]
     scheduler_policy: str
+    foreign_gpu_min_mb: int
     admin_username: str
     admin_password: str | None
     admin_email: str
@@ -247,6 +252,7 @@ def load(environment: dict[str, str] | None = None) -> Config:
         gpus=_gpus(env),
         extra_agent_classes=frozenset(_list(env, "AGENTSYS_AGENT_CLASSES")),
         scheduler_policy=_choice(env, "AGENTSYS_SCHEDULER_POLICY", {"fifo", "reserve"}),
+        foreign_gpu_min_mb=_int(env, "AGENTSYS_FOREIGN_GPU_MIN_MB", low=0, high=10**7),
         admin_username=_raw(env, "AGENTSYS_ADMIN_USERNAME") or "admin",
         admin_password=_raw(env, "AGENTSYS_ADMIN_PASSWORD") or None,
         admin_email=_raw(env, "AGENTSYS_ADMIN_EMAIL"),

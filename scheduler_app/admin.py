@@ -70,10 +70,20 @@ class GPUAdmin(admin.ModelAdmin):
         "enabled",
         "allocated_to",
         "allocated_at",
+        "held_by",
     )
     list_filter = ("host", "source", "enabled")
     search_fields = ("host__name", "name", "uuid")
-    readonly_fields = ("allocated_to", "allocated_at")
+    exclude = ("held_by_others",)
+    readonly_fields = ("allocated_to", "allocated_at", "held_by_others_view")
+    held_by_others_view = json_display("held_by_others")
+
+    @admin.display(description="held by other processes")
+    def held_by(self, obj):
+        return ", ".join(
+            f"{p.get('name') or '?'} (pid {p.get('pid')}, {p.get('used_mb') or '?'} MiB)"
+            for p in obj.held_by_others
+        )
 
 
 @admin.register(ScheduleRequest)

@@ -24,6 +24,7 @@ class GPUOut(Schema):
     source: str
     enabled: bool
     allocated_to: str | None
+    held_by_others: list[dict[str, Any]]  # foreign processes: {pid, name, used_mb}
 
 
 class HostOut(Schema):
@@ -55,6 +56,7 @@ def list_hosts(request):
                     source=gpu.source,
                     enabled=gpu.enabled,
                     allocated_to=gpu.allocated_to_id,
+                    held_by_others=gpu.held_by_others,
                 )
                 for gpu in host.gpus.all()
             ],

@@ -11,6 +11,7 @@ from django.db import transaction
 from ninja import Query, Router, Schema, Status
 from pydantic import ConfigDict, Field, StringConstraints
 
+from agents_app.models import Agent
 from scheduler_app import queue, runs, services
 from scheduler_app.models import Alert, AlertStatus, Run, RunStatus
 
@@ -228,8 +229,20 @@ def respond_to_alert(request, alert_id: str, payload: AlertResponseIn):
             )
     except services.ServiceError as error:
         return Status(409, {"detail": str(error)})
-    if payload.response == "stop" and alert.run_id:
-        # If it already ended, the response is recorded all the same.
+    if payload.response == "stop":
+        _stop_what_raised(alert, user)
+    return alert
+
+
+def _stop_what_raised(alert: Alert, user) -> None:
+    """ "stop" stops the run, or the agent that raised the alert when it has no run. If it
+    already ended, the response is recorded all the same."""
+    from agents_app.services import AgentCommandRefused, request_agent_command
+    from agentsys.types import CommandKind
+
+    if alert.run_id:
         with contextlib.suppress(runs.RunRefused):
             runs.stop_run(run_id=alert.run_id)
-    return alert
+        return
+    with contextlib.suppress(AgentCommandRefused, Agent.DoesNotExist), transaction.atomic():
+        request_agent_command(agent_id=alert.agent_id, kind=CommandKind.STOP, user=user)

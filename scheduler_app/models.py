@@ -79,6 +79,11 @@ class GPU(models.Model):
         related_name="allocated_gpus",
     )
     allocated_at = models.DateTimeField(null=True, blank=True)
+    # Processes this system did not start hold memory on it (someone's notebook, another
+    # scheduler): not offered until they let go. Refreshed with every heartbeat.
+    held_by_others = models.JSONField(
+        default=list, blank=True, help_text="Foreign processes on this GPU: [{pid, name, used_mb}]"
+    )
 
     class Meta:
         ordering = ["host", "index"]

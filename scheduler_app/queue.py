@@ -7,12 +7,15 @@ lock the host's free GPU rows and the queued requests they consider. A NOTIFY on
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import psycopg
 from django.db import connection, transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from agents_app.models import Agent
-from agentsys.scheduling import Placement, QueuedRequest, SchedulingPolicy
+from agentsys.scheduling import QueuedRequest, SchedulingPolicy
 from agentsys.types import AgentStatus, RequestStatus
 from researchagent.ids import create_with_unique_id
 from scheduler_app.models import GPU, Host, HostStatus, ScheduleRequest, new_request_id
@@ -87,91 +90,138 @@ def submit(*, agent: Agent, gpu_required, config: dict | None = None) -> Schedul
     return request
 
 
+@dataclass(frozen=True)
+class Claimed:
+    """A request a claim placed on this host: its agent now runs on `gpu_indices`."""
+
+    id: str
+    agent_id: str
+    gpu_indices: list[int]
+
+
 @transaction.atomic
-def claim(*, host_id: int, policy: SchedulingPolicy) -> list[ScheduleRequest]:
-    """Start what fits on this host now; returns the requests it took, GPUs assigned.
+def claim(*, host_id: int, policy: SchedulingPolicy) -> list[Claimed]:
+    """Start what fits on this host now; returns the requests it took, oldest first.
 
-    The window of the queue is read without locks and the policy decides on it; then only
-    the chosen requests are locked (SKIP LOCKED, still queued). One another daemon took in
-    the meantime is simply dropped: its GPUs stay free for the next round. Locking the
-    whole window instead costs a row lock per queued request on every claim."""
-    free_gpus = list(
-        GPU.objects.select_for_update(skip_locked=True)
-        .filter(host_id=host_id, enabled=True, allocated_to__isnull=True)
-        .order_by("index")
-    )
-    host_total = GPU.objects.filter(host_id=host_id, enabled=True).count()
-    placements: list[Placement] = []
-    for size in (FIRST_WINDOW, CLAIM_WINDOW):
-        window = _queue_window(size)
-        placements = policy.select(window, [g.index for g in free_gpus], host_total)
-        used = sum(len(p.gpu_indices) for p in placements)
-        # Look further down the queue only if this window left free GPUs unused.
-        if len(window) < size or used == len(free_gpus):
-            break
-    if not placements:
-        return []
-    chosen = set(
-        ScheduleRequest.objects.select_for_update(skip_locked=True)
-        .filter(pk__in=[p.request_id for p in placements], status=RequestStatus.QUEUED)
-        .values_list("id", flat=True)
-    )
-    placements = [p for p in placements if p.request_id in chosen]
-    if placements:
-        _place(placements, {g.index: g.pk for g in free_gpus}, host_id)
-    return list(
-        ScheduleRequest.objects.filter(pk__in=[p.request_id for p in placements]).order_by(
-            "created_at", "id"
-        )
-    )
-
-
-def _queue_window(size: int) -> list[QueuedRequest]:
-    rows = (
-        ScheduleRequest.objects.filter(status=RequestStatus.QUEUED)
-        .order_by("created_at", "id")
-        .values_list("id", "gpu_required")[:size]
-    )
-    return [QueuedRequest(request_id, gpus) for request_id, gpus in rows]
-
-
-def _place(placements: list[Placement], gpu_ids: dict[int, int], host_id: int) -> None:
-    """Mark the placed requests running on their GPUs: one statement per table, whatever
-    the number of placements (a claim is a handful of round trips, not three per request)."""
-    now = timezone.now()
-    with connection.cursor() as cursor:
+    Three statements whatever the queue holds: read the head of the queue (no locks; an
+    empty queue ends the claim there), lock this host's free GPUs (SKIP LOCKED: another
+    claimer's GPUs are simply not free to us), then one statement that locks the chosen
+    requests still queued and marks them running on their GPUs. A request another daemon
+    took in the meantime is dropped, and its GPUs stay free for the next round. Locking the
+    whole window instead would cost a row lock per queued request on every claim."""
+    with _prepared_cursor() as cursor:
+        window, host_total, read = _queue_window(cursor, host_id, FIRST_WINDOW)
+        if not read:
+            return []
+        cursor.execute(_LOCK_FREE_GPUS, {"host": host_id}, prepare=True)
+        free = {index: gpu_id for gpu_id, index in cursor.fetchall()}
+        placements = policy.select(window, list(free), host_total)
+        # Look further down the queue only if the first window left free GPUs unused.
+        if read == FIRST_WINDOW and sum(len(p.gpu_indices) for p in placements) < len(free):
+            window, _, _ = _queue_window(cursor, host_id, CLAIM_WINDOW)
+            placements = policy.select(window, list(free), host_total)
+        if not placements:
+            return []
         cursor.execute(
-            """
-            UPDATE scheduler_app_schedulerequest AS r
-            SET status = 'running', host_id = %s, started_at = %s, gpu_indices = v.gpus
-            FROM (SELECT unnest(%s::varchar[]) AS id,
-                         unnest(%s::varchar[])::smallint[] AS gpus) AS v
-            WHERE r.id = v.id
-            """,
-            [
-                host_id,
-                now,
-                [p.request_id for p in placements],
-                ["{" + ",".join(map(str, p.gpu_indices)) + "}" for p in placements],
-            ],
+            _PLACE,
+            {
+                "host": host_id,
+                "now": timezone.now(),
+                "ids": [p.request_id for p in placements],
+                "gpus": ["{" + ",".join(map(str, p.gpu_indices)) + "}" for p in placements],
+            },
+            prepare=True,
         )
-        pairs = [(gpu_ids[i], p.request_id) for p in placements for i in p.gpu_indices]
-        if pairs:
-            cursor.execute(
-                """
-                UPDATE scheduler_app_gpu AS g SET allocated_to_id = v.request, allocated_at = %s
-                FROM (SELECT unnest(%s::bigint[]) AS id, unnest(%s::varchar[]) AS request) AS v
-                WHERE g.id = v.id
-                """,
-                [now, [gpu for gpu, _ in pairs], [request for _, request in pairs]],
-            )
-        cursor.execute(
-            """
-            UPDATE agents_app_agent SET host_id = %s WHERE id IN (
-                SELECT agent_id FROM scheduler_app_schedulerequest WHERE id = ANY(%s))
-            """,
-            [host_id, [p.request_id for p in placements]],
-        )
+        placed = {row[0]: Claimed(row[0], row[1], list(row[2])) for row in cursor.fetchall()}
+    return [placed[p.request_id] for p in placements if p.request_id in placed]
+
+
+def _prepared_cursor() -> psycopg.Cursor:
+    """A cursor on Django's connection (same transaction) that binds on the server, so the
+    claim's statements are planned once per connection: planning them cost more than
+    running them (about 2 of a claim's 4 ms)."""
+    connection.ensure_connection()
+    raw = connection.connection
+    # Django connects with preparing off; its own cursors bind on the client and never
+    # prepare, so turning it on here changes nothing but this cursor.
+    if raw.prepare_threshold is None:
+        raw.prepare_threshold = 5
+    return psycopg.Cursor(raw)
+
+
+def _queue_window(cursor, host_id: int, size: int) -> tuple[list[QueuedRequest], int, int]:
+    """The oldest queued requests, (in the same round trip) the host's GPU count, and how
+    many rows were read. A
+    request whose agent row was deleted cannot start; it is skipped here (filtering it in
+    SQL would steer the planner off the FIFO index) and cancelled at heartbeat."""
+    cursor.execute(_QUEUE_WINDOW, {"host": host_id, "size": size}, prepare=True)
+    rows = cursor.fetchall()
+    window = [QueuedRequest(r[0], r[1]) for r in rows if r[3] is not None]
+    return window, (rows[0][2] if rows else 0), len(rows)
+
+
+_QUEUE_WINDOW = """
+    SELECT id, gpu_required,
+           (SELECT count(*) FROM scheduler_app_gpu WHERE host_id = %(host)s AND enabled),
+           agent_id
+    FROM scheduler_app_schedulerequest
+    WHERE status = 'queued'
+    ORDER BY created_at, id
+    LIMIT %(size)s
+"""
+
+_LOCK_FREE_GPUS = """
+    SELECT id, index FROM scheduler_app_gpu
+    WHERE host_id = %(host)s AND enabled AND allocated_to_id IS NULL AND held_by_others = '[]'
+    ORDER BY index
+    FOR UPDATE SKIP LOCKED
+"""
+
+# The request, its GPUs and its agent change together: the agent's config carries the
+# indices it runs on, so a daemon that dies right after the claim relaunches it on them.
+_PLACE = """
+    WITH wanted AS (
+        SELECT unnest(%(ids)s::varchar[]) AS id,
+               unnest(%(gpus)s::varchar[])::smallint[] AS gpus
+    ), chosen AS (
+        SELECT r.id FROM scheduler_app_schedulerequest AS r
+        WHERE r.id = ANY(%(ids)s::varchar[]) AND r.status = 'queued'
+          AND r.agent_id IS NOT NULL  -- rechecked under the lock: its agent may just be gone
+        FOR UPDATE SKIP LOCKED
+    ), placed AS (
+        UPDATE scheduler_app_schedulerequest AS r
+        SET status = 'running', host_id = %(host)s, started_at = %(now)s,
+            gpu_indices = wanted.gpus
+        FROM wanted JOIN chosen ON chosen.id = wanted.id
+        WHERE r.id = wanted.id
+        RETURNING r.id, r.agent_id, r.gpu_indices
+    ), booked AS (
+        UPDATE scheduler_app_gpu AS g
+        SET allocated_to_id = placed.id, allocated_at = %(now)s
+        FROM placed, unnest(placed.gpu_indices) AS taken(index)
+        WHERE g.host_id = %(host)s AND g.index = taken.index AND g.allocated_to_id IS NULL
+    ), moved AS (
+        UPDATE agents_app_agent AS a
+        SET host_id = %(host)s,
+            config = a.config || jsonb_build_object(
+                'gpu_indices', to_jsonb(placed.gpu_indices), 'request_id', placed.id)
+        FROM placed
+        WHERE a.id = placed.agent_id
+    )
+    SELECT id, agent_id, gpu_indices FROM placed
+"""
+
+
+AGENT_GONE = "Cancelled: its agent was deleted before it started"
+
+
+def close_agentless_requests() -> int:
+    """Queued requests whose agent row was deleted (admin, raw SQL) can never run: cancel
+    them, so they neither count as queue nor wait forever. The claim already skips them."""
+    count = ScheduleRequest.objects.filter(status=RequestStatus.QUEUED, agent__isnull=True).update(
+        status=RequestStatus.CANCELLED, rejection_reason=AGENT_GONE, finished_at=timezone.now()
+    )
+    return count
 
 
 _FINAL_FOR_AGENT = {
@@ -208,11 +258,13 @@ def stats(*, host_id: int | None = None) -> dict:
         requests = requests.filter(Q(host_id=host_id) | Q(status=RequestStatus.QUEUED))
     total = gpus.count()
     allocated = gpus.filter(allocated_to__isnull=False).count()
+    held = gpus.filter(allocated_to__isnull=True).exclude(held_by_others=[]).count()
     by_status = dict(requests.order_by().values_list("status").annotate(n=Count("id")))
     return {
         "gpu_total": total,
         "gpu_allocated": allocated,
-        "gpu_available": total - allocated,
+        "gpu_available": total - allocated - held,
+        "gpu_held_by_others": held,
         "queue_size": by_status.get(RequestStatus.QUEUED, 0),
         "running": by_status.get(RequestStatus.RUNNING, 0),
         "total_requests": sum(by_status.values()),

@@ -19,6 +19,7 @@ from scheduler_app.models import (
     HostStatus,
     ScheduleRequest,
 )
+from scheduler_app.queue import notify_queue
 
 
 class ServiceError(Exception):
@@ -112,3 +113,29 @@ def respond_to_alert(*, alert_id: str, response: str, user=None) -> Alert:
     alert.responded_by = user
     alert.save()
     return alert
+
+
+@transaction.atomic
+def record_foreign_gpu_use(*, host_id: int, processes: list[dict]) -> list[int]:
+    """Mark the host's free GPUs that processes this system did not start hold memory on;
+    returns the indices whose state changed. `processes` ({pid, name, gpu_uuid, used_mb}) must
+    be read before this runs: a GPU allocated by then is a run of ours, whatever is on it."""
+    by_uuid: dict[str, list[dict]] = {}
+    for process in processes:
+        by_uuid.setdefault(process["gpu_uuid"], []).append(
+            {k: process[k] for k in ("pid", "name", "used_mb")}
+        )
+    changed = []
+    for gpu in GPU.objects.select_for_update().filter(host_id=host_id):
+        held = [] if gpu.allocated_to_id else sorted(by_uuid.get(gpu.uuid, []), key=_by_pid)
+        if held != gpu.held_by_others:
+            gpu.held_by_others = held
+            gpu.save(update_fields=["held_by_others"])
+            changed.append(gpu.index)
+    if changed:
+        notify_queue()  # a GPU let go of: claim it now, not at the next poll
+    return changed
+
+
+def _by_pid(process: dict) -> int:
+    return process["pid"]

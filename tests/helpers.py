@@ -65,3 +65,24 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def describe_process(pid: int) -> str:
+    """State, parent and what each thread waits in, for a failure message about `pid`."""
+    proc = Path(f"/proc/{pid}")
+    try:
+        status = dict(line.split(":\t", 1) for line in (proc / "status").read_text().splitlines())
+    except OSError:
+        return f"pid {pid}: gone"
+    threads = []
+    for task in sorted((proc / "task").iterdir()):
+        try:
+            wchan = (task / "wchan").read_text() or "-"
+            name = (task / "comm").read_text().strip()
+        except OSError:
+            continue
+        threads.append(f"{task.name}:{name}@{wchan}")
+    return (
+        f"pid {pid} state={status.get('State')} ppid={status.get('PPid')} "
+        f"threads=[{', '.join(threads)}]"
+    )

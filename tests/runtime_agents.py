@@ -4,6 +4,7 @@ They are allow-listed for test daemons through AGENTSYS_AGENT_CLASSES."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 
 from agentsys.agent import Agent
@@ -13,8 +14,9 @@ MODULE = __name__
 
 
 class Scripted(Agent):
-    """config keys: children [{cls, goal, config}], try_spawn cls, shell, ignore_sigterm,
-    ignore_stop, fail, ticks, forever (tick until stopped), tick, emit_ticks, wait_children."""
+    """config keys: wait_for_file (spawn nothing until it exists), children [{cls, goal,
+    config}], try_spawn cls, shell, ignore_sigterm, ignore_stop, fail, ticks, forever (tick
+    until stopped), tick, emit_ticks, wait_children."""
 
     async def run(self):
         cfg = self.config
@@ -28,6 +30,9 @@ class Scripted(Agent):
                 self.emit_event("spawn_allowed", {})
             except Exception as exc:
                 self.emit_event("spawn_refused", {"error": str(exc), "type": type(exc).__name__})
+        if cfg.get("wait_for_file"):
+            while not os.path.exists(cfg["wait_for_file"]):
+                await asyncio.sleep(0.05)
         for child in cfg.get("children", []):
             await self.spawn_child(
                 child["cls"],

@@ -10,16 +10,19 @@ from pathlib import Path
 import pytest
 
 from agents_app.models import Agent, Event
+from agents_app.services import request_agent_start
 from agentsys.types import AgentStatus, RequestStatus
 from memory_app.models import MemoryEntry
 from scheduler_app import runs
 from scheduler_app.models import GPU, Alert, Run, RunStatus, ScheduleRequest
-from tests.helpers import REPO, pid_alive, wait_until
-from tests.runtime_harness import DaemonProcess, events, wait_event, wait_status
+from tests import runtime_agents
+from tests.helpers import REPO, describe_process, pid_alive, wait_until
+from tests.runtime_harness import DaemonProcess, events, wait_child, wait_event, wait_status
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 OOM_FIXTURE = REPO / "tests" / "fixtures" / "gpu-h100" / "oom.txt"
 PY = sys.executable
+EXECUTOR = "agentsys.agents.executor.ExecutorAgent"
 
 
 @pytest.fixture
@@ -101,6 +104,15 @@ def test_two_runs_get_different_gpus_and_a_third_waits(daemons, tmp_path):
     assert starts[2] >= min(d.finished_at for d in done[:2])  # waited for a free GPU
 
 
+def test_notifications_wake_the_queue_not_the_fallback_poll(daemons, tmp_path):
+    daemons("quick", "1", "--poll", "60")
+    first = launch(tmp_path, "sleep 1", gpu_required=1)
+    second = launch(tmp_path, "true", gpu_required=1)
+    # A 60 s poll would miss both deadlines: the submit and the freed GPU each wake it.
+    wait_until(lambda: Run.objects.get(pk=first.pk).status == RunStatus.RUNNING, 10)
+    assert finished(second, timeout=15).status == RunStatus.FINISHED
+
+
 def test_a_failing_command_fails_with_its_exit_code(daemons, tmp_path):
     daemons()
     run = finished(launch(tmp_path, "echo trying; exit 3"))
@@ -174,36 +186,125 @@ def _run_in_flight(tmp_path, seconds=6):
     run = launch(tmp_path, f"sleep {seconds}; echo finished; exit 0", gpu_required=1)
     wait_until(lambda: Run.objects.get(pk=run.pk).status == RunStatus.RUNNING, 20)
     wait_event(run.agent_id, "run_started")
-    pid = int((Path(Run.objects.get(pk=run.pk).run_dir) / "job.pid").read_text())
+    pid = int((Path(Run.objects.get(pk=run.pk).run_dir) / "job.pid").read_text().split()[0])
     return Run.objects.get(pk=run.pk), pid
 
 
-def test_sigkill_of_runagentd_mid_run_re_adopts_it(daemons, tmp_path):
-    daemon = daemons("phoenix", "1")
-    run, command_pid = _run_in_flight(tmp_path)
-    worker_pid = Agent.objects.get(pk=run.agent_id).pid
-    daemon.stop(signal.SIGKILL)
-    wait_until(lambda: not pid_alive(worker_pid), 10, message="the old worker to leave")
+def test_sigkill_of_runagentd_during_a_20s_run_re_adopts_it_and_tells_the_parent(
+    daemons, tmp_path, agentsys_config
+):
+    agentsys_config(extra_agent_classes=frozenset(runtime_agents.ALL.split(",")))
+    daemons("brain", "0")  # no GPUs: it hosts the research agent, never the executor
+    executor_config = {"command": "sleep 20; echo finished; exit 0", "workdir": str(tmp_path)}
+    parent = request_agent_start(
+        cls_path=f"{runtime_agents.MODULE}.TestResearch",
+        goal="train",
+        project="demo",
+        config={
+            "children": [{"cls": EXECUTOR, "config": {**executor_config, "gpu_required": 1}}],
+            "wait_children": True,
+            "wait_for_file": str(tmp_path / "go"),
+        },
+    )
+    wait_status(parent.id, AgentStatus.RUNNING)
+    gpu_host = daemons("phoenix", "1")
+    (tmp_path / "go").touch()  # the executor is submitted once a host has a GPU for it
+    executor = wait_child(parent.id)
+    wait_event(executor.id, "run_started")
+    run_dir = tmp_path / ".agents" / "runs" / executor.id
+    command_pid = int((run_dir / "job.pid").read_text().split()[0])
+    worker_pid = Agent.objects.get(pk=executor.id).pid
+
+    gpu_host.stop(signal.SIGKILL)
+    try:
+        wait_until(lambda: not pid_alive(worker_pid), 10, message="the old worker to leave")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {describe_process(worker_pid)}") from None
     assert pid_alive(command_pid)  # the user's command outlived runagentd and its worker
     waiting = launch(tmp_path, "true", gpu_required=1)  # the only GPU is still booked
     daemons("phoenix", "1")
-    wait_event(run.agent_id, "run_adopted", timeout=10)
+    wait_event(executor.id, "run_adopted", timeout=10)
+    request = ScheduleRequest.objects.get(agent_id=executor.id)
+    assert list(GPU.objects.filter(allocated_to__isnull=False).values_list("allocated_to")) == [
+        (request.id,)
+    ]
     assert Run.objects.get(pk=waiting.pk).status == RunStatus.QUEUED
-    run = finished(run)
-    assert (run.status, run.exit_code) == (RunStatus.FINISHED, 0)
-    assert "finished" in (Path(run.run_dir) / "run.log").read_text()
+
+    told = wait_event(parent.id, "child_result", timeout=40)
+    assert told.payload["child_id"] == executor.id and told.payload["status"] == "done"
+    result = MemoryEntry.objects.get(agent_id=executor.id, type="result")
+    assert result.data["exit_code"] == 0
+    assert (run_dir / "run.log").read_text().strip().endswith("finished")
+    assert ScheduleRequest.objects.get(pk=request.pk).status == RequestStatus.DONE
     assert finished(waiting).status == RunStatus.FINISHED  # then the GPU went to the next one
+    assert wait_status(parent.id, AgentStatus.DONE)
 
 
-def test_sigkill_of_the_worker_alone_re_adopts_the_run(daemons, tmp_path):
+def test_a_run_that_ended_while_runagentd_was_down_keeps_its_exit_code(daemons, tmp_path):
+    daemon = daemons("phoenix", "1")
+    run = launch(tmp_path, "sleep 2; exit 7", gpu_required=1)
+    wait_until(lambda: Run.objects.get(pk=run.pk).status == RunStatus.RUNNING, 20)
+    wait_event(run.agent_id, "run_started")
+    daemon.stop(signal.SIGKILL)
+    run_dir = Path(Run.objects.get(pk=run.pk).run_dir)
+    wait_until(lambda: (run_dir / "job.done").exists(), 10, message="the command to end")
+    assert Run.objects.get(pk=run.pk).status == RunStatus.RUNNING  # nobody watched it end
+    daemons("phoenix", "1")
+    run = finished(run)
+    assert (run.status, run.exit_code) == (RunStatus.FAILED, 7)
+    assert not GPU.objects.filter(allocated_to__isnull=False).exists()
+
+
+def test_a_run_killed_with_runagentd_and_no_exit_code_is_lost(daemons, tmp_path):
+    daemon = daemons("phoenix", "1")
+    run, command_pid = _run_in_flight(tmp_path, seconds=30)
+    daemon.stop(signal.SIGKILL)
+    os.killpg(command_pid, signal.SIGKILL)  # the wrapper too: nothing writes job.done
+    wait_until(lambda: not pid_alive(command_pid), 5)
+    daemons("phoenix", "1")
+    run = finished(run)
+    assert run.status == RunStatus.LOST and run.exit_code is None
+    assert "lost" in run.error
+    assert not GPU.objects.filter(allocated_to__isnull=False).exists()
+
+
+def test_sigkill_of_the_worker_alone_re_adopts_the_run_and_its_metrics(daemons, tmp_path):
     daemons("solo", "1")
-    run, command_pid = _run_in_flight(tmp_path)
+    writer = (
+        f'{PY} -c "import json,os,time\n'
+        "for i in range(30):\n"
+        "    f = open(os.environ['AGENTSYS_RUN_DIR'] + '/agent_metrics.jsonl', 'a')\n"
+        "    f.write(json.dumps({'_step': i, 'loss': 1.0}) + '\\n'); f.close(); time.sleep(0.2)\""
+    )
+    run = launch(tmp_path, writer, gpu_required=1)
+    wait_event(run.agent_id, "metrics", timeout=20)  # some rows stored by the first worker
+    command_pid = int((Path(Run.objects.get(pk=run.pk).run_dir) / "job.pid").read_text().split()[0])
     os.kill(Agent.objects.get(pk=run.agent_id).pid, signal.SIGKILL)
     wait_event(run.agent_id, "worker_restarted", timeout=10)
     assert pid_alive(command_pid)
     run = finished(run)
     assert (run.status, run.exit_code) == (RunStatus.FINISHED, 0)
     assert len(events(run.agent_id, "run_adopted")) == 1
+    steps = sorted(
+        MemoryEntry.objects.filter(agent_id=run.agent_id, type="metrics").values_list(
+            "data___step", flat=True
+        )
+    )
+    assert steps == list(range(30))  # none lost, none stored twice
+
+
+def test_only_the_latest_attempts_output_decides_a_retry(daemons, tmp_path):
+    daemons()
+    marker = tmp_path / "tried"
+    command = (
+        f"if [ -e {marker} ]; then echo 'ValueError: bad config'; exit 2; fi; "
+        f"touch {marker}; cat {OOM_FIXTURE}; exit 1"
+    )
+    run = launch(tmp_path, command, executor_options={"retry_base_delay": 0.1})
+    run = finished(run)
+    assert (run.status, run.exit_code) == (RunStatus.FAILED, 2)
+    signatures = list(Alert.objects.filter(agent_id=run.agent_id).values_list("signature"))
+    assert signatures == [("gpu_conflict_retry",)]  # the OOM of attempt 0 is not retried twice
 
 
 def test_stopping_a_run_kills_its_whole_process_group(daemons, tmp_path):
@@ -211,7 +312,7 @@ def test_stopping_a_run_kills_its_whole_process_group(daemons, tmp_path):
     run = launch(tmp_path, "sleep 300 & sleep 300; wait")
     wait_until(lambda: Run.objects.get(pk=run.pk).status == RunStatus.RUNNING, 20)
     wait_event(run.agent_id, "run_started")
-    pid = int((Path(Run.objects.get(pk=run.pk).run_dir) / "job.pid").read_text())
+    pid = int((Path(Run.objects.get(pk=run.pk).run_dir) / "job.pid").read_text().split()[0])
     started = time.monotonic()
     runs.stop_run(run_id=run.pk)
     run = finished(run)

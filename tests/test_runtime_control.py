@@ -4,6 +4,7 @@ processes driven through the same services the REST API and the admin use."""
 import time
 
 import pytest
+from django.db import transaction
 
 from agents_app.models import Agent, AgentCommand, CommandStatus
 from agents_app.services import request_agent_command, request_agent_start, steer_agent
@@ -88,7 +89,18 @@ def test_stop_cascade_kills_a_grandchild_that_ignores_sigterm(daemon):
     wait_status(l3.id, RUNNING)
     other = start("TestResearch", forever=True)
     wait_status(other.id, RUNNING)
-    queued = ScheduleRequest.objects.create(agent_cls_path=f"{A}.TestExecutor", parent_id=l2.id)
+    # A sibling executor still waiting for a GPU (this host has none to give it).
+    with transaction.atomic():  # an idle agent with no request would be started at once
+        waiting = Agent.objects.create(
+            id="executor-waiting",
+            role="executor",
+            cls_path=f"{A}.TestExecutor",
+            goal="wait",
+            parent_id=l2.id,
+        )
+        queued = ScheduleRequest.objects.create(
+            agent=waiting, agent_cls_path=waiting.cls_path, parent_id=l2.id, gpu_required=1
+        )
 
     started = time.monotonic()
     request_agent_command(agent_id=root.id, kind=CommandKind.STOP)
@@ -107,6 +119,7 @@ def test_stop_cascade_kills_a_grandchild_that_ignores_sigterm(daemon):
     wait_until(lambda: not pid_alive(shell_pid), 5, message="the shell to be gone, not a zombie")
     assert not pid_alive(Agent.objects.get(pk=l3.id).pid)
     assert ScheduleRequest.objects.get(pk=queued.pk).status == RequestStatus.CANCELLED
+    assert Agent.objects.get(pk=waiting.pk).status == STOPPED  # it never ran
     assert Agent.objects.get(pk=other.id).status == PAUSED  # untouched by the cascade
 
 

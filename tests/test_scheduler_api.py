@@ -178,3 +178,21 @@ def test_alerts_list_and_respond(api):
     )
     assert api("post", f"/api/alerts/{alert.id}/respond", {}).status_code == 422
     assert api("get", "/api/alerts?status=weird").status_code == 400
+
+
+def test_stop_response_stops_the_agent_that_raised_an_alert_without_a_run(api):
+    from agents_app.models import AgentCommand
+
+    agent = Agent.objects.create(
+        id=new_agent_id("executor"),
+        role="executor",
+        cls_path="x",
+        project="p",
+        status=AgentStatus.RUNNING,
+    )
+    alert = Alert.objects.create(
+        agent_id=agent.id, message="NaN loss", severity="critical", choices=["acknowledge", "stop"]
+    )
+    assert api("post", f"/api/alerts/{alert.id}/respond", {"response": "stop"}).status_code == 200
+    [command] = AgentCommand.objects.filter(agent=agent)
+    assert command.kind == "stop"

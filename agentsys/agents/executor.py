@@ -5,7 +5,9 @@ The command runs in its own session under a tiny shell wrapper that writes its e
 restarted executor (resumable) re-adopts a run that is still alive, or reads the code it left.
 
 Run directory `<workdir>/.agents/runs/<agent id>/`: command.txt, run.log (stdout+stderr as
-they come), job.done (exit code), job.pid, agent_metrics.jsonl (what the script logs).
+they come), job.done (exit code), job.pid (pid and start time of the run's process group
+leader), agent_metrics.jsonl (what the script logs), metrics.pos (how far the watchdog has
+stored the metrics, so a re-adopted run neither loses nor repeats a row).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from agentsys.types import AgentRole, EntryType
 logger = logging.getLogger("agentsys.executor")
 
 LOG_TAIL_BYTES = 64 * 1024
-METRICS_PER_TICK = 200
+METRICS_CHUNK = 500  # metrics rows written per round trip
 KILL_WAIT_SECONDS = 2.0
 
 
@@ -45,6 +47,8 @@ class ExecutorAgent(Agent):
         self.workdir = Path(workdir)
         self.run_dir = self.workdir / ".agents" / "runs" / self.id
         self.metrics = MetricsTail(self.run_dir / "agent_metrics.jsonl")
+        if self.config.get("resume"):
+            self.metrics.resume_at(*_read_metrics_position(self.run_dir / "metrics.pos"))
         self.detector = LossAnomalyDetector(AnomalyThresholds(**self.config.get("thresholds", {})))
         self.run_pid: int | None = None
 
@@ -127,10 +131,12 @@ class ExecutorAgent(Agent):
         )
         attempt = 0
         while True:
+            attempt_start = _size(self.run_dir / "run.log")
             exit_code = await self._launch_and_wait(command, attempt)
             if exit_code == 0:
                 return exit_code
-            pattern = is_gpu_conflict(self._log_tail())
+            # Only this attempt's output: an OOM an earlier attempt printed is not news.
+            pattern = is_gpu_conflict(self._log_tail(since=attempt_start))
             if pattern is None:
                 return exit_code
             if not policy.should_retry(attempt + 1):
@@ -174,7 +180,7 @@ class ExecutorAgent(Agent):
                 start_new_session=True,  # outlives this worker; stop kills the whole group
             )
         self.run_pid = process.pid
-        (self.run_dir / "job.pid").write_text(str(process.pid))
+        (self.run_dir / "job.pid").write_text(f"{process.pid} {_start_time(process.pid)}")
         self.emit_event(
             "run_started", {"pid": process.pid, "attempt": attempt, "run_dir": str(self.run_dir)}
         )
@@ -188,12 +194,14 @@ class ExecutorAgent(Agent):
 
     async def _adopt(self) -> int | None:
         """Resume after a restart: follow the run the previous executor started."""
-        pid = int((self.run_dir / "job.pid").read_text().strip() or 0)
-        self.run_pid = pid
+        pid, started = _read_pid_file(self.run_dir / "job.pid")
+        if not _is_our_run(pid, started):
+            pid = 0  # it ended, and the pid may since belong to some other process
+        self.run_pid = pid or None
         done = self.run_dir / "job.done"
-        self.emit_event("run_adopted", {"pid": pid, "alive": _alive(pid)})
+        self.emit_event("run_adopted", {"pid": pid, "alive": bool(pid)})
         try:
-            while not done.exists() and _alive(pid):
+            while not done.exists() and _is_our_run(pid, started):
                 await asyncio.sleep(0.5)
         except asyncio.CancelledError:
             if not self.detached:
@@ -218,10 +226,10 @@ class ExecutorAgent(Agent):
         if not done.exists():
             done.write_text(f"{128 + signal.SIGTERM}\n")  # the shell's code for "terminated"
 
-    def _log_tail(self) -> str:
+    def _log_tail(self, since: int = 0) -> str:
         log = self.run_dir / "run.log"
         with contextlib.suppress(OSError), open(log, "rb") as handle:
-            handle.seek(max(0, log.stat().st_size - LOG_TAIL_BYTES))
+            handle.seek(max(since, log.stat().st_size - LOG_TAIL_BYTES))
             return handle.read().decode("utf-8", "replace")
         return ""
 
@@ -231,8 +239,11 @@ class ExecutorAgent(Agent):
         rows = self.metrics.read_new()
         if not rows:
             return
-        for row in rows[-METRICS_PER_TICK:]:
-            await self.remember(EntryType.METRICS, row, tags=["metrics"])
+        for start in range(0, len(rows), METRICS_CHUNK):
+            await self.remember_many(
+                EntryType.METRICS, rows[start : start + METRICS_CHUNK], tags=["metrics"]
+            )
+        _write_metrics_position(self.run_dir / "metrics.pos", *self.metrics.position())
         self.emit_event("metrics", {"rows": len(rows), "last": rows[-1]})
         for anomaly in self.detector.check(rows):
             await self.alert(
@@ -244,6 +255,20 @@ class ExecutorAgent(Agent):
             )
 
 
+def _write_metrics_position(path: Path, offset: int, inode: int | None) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(f"{offset} {inode if inode is not None else ''}".strip())
+    tmp.replace(path)
+
+
+def _read_metrics_position(path: Path) -> tuple[int, int | None]:
+    try:
+        parts = path.read_text().split()
+        return int(parts[0]), (int(parts[1]) if len(parts) > 1 else None)
+    except (OSError, ValueError, IndexError):
+        return 0, None  # never stored anything: read the file from the start
+
+
 def _read_exit_code(done: Path, *, fallback: int | None) -> int | None:
     try:
         return int(done.read_text().strip())
@@ -251,12 +276,43 @@ def _read_exit_code(done: Path, *, fallback: int | None) -> int | None:
         return fallback
 
 
-def _alive(pid: int) -> bool:
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/<pid>/stat after the command name (which may hold spaces and parentheses)."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
-        return False
-    return state != "Z"
+        return []
+
+
+def _alive(pid: int) -> bool:
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] != "Z"
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks since boot (field 22 of stat): with the pid,
+    it names one process, even after the pid is reused."""
+    fields = _stat_fields(pid)
+    return fields[19] if len(fields) > 19 else ""
+
+
+def _read_pid_file(path: Path) -> tuple[int, str]:
+    try:
+        parts = path.read_text().split()
+        return int(parts[0]), (parts[1] if len(parts) > 1 else "")
+    except (OSError, ValueError, IndexError):
+        return 0, ""
+
+
+def _is_our_run(pid: int, started: str) -> bool:
+    return pid > 0 and _alive(pid) and (not started or _start_time(pid) == started)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _jsonable_number(value):

@@ -42,6 +42,13 @@ class Command(BaseCommand):
         )
 
         parser.add_argument(
+            "--poll",
+            type=float,
+            default=5.0,
+            help="Seconds between fallback polls of the database; LISTEN/NOTIFY wakes the "
+            "daemon at once for new work, commands and freed GPUs (default 5)",
+        )
+        parser.add_argument(
             "--dead-after",
             type=float,
             default=20.0,
@@ -53,7 +60,7 @@ class Command(BaseCommand):
             check_host_name(options["host_name"])
         except ConfigError as exc:
             raise CommandError(f"--host-name: {exc}") from None
-        for name in ("heartbeat", "stop_grace", "dead_after"):
+        for name in ("heartbeat", "stop_grace", "dead_after", "poll"):
             if options[name] <= 0:
                 raise CommandError(f"--{name.replace('_', '-')}: must be a positive number")
         daemon = Daemon(
@@ -62,13 +69,15 @@ class Command(BaseCommand):
                 host_name=options["host_name"],
                 declared_gpus=settings.AGENTSYS.gpus,
                 heartbeat_interval=options["heartbeat"],
+                poll_interval=options["poll"],
                 stop_grace=options["stop_grace"],
                 dead_host_after=max(options["dead_after"], options["heartbeat"] * 3),
                 listen_dsn=listen_dsn(),
                 allowed_classes=settings.AGENTSYS.extra_agent_classes,
                 forkserver_preload=("agents_app.worker_boot",),
                 scheduler_policy=settings.AGENTSYS.scheduler_policy,
-                memory_factory="memory_app.agent_memory:DjangoAgentMemory",
+                foreign_gpu_min_mb=settings.AGENTSYS.foreign_gpu_min_mb,
+                memory_factory="memory_app.view:DjangoMemoryView",
                 default_workdir=str(settings.AGENTSYS_WORKDIR),
             ),
             publish=publish,

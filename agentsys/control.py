@@ -1,0 +1,117 @@
+"""The person's commands to a running subtree, as the supervisor carries them out: the stop
+cascade (leaves first, then SIGTERM/SIGKILL for what will not stop), pause/resume, the three
+steer tiers, and the daemon's own shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from agentsys.hosted import signal_group, wait_set
+from agentsys.ipc import Cmd
+from agentsys.types import AgentStatus, SteerUrgency
+
+logger = logging.getLogger("agentsys.supervisor")
+
+KILL_WAIT_SECONDS = 2.0  # after SIGTERM, before SIGKILL
+
+
+class SupervisorControls:
+    """Mixed into Supervisor: uses its store, db, publish, hosted, spawn and send_to."""
+
+    async def stop(self, agent_id: str) -> list[str]:
+        """Stop an agent and everything under it, leaves first. Returns the stopped ids."""
+        levels = await self.db(self.store.live_descendant_levels, agent_id=agent_id)
+        stopped: list[str] = []
+        for level in [*levels, [agent_id]]:
+            await asyncio.gather(*(self._stop_one(i) for i in level))
+            stopped.extend(level)
+        await self.db(self.store.cancel_queued_requests, parent_ids=stopped)
+        return stopped
+
+    async def _stop_one(self, agent_id: str) -> None:
+        hosted = self.hosted.get(agent_id)
+        if hosted is None:
+            # Not running here: make sure its row does not claim otherwise.
+            event = await self.db(self.store.mark_stopped, agent_id=agent_id)
+            if event is not None:
+                await self.publish(event)
+            return
+        hosted.stop_requested = True
+        grace = float(hosted.record.config.get("stop_grace", self.stop_grace))
+        if hosted.local is not None:
+            await hosted.local.stop()
+            await wait_set(hosted.exited, grace)
+            return
+        hosted.channel.send({"t": Cmd.STOP})
+        if await wait_set(hosted.exited, grace):
+            return
+        for sig, wait_for in ((signal.SIGTERM, KILL_WAIT_SECONDS), (signal.SIGKILL, 5.0)):
+            signal_group(hosted.pid, sig)
+            if await wait_set(hosted.exited, wait_for):
+                return
+        logger.error("%s (pid %s) survived SIGKILL", agent_id, hosted.pid)
+
+    async def pause(self, agent_id: str, *, resume: bool = False) -> list[str]:
+        """Pause (or resume) an agent and its descendants that are still live."""
+        levels = await self.db(self.store.live_descendant_levels, agent_id=agent_id)
+        touched = []
+        for target in [agent_id, *[i for level in levels for i in level]]:
+            if self.send_to(target, {"t": Cmd.RESUME if resume else Cmd.PAUSE}):
+                touched.append(target)
+        return touched
+
+    async def steer(self, agent_id: str, context: str, urgency: SteerUrgency) -> str:
+        """PRIORITY: into the running agent's buffer. CRITICAL: stop the subtree and respawn
+        the same class with the steer in its goal; returns the id that now does the work."""
+        if urgency == SteerUrgency.PRIORITY:
+            self.send_to(agent_id, {"t": Cmd.STEER, "context": context, "urgency": urgency})
+            await self._record(agent_id, "steered", {"urgency": str(urgency), "context": context})
+            return agent_id
+        old = await self.db(self.store.get_agent, agent_id=agent_id)
+        hosted = self.hosted.get(agent_id)
+        if hosted is not None:
+            hosted.superseded = True
+        await self.stop(agent_id)
+        new_id = await self.spawn(
+            cls_path=old.cls_path,
+            goal=f"{old.goal} [STEER: {context}]",
+            parent_id=old.parent_id,
+            config=old.config,
+            scope=old.scope,
+            chat_session_id=old.chat_session_id,
+        )
+        await self.publish(
+            await self.db(self.store.supersede, old_id=agent_id, new_id=new_id, context=context)
+        )
+        if old.parent_id:
+            self.send_to(
+                old.parent_id,
+                {
+                    "t": Cmd.CHILD_STATUS,
+                    "child_id": agent_id,
+                    "status": str(AgentStatus.RUNNING),
+                    "replaced_by": new_id,
+                },
+            )
+        return new_id
+
+    async def shutdown(self, grace: float) -> None:
+        """runagentd is stopping: end every agent within `grace` seconds. Resumable agents
+        are killed with their rows left live, so the next runagentd resumes them; the rest
+        are stopped."""
+        for hosted in list(self.hosted.values()):
+            if hosted.cls.resumable and hosted.process is not None:
+                hosted.leave_row = True
+                signal_group(hosted.pid, signal.SIGKILL)
+            elif hosted.channel is not None:
+                hosted.stop_requested = True
+                hosted.channel.send({"t": Cmd.STOP})
+            elif hosted.local is not None:
+                hosted.stop_requested = True
+                await hosted.local.stop()
+        await asyncio.gather(*(wait_set(h.exited, grace) for h in self.hosted.values()))
+        for hosted in list(self.hosted.values()):
+            signal_group(hosted.pid, signal.SIGKILL)
+        await asyncio.gather(*(wait_set(h.exited, 1.0) for h in self.hosted.values()))

@@ -1,0 +1,86 @@
+"""What a supervisor keeps per hosted agent, the link a local (in-daemon) agent talks
+through, and the process-group signalling both the supervisor and its controls use."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from agentsys.agent import Agent
+from agentsys.ipc import Ev, PipeChannel
+from agentsys.store import AgentRecord
+from agentsys.types import AgentStatus
+
+if TYPE_CHECKING:
+    from agentsys.supervisor import Supervisor
+
+
+@dataclass
+class Hosted:
+    """An agent this daemon runs right now."""
+
+    record: AgentRecord
+    cls: type[Agent]
+    inbox: asyncio.Queue = field(default_factory=asyncio.Queue)
+    process: object | None = None  # multiprocessing Process (worker agents)
+    channel: PipeChannel | None = None
+    local: Agent | None = None  # the agent itself (local agents)
+    stop_requested: bool = False
+    superseded: bool = False
+    leave_row: bool = False  # shut down to be resumed by the next runagentd: record nothing
+    restarts: int = 0  # workers relaunched after dying under a resumable agent
+    finished: bool = False
+    exited: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def pid(self) -> int | None:
+        return getattr(self.process, "pid", None)
+
+
+class LocalLink:
+    """RuntimeLink for agents running inside runagentd: calls go straight to the supervisor."""
+
+    def __init__(self, supervisor: Supervisor, hosted: Hosted):
+        self.supervisor, self.hosted = supervisor, hosted
+
+    async def spawn(self, parent, cls_path, goal, config, scope) -> str:
+        return await self.supervisor.spawn(
+            cls_path=cls_path, goal=goal, parent_id=parent.id, config=config, scope=scope
+        )
+
+    async def stop(self, target_id: str) -> None:
+        await self.supervisor.stop(target_id)
+
+    def status_changed(self, agent, status) -> None:
+        self.hosted.inbox.put_nowait(
+            {"t": Ev.PAUSED if status == AgentStatus.PAUSED else Ev.RESUMED}
+        )
+
+    def emit(self, agent, kind, payload) -> None:
+        self.hosted.inbox.put_nowait({"t": Ev.EMIT, "kind": kind, "payload": payload})
+
+
+async def wait_set(event: asyncio.Event, timeout: float) -> bool:
+    """Wait for `event`; False if `timeout` seconds passed first."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+        return True
+    except TimeoutError:
+        return False
+
+
+def signal_group(pid: int | None, sig: int) -> None:
+    if not pid:
+        return
+    try:
+        os.killpg(pid, sig)  # the worker leads its own session: this reaches its shells too
+    except ProcessLookupError:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)  # not yet a group leader (it had just started)

@@ -1,0 +1,151 @@
+"""`MemoryView` on PostgreSQL (agentsys.memory.MemoryView): one agent's memory, its writes
+filled in with the agent's id, role and scope."""
+
+from __future__ import annotations
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from agents_app.events import record_event
+from agentsys.context import memory_bank_lines
+from agentsys.memory import ContextLimits, Entry, EntryQuery
+from agentsys.types import EntryType
+from memory_app import selectors
+from memory_app.context import assemble_context
+from memory_app.models import MemoryEntry
+from memory_app.services import write_entries, write_entry
+from scheduler_app.models import Alert, Run
+
+
+class DjangoMemoryView:
+    def __init__(self, agent_id: str, role: str, scope: dict):
+        self.agent_id, self.role = agent_id, role
+        self.scope = {k: scope.get(k) or "" for k in ("project", "session", "sweep", "run")}
+        self.limits = ContextLimits()
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def write(self, *, type: str, data: dict, tags: list[str] | None = None) -> str:
+        with _fresh_connection():
+            return write_entry(
+                type=type,
+                agent_id=self.agent_id,
+                role=self.role,
+                tags=tags,
+                data=data,
+                **self.scope,
+            ).key
+
+    def write_many(self, *, type: str, rows: list[dict], tags: list[str] | None = None) -> int:
+        with _fresh_connection():
+            return len(
+                write_entries(
+                    type=type,
+                    agent_id=self.agent_id,
+                    role=self.role,
+                    tags=tags,
+                    rows=rows,
+                    **self.scope,
+                )
+            )
+
+    def msg(self, *, target_id: str, data: dict, tags: list[str] | None = None) -> str:
+        """A MESSAGE to another agent: it lands in that agent's inbox."""
+        if not target_id:
+            raise ValueError("msg needs a target agent id")
+        with _fresh_connection():
+            return write_entry(
+                type=EntryType.MESSAGE,
+                agent_id=self.agent_id,
+                target_id=target_id,
+                role=self.role,
+                tags=tags,
+                data=data,
+                **self.scope,
+            ).key
+
+    def ack(self, key: str) -> bool:
+        """Mark a message to this agent read; False if it is not one, or was read already."""
+        with _fresh_connection():
+            return bool(
+                MemoryEntry.objects.filter(
+                    pk=key, target_id=self.agent_id, type=EntryType.MESSAGE, acked_at__isnull=True
+                ).update(acked_at=timezone.now())
+            )
+
+    @transaction.atomic
+    def raise_alert(
+        self, *, severity: str, message: str, signature: str, data: dict, run_dir: str = ""
+    ) -> str:
+        """An ALERT entry for the agents, and an Alert a person sees (with a live event):
+        the original wrote executor alerts where no one looked."""
+        key = write_entry(
+            type=EntryType.ALERT,
+            agent_id=self.agent_id,
+            role=self.role,
+            tags=["alert", severity],
+            data={**data, "message": message},
+            **self.scope,
+        ).key
+        alert = Alert.objects.create(
+            run=Run.objects.filter(agent_id=self.agent_id).first(),
+            agent_id=self.agent_id,
+            severity=severity,
+            message=message,
+            signature=signature,
+            choices=["acknowledge", "stop"],
+            memory_key=key,
+        )
+        record_event(
+            stream="alerts",
+            kind="alert",
+            agent_id=self.agent_id,
+            payload={
+                "alert_id": alert.id,
+                "severity": severity,
+                "message": message,
+                "run_dir": run_dir,
+            },
+        )
+        return alert.id
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def read_self(self, *, limit: int = 100) -> list[Entry]:
+        """This agent's own entries, newest first."""
+        return self.query(EntryQuery(agent_id=self.agent_id, limit=limit))
+
+    def query(self, query: EntryQuery) -> list[Entry]:
+        with _fresh_connection():
+            return [selectors.as_entry(e) for e in selectors.query_entries(query)]
+
+    def read_inbox(self) -> list[Entry]:
+        with _fresh_connection():
+            return [selectors.as_entry(e) for e in selectors.inbox(agent_id=self.agent_id)]
+
+    def assemble_context(self, token_budget: int) -> str:
+        with _fresh_connection():
+            return assemble_context(
+                agent_id=self.agent_id,
+                scope=self.scope,
+                token_budget=token_budget,
+                limits=self.limits,
+            )
+
+    def memory_bank(self, *, limit: int = 20) -> str:
+        """The `{{memories}}` text: the project's newest active reflections."""
+        with _fresh_connection():
+            entries = selectors.memory_bank(project=self.scope["project"], limit=limit)
+            return memory_bank_lines(selectors.as_entry(e) for e in entries)
+
+
+class _fresh_connection:
+    """Agents call from worker threads that outlive a broken connection: drop it after."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if not connection.in_atomic_block:  # inside a caller's transaction it is theirs
+            connection.close_if_unusable_or_obsolete()
+        return False
