@@ -57,7 +57,8 @@ def create_run(
 @transaction.atomic
 def start_run(*, run_id: str, executor_options: dict | None = None) -> Run:
     """Queue an ExecutorAgent for the run. `executor_options` (retries, thresholds, backend)
-    go into the executor's config as they are."""
+    go into the executor's config; the run's own fields (command, workdir, params, GPUs)
+    always win over them."""
     run = Run.objects.select_for_update().get(pk=run_id)
     if run.status not in STARTABLE:
         raise RunRefused(
@@ -71,6 +72,7 @@ def start_run(*, run_id: str, executor_options: dict | None = None) -> Run:
         cls_path=EXECUTOR,
         goal=run.name,
         config={
+            **(executor_options or {}),
             "command": run.command,
             "workdir": run.workdir,
             "params": run.params,

@@ -161,13 +161,11 @@ def test_metrics_become_entries_and_one_alert_a_person_sees(
 
 def test_oom_fixture_is_retried_then_fails_at_the_limit(daemons, tmp_path):
     daemons()
-    run = launch(tmp_path, f"cat {OOM_FIXTURE}; exit 1")
-    Agent.objects.filter(pk=run.agent_id).update(
-        config={
-            **Agent.objects.get(pk=run.agent_id).config,
-            "max_retries": 2,
-            "retry_base_delay": 0.1,
-        }
+    # The options go in with the run: an update after launch races the executor's start.
+    run = launch(
+        tmp_path,
+        f"cat {OOM_FIXTURE}; exit 1",
+        executor_options={"max_retries": 2, "retry_base_delay": 0.1},
     )
     run = finished(run)
     assert (run.status, run.exit_code) == (RunStatus.FAILED, 1)

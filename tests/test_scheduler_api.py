@@ -4,7 +4,7 @@ import pytest
 
 from agents_app.models import Agent
 from agentsys.types import AgentStatus, RequestStatus, new_agent_id
-from scheduler_app import queue
+from scheduler_app import queue, runs
 from scheduler_app.models import GPU, Alert, AlertStatus, Host, Run, RunStatus, ScheduleRequest
 
 pytestmark = pytest.mark.django_db
@@ -140,6 +140,19 @@ def test_run_lifecycle_ready_start_stop_rerun(api, host, tmp_path):
     assert [r["id"] for r in listed] == [run["id"]]
     assert api("get", "/api/runs?status=bogus").status_code == 400
     assert api("get", "/api/runs/run-nope").status_code == 404
+
+
+def test_executor_options_reach_the_executor_but_never_override_the_run(host, tmp_path):
+    run = runs.create_run(
+        name="retrying",
+        command="python train.py",
+        workdir=str(tmp_path),
+        auto_start=True,
+        executor_options={"max_retries": 2, "retry_base_delay": 0.1, "command": "rm -rf ~"},
+    )
+    config = Agent.objects.get(pk=run.agent_id).config
+    assert (config["max_retries"], config["retry_base_delay"]) == (2, 0.1)
+    assert config["command"] == "python train.py"
 
 
 def test_logs_by_offset(api, tmp_path):
