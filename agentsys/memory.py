@@ -35,6 +35,8 @@ class Entry:
     role: str = ""
     tags: tuple[str, ...] = ()
     active: bool = True
+    acked_at: datetime | None = None  # a MESSAGE read by its target
+    updated_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from agentsys.context import CHARS_PER_TOKEN, render_sections
 from agentsys.memory import ContextLimits, Entry
 from memory_app import selectors
-from memory_app.selectors import as_entry
 
 MIN_LINE_CHARS = 12  # "[plan] x: {}" and its newline: no line is shorter
 
@@ -26,8 +25,8 @@ def assemble_context(
     unread = selectors.inbox(agent_id=agent_id, limit=limits.inbox)
     shown: set[str] = set()  # by a narrower level (own entries are left out by the query)
     sections: list[tuple[str, list[Entry]]] = [
-        ("My Entries", [as_entry(e) for e in own]),
-        ("Inbox", [as_entry(e) for e in unread]),
+        ("My Entries", own),
+        ("Inbox", unread),
     ]
     for title, field, limit in widening_levels(scope, limits):
         rows = selectors.level_entries(
@@ -39,7 +38,7 @@ def assemble_context(
         )
         fresh = [e for e in rows if e.key not in shown][:limit]
         shown.update(e.key for e in fresh)
-        sections.append((title, [as_entry(e) for e in fresh]))
+        sections.append((title, fresh))
     return render_sections(sections, token_budget)
 
 

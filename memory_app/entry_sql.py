@@ -1,21 +1,28 @@
 """The memory reads that run for every prompt and every query, with their SQL written out.
 
 For a list of types, Django compiled a union of per-type subqueries in ~5 ms while
-PostgreSQL ran it in ~1 ms; here the statement is a few string joins. Values are always
-parameters; table and column names come from the model."""
+PostgreSQL ran it in ~1 ms; here the statement is a few string joins. Rows become `Entry`
+records straight from the cursor: building model instances through a raw queryset cost
+~70 us a row, two thirds of a 100-row query. Values are always parameters; table and column
+names come from the model."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import dataclass, field, fields
 
 from django.db import connection
 
-from agentsys.memory import EntryQuery
+from agentsys.memory import Entry, EntryQuery
 from memory_app.models import MemoryEntry
 
 _TABLE = connection.ops.quote_name(MemoryEntry._meta.db_table)
-_COLUMNS = ", ".join(connection.ops.quote_name(f.column) for f in MemoryEntry._meta.concrete_fields)
+_FIELDS = [f.name for f in fields(Entry)]  # each one a column of the model
+_COLUMNS = ", ".join(
+    connection.ops.quote_name(MemoryEntry._meta.get_field(name).column) for name in _FIELDS
+)
 _SELECT = f"SELECT {_COLUMNS} FROM {_TABLE}"  # noqa: S608 (names from the model, no values)
+_DATA, _TAGS = _FIELDS.index("data"), _FIELDS.index("tags")
 _EXACT = ("project", "session", "sweep", "run", "agent_id", "target_id", "role")
 
 
@@ -59,7 +66,7 @@ def where_for(query: EntryQuery) -> Where:
 
 def first_rows(
     where: Where, types: tuple[str, ...], limit: int, *, newest: bool = True
-) -> list[MemoryEntry]:
+) -> list[Entry]:
     """The first `limit` rows in time order (newest first, or oldest), of any of `types`.
 
     With several types each is read on its own, an index range that stops at `limit`, and
@@ -76,4 +83,15 @@ def first_rows(
         merged = " UNION ALL ".join([branch] * len(types))
         sql = " ".join(["SELECT * FROM (", merged, ") AS merged", order, "LIMIT %s"])
         params = [p for t in types for p in (*where.params, t, limit)] + [limit]
-    return list(MemoryEntry.objects.raw(sql, params))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [_entry(row) for row in cursor.fetchall()]
+
+
+def _entry(row: tuple) -> Entry:
+    values = list(row)
+    data = values[_DATA]
+    # Django has psycopg hand jsonb over as text (its JSONField decodes it).
+    values[_DATA] = json.loads(data) if isinstance(data, str) else data
+    values[_TAGS] = tuple(values[_TAGS])
+    return Entry(*values)

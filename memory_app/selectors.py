@@ -13,25 +13,7 @@ from memory_app.models import MemoryEntry
 NEWEST = ("-created_at", "-key")
 
 
-def as_entry(row: MemoryEntry) -> Entry:
-    return Entry(
-        key=row.key,
-        type=row.type,
-        agent_id=row.agent_id,
-        project=row.project,
-        data=row.data,
-        created_at=row.created_at,
-        target_id=row.target_id,
-        session=row.session,
-        sweep=row.sweep,
-        run=row.run,
-        role=row.role,
-        tags=tuple(row.tags),
-        active=row.active,
-    )
-
-
-def query_entries(query: EntryQuery) -> list[MemoryEntry]:
+def query_entries(query: EntryQuery) -> list[Entry]:
     """Entries matching every filter given, newest first unless order="oldest"."""
     types = query.types
     if not types and _scope_only(query):
@@ -53,7 +35,7 @@ LEVEL_FIELDS = {"project": "project", "session": "session", "sweep": "sweep", "r
 
 def level_entries(
     *, field: str, value: str, types: tuple[str, ...], other_than: str, limit: int
-) -> list[MemoryEntry]:
+) -> list[Entry]:
     """A widening level of context assembly: the newest active entries of `types` in one
     project, session or sweep, written by agents other than `other_than`."""
     where = (
@@ -76,20 +58,20 @@ def entries_of_agent(
     return list(entries[:limit])
 
 
-def own_entries(*, agent_id: str, limit: int) -> list[MemoryEntry]:
+def own_entries(*, agent_id: str, limit: int) -> list[Entry]:
     """ "My Entries": the agent's own active entries but RAW_FILE, oldest first."""
     where = Where().add("agent_id = %s", agent_id).add("active")
     where.add("type <> %s", EntryType.RAW_FILE)
     return first_rows(where, (), limit, newest=False)
 
 
-def inbox(*, agent_id: str, limit: int = 50) -> list[MemoryEntry]:
+def inbox(*, agent_id: str, limit: int = 50) -> list[Entry]:
     """Unacknowledged messages to the agent, oldest first."""
     where = Where().add("target_id = %s", agent_id).add("acked_at IS NULL").add("active")
     return first_rows(where, (EntryType.MESSAGE,), limit, newest=False)
 
 
-def memory_bank(*, project: str, limit: int = 20) -> list[MemoryEntry]:
+def memory_bank(*, project: str, limit: int = 20) -> list[Entry]:
     """The newest active reflections of a project, across all its sessions: what the L1
     and L2 prompts remember. Deactivated and deleted memories never come back here."""
     where = Where().add("project = %s", project).add("active")

@@ -117,11 +117,11 @@ class DjangoMemoryView:
 
     def query(self, query: EntryQuery) -> list[Entry]:
         with _fresh_connection():
-            return [selectors.as_entry(e) for e in selectors.query_entries(query)]
+            return selectors.query_entries(query)
 
     def read_inbox(self) -> list[Entry]:
         with _fresh_connection():
-            return [selectors.as_entry(e) for e in selectors.inbox(agent_id=self.agent_id)]
+            return selectors.inbox(agent_id=self.agent_id)
 
     def assemble_context(self, token_budget: int) -> str:
         with _fresh_connection():
@@ -136,7 +136,7 @@ class DjangoMemoryView:
         """The `{{memories}}` text: the project's newest active reflections."""
         with _fresh_connection():
             entries = selectors.memory_bank(project=self.scope["project"], limit=limit)
-            return memory_bank_lines(selectors.as_entry(e) for e in entries)
+            return memory_bank_lines(entries)
 
 
 class _fresh_connection:
