@@ -59,3 +59,21 @@ async def close_db_connections():
 
     yield
     await sync_to_async(connections.close_all)()
+
+
+API_TOKEN = "t0ken-for-tests-0123456789abcdef"
+
+
+@pytest.fixture
+def api(client, agentsys_config):
+    """Calls the REST API with a valid token: api("post", "/api/runs", {...}); `raw` sends
+    a body as it is (malformed JSON)."""
+    agentsys_config(api_token=API_TOKEN)
+
+    def call(method, path, body=None, raw=None):
+        kwargs = {"HTTP_X_AUTH_TOKEN": API_TOKEN}
+        if body is not None or raw is not None:
+            kwargs.update(content_type="application/json", data=raw if raw is not None else body)
+        return getattr(client, method)(path, **kwargs)
+
+    return call

@@ -7,21 +7,12 @@ import pytest
 from memory_app.models import MemoryEntry
 
 pytestmark = pytest.mark.django_db
-TOKEN = "t0ken-for-tests-0123456789abcdef"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-@pytest.fixture
-def api(client, agentsys_config):
-    agentsys_config(api_token=TOKEN, project="lab")
-
-    def call(method, path, body=None):
-        kwargs = {"HTTP_X_AUTH_TOKEN": TOKEN}
-        if body is not None:
-            kwargs.update(content_type="application/json", data=body)
-        return getattr(client, method)(path, **kwargs)
-
-    return call
+@pytest.fixture(autouse=True)
+def _lab_project(agentsys_config):
+    agentsys_config(project="lab")
 
 
 def reflection(text, minute=0, tags=(), **fields):

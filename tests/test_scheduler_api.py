@@ -8,20 +8,6 @@ from scheduler_app import queue, runs
 from scheduler_app.models import GPU, Alert, AlertStatus, Host, Run, RunStatus, ScheduleRequest
 
 pytestmark = pytest.mark.django_db
-TOKEN = "t0ken-for-tests-0123456789abcdef"
-
-
-@pytest.fixture
-def api(client, agentsys_config):
-    agentsys_config(api_token=TOKEN)
-
-    def call(method, path, body=None):
-        kwargs = {"HTTP_X_AUTH_TOKEN": TOKEN}
-        if body is not None:
-            kwargs.update(content_type="application/json", data=body)
-        return getattr(client, method)(path, **kwargs)
-
-    return call
 
 
 @pytest.fixture

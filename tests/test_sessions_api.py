@@ -5,20 +5,6 @@ import pytest
 from sessions_app.models import ChatSession
 
 pytestmark = pytest.mark.django_db
-TOKEN = "t0ken-for-tests-0123456789abcdef"
-
-
-@pytest.fixture
-def api(client, agentsys_config):
-    agentsys_config(api_token=TOKEN)
-
-    def call(method, path, body=None, raw=None):
-        kwargs = {"HTTP_X_AUTH_TOKEN": TOKEN}
-        if body is not None or raw is not None:
-            kwargs.update(content_type="application/json", data=raw if raw is not None else body)
-        return getattr(client, method)(path, **kwargs)
-
-    return call
 
 
 def test_create_list_get(api, settings):
