@@ -157,10 +157,12 @@ class RunAdmin(admin.ModelAdmin):
         "exit_code",
         "run_dir",
         "params_view",
+        "executor_options_view",
     )
-    exclude = ("params",)
+    exclude = ("params", "executor_options")
     date_hierarchy = "created_at"
     params_view = json_display("params")
+    executor_options_view = json_display("executor_options")
 
 
 @admin.register(Alert)

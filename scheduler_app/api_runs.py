@@ -23,6 +23,22 @@ class ErrorOut(Schema):
     detail: str
 
 
+def _optional(kind, **limits):
+    return Annotated[kind, Field(**limits)] | None
+
+
+class LossThresholdsIn(Schema):
+    """The executor's loss alerts (defaults in agentsys.metrics.AnomalyThresholds)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    high_loss: _optional(float, gt=0, allow_inf_nan=False) = None
+    spike_factor: _optional(float, gt=0, le=1e6, allow_inf_nan=False) = None
+    window: _optional(int, strict=True, ge=1, le=10_000) = None
+    quiet_seconds: _optional(float, ge=0, le=86_400, allow_inf_nan=False) = None
+    min_points: _optional(int, strict=True, ge=1, le=10_000) = None
+
+
 class RunIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
@@ -36,6 +52,19 @@ class RunIn(Schema):
     sweep_id: str | None = None
     chat_session_id: str | None = None
     auto_start: bool = False
+    max_retries: _optional(int, strict=True, ge=0, le=100) = Field(
+        None, description="GPU-conflict retries (default 3)"
+    )
+    retry_base_delay: _optional(float, ge=0, le=3600, allow_inf_nan=False) = Field(
+        None, description="Seconds before the first retry, doubling after (default 5)"
+    )
+    thresholds: LossThresholdsIn | None = None
+
+    def executor_options(self) -> dict:
+        options = {"max_retries": self.max_retries, "retry_base_delay": self.retry_base_delay}
+        if self.thresholds is not None:
+            options["thresholds"] = self.thresholds.dict(exclude_none=True)
+        return {key: value for key, value in options.items() if value is not None}
 
 
 class RunOut(Schema):
@@ -45,6 +74,7 @@ class RunOut(Schema):
     workdir: str
     gpu_required: int
     params: dict[str, Any]
+    executor_options: dict[str, Any]
     status: str
     agent_id: str | None
     run_dir: str
@@ -94,7 +124,10 @@ def create_run(request, payload: RunIn):
     if payload.workdir and not Path(payload.workdir).is_dir():
         return Status(422, {"detail": f"workdir: {payload.workdir} is not a directory"})
     try:
-        run = runs.create_run(**payload.dict())
+        run = runs.create_run(
+            **payload.dict(exclude={"max_retries", "retry_base_delay", "thresholds"}),
+            executor_options=payload.executor_options(),
+        )
     except queue.InvalidRequest as error:
         return Status(422, {"detail": str(error)})
     return Status(201, run)

@@ -212,6 +212,11 @@ class Run(models.Model):
     workdir = models.CharField(max_length=1000, blank=True)
     params = models.JSONField(default=dict, blank=True, help_text="Appended as --k=v")
     gpu_required = models.PositiveIntegerField(default=0)
+    executor_options = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Its executor's retries and loss thresholds; a rerun keeps them",
+    )
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.READY)
     sweep = models.ForeignKey(
         Sweep, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"

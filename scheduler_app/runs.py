@@ -47,18 +47,19 @@ def create_run(
         workdir=workdir or str(settings.AGENTSYS_WORKDIR),
         gpu_required=gpu_required,
         params=params or {},
+        executor_options=executor_options or {},
         sweep_id=sweep_id,
         chat_session_id=chat_session_id,
         auto_start=auto_start,
     )
-    return start_run(run_id=run.id, executor_options=executor_options) if auto_start else run
+    return start_run(run_id=run.id) if auto_start else run
 
 
 @transaction.atomic
-def start_run(*, run_id: str, executor_options: dict | None = None) -> Run:
-    """Queue an ExecutorAgent for the run. `executor_options` (retries, thresholds, backend)
-    go into the executor's config; the run's own fields (command, workdir, params, GPUs)
-    always win over them."""
+def start_run(*, run_id: str) -> Run:
+    """Queue an ExecutorAgent for the run. Its `executor_options` (retries, thresholds,
+    backend) go into the executor's config; the run's own fields (command, workdir, params,
+    GPUs) always win over them."""
     run = Run.objects.select_for_update().get(pk=run_id)
     if run.status not in STARTABLE:
         raise RunRefused(
@@ -72,7 +73,7 @@ def start_run(*, run_id: str, executor_options: dict | None = None) -> Run:
         cls_path=EXECUTOR,
         goal=run.name,
         config={
-            **(executor_options or {}),
+            **run.executor_options,
             "command": run.command,
             "workdir": run.workdir,
             "params": run.params,
@@ -110,6 +111,7 @@ def rerun(*, run_id: str) -> Run:
         workdir=old.workdir,
         gpu_required=old.gpu_required,
         params=old.params,
+        executor_options=old.executor_options,
         sweep_id=old.sweep_id,
         chat_session_id=old.chat_session_id,
         auto_start=True,

@@ -80,10 +80,40 @@ def test_run_with_bad_gpu_required_is_422(api, gpus):
         {"name": "x", "command": "true", "oops": 1},
         {"name": "", "command": "true"},
         {"name": "x", "command": "true", "workdir": "/nonexistent"},
+        {"name": "x", "command": "true", "max_retries": -1},
+        {"name": "x", "command": "true", "max_retries": "3"},
+        {"name": "x", "command": "true", "max_retries": 1.5},
+        {"name": "x", "command": "true", "retry_base_delay": -2},
+        {"name": "x", "command": "true", "thresholds": {"window": 0}},
+        {"name": "x", "command": "true", "thresholds": {"high_loss": 0}},
+        {"name": "x", "command": "true", "thresholds": {"spike": 2}},
+        {"name": "x", "command": "true", "thresholds": [8.0]},
     ],
 )
 def test_run_with_a_bad_body_is_422(api, body):
-    assert api("post", "/api/runs", body).status_code == 422
+    response = api("post", "/api/runs", body)
+    assert response.status_code == 422
+    assert response.json()["detail"]
+    assert not Run.objects.exists()
+
+
+def test_a_runs_retries_and_thresholds_reach_its_executor_and_its_rerun(api, host, tmp_path):
+    options = {"max_retries": 1, "retry_base_delay": 0.5, "thresholds": {"high_loss": 4.0}}
+    created = api(
+        "post",
+        "/api/runs",
+        {"name": "tuned", "command": "python train.py", "workdir": str(tmp_path), **options},
+    ).json()
+    assert created["executor_options"] == options
+    started = api("post", f"/api/runs/{created['id']}/start").json()
+    config = Agent.objects.get(pk=started["agent_id"]).config
+    assert {key: config[key] for key in options} == options
+    assert config["command"] == "python train.py"
+    api("post", f"/api/runs/{created['id']}/stop")
+    again = api("post", f"/api/runs/{created['id']}/rerun").json()
+    assert again["executor_options"] == options
+    config = Agent.objects.get(pk=again["agent_id"]).config
+    assert config["thresholds"] == {"high_loss": 4.0} and config["max_retries"] == 1
 
 
 def test_run_needing_gpus_where_there_are_none_fails_with_the_reason(api):
