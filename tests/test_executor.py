@@ -180,6 +180,17 @@ def test_oom_fixture_is_retried_then_fails_at_the_limit(daemons, tmp_path):
     assert "cuda_out_of_memory" in alerts[0].message
 
 
+def test_bad_executor_options_fail_the_run_before_its_command_runs(daemons, tmp_path):
+    daemons()
+    marker = tmp_path / "ran"
+    run = launch(tmp_path, f"touch {marker}", executor_options={"thresholds": {"window": 0}})
+    run = finished(run)
+    assert run.status == RunStatus.FAILED
+    assert "bad executor options" in run.error and "window" in run.error
+    assert not marker.exists()
+    assert not GPU.objects.filter(allocated_to__isnull=False).exists()
+
+
 def _run_in_flight(tmp_path, seconds=6):
     run = launch(tmp_path, f"sleep {seconds}; echo finished; exit 0", gpu_required=1)
     wait_until(lambda: Run.objects.get(pk=run.pk).status == RunStatus.RUNNING, 20)

@@ -36,6 +36,29 @@ class RunFailed(Exception):
     pass
 
 
+class BadExecutorOptions(ValueError):
+    """Retry or threshold options that cannot work: the run fails before it starts, saying
+    which, rather than at its first GPU conflict or loss."""
+
+
+def _options_from(config: dict) -> tuple[RetryPolicy, AnomalyThresholds]:
+    thresholds = config.get("thresholds", {})
+    try:
+        if not isinstance(thresholds, dict):
+            raise TypeError(f"thresholds must be an object, got {thresholds!r}")
+        for name in ("max_retries", "retry_base_delay"):
+            value = config.get(name, 0)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"{name} must be a number, got {value!r}")
+        policy = RetryPolicy(
+            max_retries=int(config.get("max_retries", 3)),
+            base_delay=float(config.get("retry_base_delay", 5.0)),
+        )
+        return policy, AnomalyThresholds(**thresholds)
+    except (TypeError, ValueError) as error:
+        raise BadExecutorOptions(f"bad executor options: {error}") from None
+
+
 class ExecutorAgent(Agent):
     role = AgentRole.EXECUTOR
     allowed_children = frozenset({AgentRole.SIDECAR})
@@ -49,7 +72,8 @@ class ExecutorAgent(Agent):
         self.metrics = MetricsTail(self.run_dir / "agent_metrics.jsonl")
         if self.config.get("resume"):
             self.metrics.resume_at(*_read_metrics_position(self.run_dir / "metrics.pos"))
-        self.detector = LossAnomalyDetector(AnomalyThresholds(**self.config.get("thresholds", {})))
+        self.retry_policy, thresholds = _options_from(self.config)
+        self.detector = LossAnomalyDetector(thresholds)
         self.run_pid: int | None = None
 
     async def run(self):
@@ -125,10 +149,7 @@ class ExecutorAgent(Agent):
         return env
 
     async def _run_with_retries(self, command: str) -> int | None:
-        policy = RetryPolicy(
-            max_retries=int(self.config.get("max_retries", 3)),
-            base_delay=float(self.config.get("retry_base_delay", 5.0)),
-        )
+        policy = self.retry_policy
         attempt = 0
         while True:
             attempt_start = _size(self.run_dir / "run.log")
