@@ -1,6 +1,7 @@
-"""Forkserver preload for runagentd's workers: import Django once, in the forkserver, so each
-forked worker starts in milliseconds. Connections are closed here so that no child inherits
-(and corrupts) a socket of the forkserver's."""
+"""Forkserver preload for runagentd's workers: import Django and what every worker needs
+(the worker loop, the executor, memory) once, in the forkserver, so each forked worker
+starts in milliseconds instead of importing them itself (~50 ms a worker). Connections are
+closed here so that no child inherits (and corrupts) a socket of the forkserver's."""
 
 import os
 
@@ -9,6 +10,9 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "researchagent.settings")
 django.setup()
 
+import agentsys.agents.executor  # noqa: E402, F401
+import agentsys.worker  # noqa: E402, F401
+import memory_app.view  # noqa: E402, F401
 from django.db import connections  # noqa: E402
 
 connections.close_all()
