@@ -10,9 +10,10 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "researchagent.settings")
 django.setup()
 
-import agentsys.agents.executor  # noqa: E402, F401
+from django.db import connections  # noqa: E402
+
+import agentsys.agents.executor  # noqa: E402
 import agentsys.worker  # noqa: E402, F401
 import memory_app.view  # noqa: E402, F401
-from django.db import connections  # noqa: E402
 
 connections.close_all()
