@@ -39,6 +39,9 @@ class LossThresholdsIn(Schema):
     min_points: _optional(int, strict=True, ge=1, le=10_000) = None
 
 
+EXECUTOR_OPTIONS = {"max_retries", "retry_base_delay", "thresholds"}
+
+
 class RunIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
@@ -61,10 +64,8 @@ class RunIn(Schema):
     thresholds: LossThresholdsIn | None = None
 
     def executor_options(self) -> dict:
-        options = {"max_retries": self.max_retries, "retry_base_delay": self.retry_base_delay}
-        if self.thresholds is not None:
-            options["thresholds"] = self.thresholds.dict(exclude_none=True)
-        return {key: value for key, value in options.items() if value is not None}
+        """What goes to the run's executor: the options given, without the unset ones."""
+        return self.dict(include=EXECUTOR_OPTIONS, exclude_none=True)
 
 
 class RunOut(Schema):
@@ -125,7 +126,7 @@ def create_run(request, payload: RunIn):
         return Status(422, {"detail": f"workdir: {payload.workdir} is not a directory"})
     try:
         run = runs.create_run(
-            **payload.dict(exclude={"max_retries", "retry_base_delay", "thresholds"}),
+            **payload.dict(exclude=EXECUTOR_OPTIONS),
             executor_options=payload.executor_options(),
         )
     except queue.InvalidRequest as error:
