@@ -26,10 +26,14 @@ class DjangoMemoryView:
     # -- writes ------------------------------------------------------------------------------
 
     def write(self, *, type: str, data: dict, tags: list[str] | None = None) -> str:
+        return self._write(type=type, data=data, tags=tags)
+
+    def _write(self, *, type: str, data: dict, tags: list[str] | None, target_id: str = "") -> str:
         with _fresh_connection():
             return write_entry(
                 type=type,
                 agent_id=self.agent_id,
+                target_id=target_id,
                 role=self.role,
                 tags=tags,
                 data=data,
@@ -53,16 +57,7 @@ class DjangoMemoryView:
         """A MESSAGE to another agent: it lands in that agent's inbox."""
         if not target_id:
             raise ValueError("msg needs a target agent id")
-        with _fresh_connection():
-            return write_entry(
-                type=EntryType.MESSAGE,
-                agent_id=self.agent_id,
-                target_id=target_id,
-                role=self.role,
-                tags=tags,
-                data=data,
-                **self.scope,
-            ).key
+        return self._write(type=EntryType.MESSAGE, data=data, tags=tags, target_id=target_id)
 
     def ack(self, key: str) -> bool:
         """Mark a message to this agent read; False if it is not one, or was read already."""
