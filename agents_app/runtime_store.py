@@ -16,6 +16,7 @@ from agentsys.scheduling import policy_named
 from agentsys.store import AgentRecord, CommandRecord
 from agentsys.types import (
     TERMINAL_AGENT_STATUSES,
+    AgentRole,
     AgentStatus,
     EntryType,
     RequestStatus,
@@ -23,7 +24,7 @@ from agentsys.types import (
 )
 from memory_app.services import write_entry
 from researchagent.ids import create_with_unique_id
-from scheduler_app import queue, runs
+from scheduler_app import lifecycle, queue
 from scheduler_app import services as host_services
 from scheduler_app.models import Host, HostStatus, ScheduleRequest
 
@@ -148,15 +149,17 @@ class DjangoRuntimeStore:
         if agent.status == status and pid is None:  # a start report always carries a new pid
             return None
         now = timezone.now()
+        # Its queue request and run move with it; an executor stopped before it started
+        # was cancelled, and one whose run left no exit code is lost: it says so too.
+        asked = status
+        status = lifecycle.follow_agent(agent_id=agent_id, status=asked, result=result, error=error)
+        kind = str(status) if kind == str(asked) else kind
         agent.status = status
         if pid is not None:
             agent.pid, agent.started_at = pid, agent.started_at or now
         if status in TERMINAL_AGENT_STATUSES:
             agent.finished_at, agent.error, agent.result = now, error, result
-            queue.release_for_agent(agent_id=agent_id, agent_status=status)  # frees its GPUs
         agent.save()
-        if agent.role == "executor":
-            runs.follow_agent(agent_id=agent_id, status=status, result=result, error=error)
         if status == AgentStatus.FAILED:
             write_entry(
                 type=EntryType.CONTEXT,
@@ -215,15 +218,9 @@ class DjangoRuntimeStore:
 
     @transaction.atomic
     def cancel_queued_requests(self, *, parent_ids: list[str]) -> int:
-        queued = ScheduleRequest.objects.filter(
-            parent_id__in=parent_ids, status=RequestStatus.QUEUED
-        )
-        agent_ids = list(queued.exclude(agent=None).values_list("agent_id", flat=True))
-        count = queued.update(status=RequestStatus.CANCELLED, finished_at=timezone.now())
-        Agent.objects.filter(pk__in=agent_ids, status=AgentStatus.IDLE).update(
-            status=AgentStatus.STOPPED, finished_at=timezone.now()
-        )
-        return count
+        queued = ScheduleRequest.objects.filter(parent_id__in=parent_ids)
+        reason = "its parent was stopped"
+        return len(lifecycle.cancel_requests(queued, reason=reason, publish_live=False))
 
     @transaction.atomic
     def claim_pending_agents(self, *, host_id: int, limit: int) -> list[AgentRecord]:
@@ -232,6 +229,7 @@ class DjangoRuntimeStore:
         pending = list(
             Agent.objects.select_for_update(skip_locked=True, of=("self",))
             .filter(status=AgentStatus.IDLE, host__isnull=True, schedule_request__isnull=True)
+            .exclude(role=AgentRole.EXECUTOR)  # executors start only through the queue
             .order_by("created_at")[:limit]
         )
         Agent.objects.filter(pk__in=[a.pk for a in pending]).update(host_id=host_id)
@@ -258,10 +256,10 @@ class DjangoRuntimeStore:
         if request.status == RequestStatus.REJECTED:
             event = _event(
                 agent_id,
-                "failed",
+                str(AgentStatus.REJECTED),
                 {
                     "error": request.rejection_reason,
-                    "status": "failed",
+                    "status": str(AgentStatus.REJECTED),
                     "request_id": request.id,
                     "parent_id": agent.parent_id,
                 },

@@ -130,7 +130,7 @@ class Supervisor(SupervisorControls):
                 {
                     "t": Cmd.CHILD_STATUS,
                     "child_id": record.id,
-                    "status": str(AgentStatus.FAILED),
+                    "status": str(AgentStatus.REJECTED),
                     "error": outcome["reason"],
                 },
             )

@@ -7,20 +7,48 @@ import secrets
 from enum import StrEnum
 
 
+class EndState(StrEnum):
+    """The one word for each way something ends, shared by agents, queue requests, runs, sweeps
+    and chat turns (and so by the API and the UI). Each status enum below uses these values
+    for its end states and no other; tests/test_status_vocabulary.py holds them to it."""
+
+    DONE = "done"  # succeeded: the work ended by itself, without error (exit code 0)
+    FAILED = "failed"  # ended with an error: raised, crashed, non-zero exit, its host died
+    STOPPED = "stopped"  # a person or its parent stopped it after it had started
+    CANCELLED = "cancelled"  # withdrawn before it ever started (never ran)
+    REJECTED = "rejected"  # can never run as asked (more GPUs than any host has)
+    LOST = "lost"  # a run that ended while nothing watched it, leaving no exit code
+
+
+END_STATES = frozenset(EndState)
+
+
 class AgentStatus(StrEnum):
     IDLE = "idle"  # created, or queued behind the scheduler
     RUNNING = "running"
     PAUSED = "paused"
-    DONE = "done"  # finished its work
-    FAILED = "failed"  # raised, crashed or was lost
-    STOPPED = "stopped"  # someone stopped it (the original reported this as DONE)
+    DONE = EndState.DONE.value
+    FAILED = EndState.FAILED.value  # raised, crashed, or its host died
+    STOPPED = EndState.STOPPED.value  # stopped by a person or its parent, never "done"
+    CANCELLED = EndState.CANCELLED.value  # an executor withdrawn from the queue before it ran
+    REJECTED = EndState.REJECTED.value  # an executor the queue can never place
+    LOST = EndState.LOST.value  # an executor whose run ended unwatched, with no exit code
 
     @property
     def is_terminal(self) -> bool:
         return self in TERMINAL_AGENT_STATUSES
 
 
-TERMINAL_AGENT_STATUSES = frozenset({AgentStatus.DONE, AgentStatus.FAILED, AgentStatus.STOPPED})
+TERMINAL_AGENT_STATUSES = frozenset(
+    {
+        AgentStatus.DONE,
+        AgentStatus.FAILED,
+        AgentStatus.STOPPED,
+        AgentStatus.CANCELLED,
+        AgentStatus.REJECTED,
+        AgentStatus.LOST,
+    }
+)
 
 
 class AgentRole(StrEnum):
@@ -54,12 +82,20 @@ class SteerUrgency(StrEnum):
 
 
 class RequestStatus(StrEnum):
+    """An executor's place in the GPU queue. Once it leaves the queue it says what its run
+    (and agent) say: they move together (scheduler_app.lifecycle)."""
+
     QUEUED = "queued"
     RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    REJECTED = "rejected"
-    CANCELLED = "cancelled"  # withdrawn while queued (the original folded this into FAILED)
+    DONE = EndState.DONE.value
+    FAILED = EndState.FAILED.value
+    STOPPED = EndState.STOPPED.value
+    CANCELLED = EndState.CANCELLED.value  # withdrawn while queued
+    REJECTED = EndState.REJECTED.value
+    LOST = EndState.LOST.value
+
+
+TERMINAL_REQUEST_STATUSES = frozenset(RequestStatus) - {RequestStatus.QUEUED, RequestStatus.RUNNING}
 
 
 class CommandKind(StrEnum):

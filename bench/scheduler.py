@@ -51,7 +51,7 @@ def claims_per_second(gpus: int, queued: int = 2000, finished: int = 100_000) ->
     from agents_app.models import Agent
     from agentsys.scheduling import FifoFirstFit
     from agentsys.types import AgentStatus, RequestStatus
-    from scheduler_app import queue
+    from scheduler_app import lifecycle, queue
     from scheduler_app.models import GPU, Host, ScheduleRequest
 
     missing = finished - ScheduleRequest.objects.filter(id__startswith="sched-old").count()
@@ -81,7 +81,7 @@ def claims_per_second(gpus: int, queued: int = 2000, finished: int = 100_000) ->
         claimed += len(taken)
         with transaction.atomic():
             for request in taken:
-                queue.release_for_agent(agent_id=request.agent_id, agent_status=AgentStatus.DONE)
+                lifecycle.follow_agent(agent_id=request.agent_id, status=AgentStatus.DONE)
     return claimed / spent
 
 
@@ -106,7 +106,7 @@ def drain_seconds(count: int = 1000) -> float:
         ).id
         for _ in range(count)
     ]
-    _wait(lambda: Run.objects.filter(pk__in=ids, status="finished").count() == count, 900)
+    _wait(lambda: Run.objects.filter(pk__in=ids, status="done").count() == count, 900)
     return time.monotonic() - started
 
 

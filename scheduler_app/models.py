@@ -7,7 +7,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
-from agentsys.types import RequestStatus, choices, new_id
+from agentsys.types import EndState, RequestStatus, choices, new_id
 
 
 def new_request_id() -> str:
@@ -164,9 +164,9 @@ class ScheduleRequest(models.Model):
 class SweepStatus(models.TextChoices):
     DRAFT = "draft", "Draft"
     RUNNING = "running", "Running"
-    COMPLETED = "completed", "Completed"
-    FAILED = "failed", "Failed"
-    STOPPED = "stopped", "Stopped"
+    DONE = EndState.DONE.value, "Done"
+    FAILED = EndState.FAILED.value, "Failed"
+    STOPPED = EndState.STOPPED.value, "Stopped"
 
 
 class Sweep(models.Model):
@@ -194,13 +194,17 @@ class Sweep(models.Model):
 
 
 class RunStatus(models.TextChoices):
+    """A run's end states are its request's and its executor's (agentsys.types.EndState)."""
+
     READY = "ready", "Ready (not started)"
     QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
-    FINISHED = "finished", "Finished"
-    FAILED = "failed", "Failed"
-    STOPPED = "stopped", "Stopped"
-    LOST = "lost", "Lost (ended with no exit code)"
+    DONE = EndState.DONE.value, "Done (exit code 0)"
+    FAILED = EndState.FAILED.value, "Failed"
+    STOPPED = EndState.STOPPED.value, "Stopped (after it started)"
+    CANCELLED = EndState.CANCELLED.value, "Cancelled (before it started)"
+    REJECTED = EndState.REJECTED.value, "Rejected (can never run)"
+    LOST = EndState.LOST.value, "Lost (ended with no exit code)"
 
 
 class Run(models.Model):

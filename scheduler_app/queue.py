@@ -18,7 +18,15 @@ from agents_app.models import Agent
 from agentsys.scheduling import QueuedRequest, SchedulingPolicy
 from agentsys.types import AgentStatus, RequestStatus
 from researchagent.ids import create_with_unique_id
-from scheduler_app.models import GPU, Host, HostStatus, ScheduleRequest, new_request_id
+from scheduler_app.models import (
+    GPU,
+    Host,
+    HostStatus,
+    Run,
+    RunStatus,
+    ScheduleRequest,
+    new_request_id,
+)
 
 QUEUE_CHANNEL = "agentsys_queue"
 FIRST_WINDOW = 64  # queued requests a claim reads first, oldest first...
@@ -65,9 +73,11 @@ def rejection_reason(gpu_required: int) -> str | None:
 @transaction.atomic
 def submit(*, agent: Agent, gpu_required, config: dict | None = None) -> ScheduleRequest:
     """Queue an executor agent (its row already created, IDLE). Impossible requests are
-    stored REJECTED with the reason, and their agent FAILED, so nothing waits forever."""
+    stored REJECTED with the reason, and their agent and run REJECTED too, so nothing waits
+    forever; a run of the agent becomes QUEUED with its request (scheduler_app.lifecycle)."""
     gpu_required = validate_gpu_required(gpu_required)
     reason = rejection_reason(gpu_required)
+    now = timezone.now()
     request = create_with_unique_id(
         ScheduleRequest,
         new_request_id,
@@ -79,13 +89,16 @@ def submit(*, agent: Agent, gpu_required, config: dict | None = None) -> Schedul
         gpu_required=gpu_required,
         status=RequestStatus.REJECTED if reason else RequestStatus.QUEUED,
         rejection_reason=reason or "",
-        finished_at=timezone.now() if reason else None,
+        finished_at=now if reason else None,
     )
+    runs = Run.objects.filter(agent_id=agent.pk)
     if reason:
         Agent.objects.filter(pk=agent.pk).update(
-            status=AgentStatus.FAILED, error=reason, finished_at=timezone.now()
+            status=AgentStatus.REJECTED, error=reason, finished_at=now
         )
+        runs.update(status=RunStatus.REJECTED, error=reason, finished_at=now)
     else:
+        runs.update(status=RunStatus.QUEUED)
         notify_queue()
     return request
 
@@ -183,8 +196,9 @@ _LOCK_FREE_GPUS = """
     FOR UPDATE SKIP LOCKED
 """
 
-# The request, its GPUs and its agent change together: the agent's config carries the
-# indices it runs on, so a daemon that dies right after the claim relaunches it on them.
+# The request, its GPUs, its agent and its run change together: the agent's config carries
+# the indices it runs on, so a daemon that dies right after the claim relaunches it on them,
+# and the run says `running` from the moment its request does (scheduler_app.lifecycle).
 _PLACE = """
     WITH wanted AS (
         SELECT unnest(%(ids)s::varchar[]) AS id,
@@ -213,6 +227,12 @@ _PLACE = """
                 'gpu_indices', to_jsonb(placed.gpu_indices), 'request_id', placed.id)
         FROM placed
         WHERE a.id = placed.agent_id
+    ), run_started AS (
+        UPDATE scheduler_app_run AS run
+        SET status = 'running', started_at = COALESCE(run.started_at, %(now)s),
+            updated_at = %(now)s
+        FROM placed
+        WHERE run.agent_id = placed.agent_id AND run.status = 'queued'
     )
     SELECT id, agent_id, gpu_indices FROM placed
 """
@@ -223,36 +243,15 @@ AGENT_GONE = "Cancelled: its agent was deleted before it started"
 
 def close_agentless_requests() -> int:
     """Queued requests whose agent row was deleted (admin, raw SQL) can never run: cancel
-    them, so they neither count as queue nor wait forever. The claim already skips them."""
-    count = ScheduleRequest.objects.filter(status=RequestStatus.QUEUED, agent__isnull=True).update(
-        status=RequestStatus.CANCELLED, rejection_reason=AGENT_GONE, finished_at=timezone.now()
-    )
-    return count
+    them and their runs, so they neither count as queue nor wait forever. The claim already
+    skips them."""
+    from scheduler_app.lifecycle import cancel_requests
 
-
-_FINAL_FOR_AGENT = {
-    AgentStatus.DONE: RequestStatus.DONE,
-    AgentStatus.FAILED: RequestStatus.FAILED,
-    AgentStatus.STOPPED: RequestStatus.CANCELLED,
-}
-
-
-def release_for_agent(*, agent_id: str, agent_status: AgentStatus) -> bool:
-    """The executor finished: free its GPUs and close its request (inside the caller's
-    transaction, with the agent's own status change)."""
-    request = (
-        ScheduleRequest.objects.select_for_update()
-        .filter(agent_id=agent_id, status__in=[RequestStatus.RUNNING, RequestStatus.QUEUED])
-        .first()
-    )
-    if request is None:
-        return False
-    GPU.objects.filter(allocated_to=request).update(allocated_to=None, allocated_at=None)
-    request.status = _FINAL_FOR_AGENT.get(agent_status, RequestStatus.FAILED)
-    request.finished_at = timezone.now()
-    request.save(update_fields=["status", "finished_at"])
-    notify_queue()
-    return True
+    agentless = ScheduleRequest.objects.filter(status=RequestStatus.QUEUED, agent__isnull=True)
+    if not agentless.exists():  # every heartbeat asks: no lock, no transaction when none
+        return 0
+    with transaction.atomic():
+        return len(cancel_requests(agentless, reason=AGENT_GONE, publish_live=False))
 
 
 def stats(*, host_id: int | None = None) -> dict:

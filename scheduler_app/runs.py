@@ -1,26 +1,29 @@
 """Runs: commands a person or a script launches (design doc jobs.json). Starting a run
-queues an ExecutorAgent for it; the run's status then follows that agent."""
+queues an ExecutorAgent for it; the run's status then moves with that agent and its queue
+request (scheduler_app.lifecycle)."""
 
 from __future__ import annotations
 
-import re
-
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from agents_app.models import Agent
-from agentsys.types import AgentStatus, RequestStatus, new_agent_id
+from agentsys.types import new_agent_id
 from researchagent.ids import create_with_unique_id
-from scheduler_app import queue
+from scheduler_app import lifecycle, queue
 from scheduler_app.models import Run, RunStatus, ScheduleRequest
 
 EXECUTOR = "agentsys.agents.executor.ExecutorAgent"
-STARTABLE = {RunStatus.READY}
-RESTARTABLE = {RunStatus.FINISHED, RunStatus.FAILED, RunStatus.STOPPED, RunStatus.LOST}
-
-
-_EXIT_CODE = re.compile(r"exited with code (-?\d+)")
+# Never started (a cancelled run never ran; a rejected one may fit a host that joined since).
+STARTABLE = {RunStatus.READY, RunStatus.CANCELLED, RunStatus.REJECTED}
+RESTARTABLE = {
+    RunStatus.DONE,
+    RunStatus.FAILED,
+    RunStatus.STOPPED,
+    RunStatus.CANCELLED,
+    RunStatus.REJECTED,
+    RunStatus.LOST,
+}
 
 
 class RunRefused(Exception):
@@ -63,8 +66,8 @@ def start_run(*, run_id: str) -> Run:
     run = Run.objects.select_for_update().get(pk=run_id)
     if run.status not in STARTABLE:
         raise RunRefused(
-            f"{run_id} is {run.status}; only a ready run can be started "
-            "(use rerun for a finished one)"
+            f"{run_id} is {run.status}; only a run that never started (ready, cancelled, "
+            "rejected) can be started; use rerun for one that ran"
         )
     agent = create_with_unique_id(
         Agent,
@@ -84,18 +87,12 @@ def start_run(*, run_id: str) -> Run:
         run=run.id,
         chat_session_id=run.chat_session_id,
     )
-    request = queue.submit(agent=agent, gpu_required=run.gpu_required)
     run.agent = agent
     run.run_dir = f"{run.workdir}/.agents/runs/{agent.id}"
-    if request.status == RequestStatus.REJECTED:
-        run.status, run.error, run.finished_at = (
-            RunStatus.FAILED,
-            request.rejection_reason,
-            timezone.now(),
-        )
-    else:
-        run.status = RunStatus.QUEUED
+    run.exit_code, run.error, run.started_at, run.finished_at = None, "", None, None
     run.save()
+    queue.submit(agent=agent, gpu_required=run.gpu_required)  # the run is queued or rejected
+    run.refresh_from_db()
     return run
 
 
@@ -119,52 +116,22 @@ def rerun(*, run_id: str) -> Run:
 
 
 def stop_run(*, run_id: str):
-    """Queued: cancelled at once. Running: its executor is stopped (runagentd kills the
-    command's whole process group). Anything else: refused."""
+    """Queued: cancelled at once, with its request and agent. Running: its executor is
+    stopped (runagentd kills the command's whole process group). Anything else: refused."""
     from agents_app.services import request_agent_command
     from agentsys.types import CommandKind
 
-    with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run_id)
-        if run.status == RunStatus.QUEUED:
-            ScheduleRequest.objects.filter(agent=run.agent, status=RequestStatus.QUEUED).update(
-                status=RequestStatus.CANCELLED, finished_at=timezone.now()
-            )
-            Agent.objects.filter(pk=run.agent_id).update(
-                status=AgentStatus.STOPPED, finished_at=timezone.now()
-            )
-            run.status, run.finished_at = RunStatus.STOPPED, timezone.now()
-            run.save(update_fields=["status", "finished_at"])
-            return run
-        if run.status != RunStatus.RUNNING:
-            raise RunRefused(f"{run_id} is {run.status}; only a queued or running run can stop")
+    run = Run.objects.get(pk=run_id)
+    if run.status == RunStatus.QUEUED:
+        with transaction.atomic():
+            requests = ScheduleRequest.objects.filter(agent_id=run.agent_id)
+            if run.agent_id is None:  # its agent row was deleted: the config still names it
+                requests = ScheduleRequest.objects.filter(config__run_id=run.id)
+            lifecycle.cancel_requests(requests, reason="stopped before it started")
+        run.refresh_from_db()  # cancelled, or running if a claim took it first
+    if run.status == RunStatus.CANCELLED:
+        return run
+    if run.status != RunStatus.RUNNING:
+        raise RunRefused(f"{run_id} is {run.status}; only a queued or running run can stop")
     request_agent_command(agent_id=run.agent_id, kind=CommandKind.STOP)
     return run
-
-
-_RUN_STATUS_FOR_AGENT = {
-    AgentStatus.RUNNING: RunStatus.RUNNING,
-    AgentStatus.DONE: RunStatus.FINISHED,
-    AgentStatus.FAILED: RunStatus.FAILED,
-    AgentStatus.STOPPED: RunStatus.STOPPED,
-}
-
-
-def follow_agent(*, agent_id: str, status: AgentStatus, result=None, error: str = "") -> None:
-    """Keep a run in step with its executor (called in the agent's status transaction)."""
-    run_status = _RUN_STATUS_FOR_AGENT.get(status)
-    if run_status is None:
-        return
-    fields = {"status": run_status}
-    now = timezone.now()
-    if status == AgentStatus.RUNNING:
-        fields["started_at"] = now
-    else:
-        fields["finished_at"] = now
-        exit_code = (result or {}).get("exit_code") if isinstance(result, dict) else None
-        if exit_code is None and (code := _EXIT_CODE.search(error)):
-            exit_code = int(code.group(1))
-        if "lost:" in error:
-            fields["status"] = RunStatus.LOST
-        fields.update(exit_code=exit_code, error=error)
-    Run.objects.filter(agent_id=agent_id).update(**fields)

@@ -10,7 +10,7 @@ import sys
 from django.db import transaction
 from django.utils import timezone
 
-from agentsys.types import RequestStatus
+from scheduler_app.lifecycle import cancel_requests
 from scheduler_app.models import (
     GPU,
     Alert,
@@ -81,22 +81,15 @@ def mark_host_offline(*, host_id: int) -> None:
 
 @transaction.atomic
 def cancel_request(*, request_id: str) -> ScheduleRequest:
-    """Withdraw a queued request. Anything past the queue is refused with the reason."""
-    request = ScheduleRequest.objects.select_for_update().get(pk=request_id)
-    if request.status != RequestStatus.QUEUED:
+    """Withdraw a queued request; its agent and its run are cancelled with it. Anything past
+    the queue is refused with the reason."""
+    request = ScheduleRequest.objects.get(pk=request_id)
+    if not cancel_requests(ScheduleRequest.objects.filter(pk=request_id)):
+        request.refresh_from_db()
         raise ServiceError(
             f"{request_id} is {request.status}; only queued requests can be cancelled"
         )
-    request.status = RequestStatus.CANCELLED
-    request.finished_at = timezone.now()
-    request.save(update_fields=["status", "finished_at"])
-    if request.agent_id:  # its agent never ran: it was stopped before it started
-        from agents_app.models import Agent
-        from agentsys.types import AgentStatus
-
-        Agent.objects.filter(pk=request.agent_id, status=AgentStatus.IDLE).update(
-            status=AgentStatus.STOPPED, finished_at=timezone.now()
-        )
+    request.refresh_from_db()
     return request
 
 

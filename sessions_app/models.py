@@ -83,7 +83,7 @@ class ChatMessage(models.Model):
 
 class TurnStatus(models.TextChoices):
     RUNNING = "running", "Running"
-    COMPLETED = "completed", "Completed"
+    DONE = "done", "Done"
     FAILED = "failed", "Failed"
     STOPPED = "stopped", "Stopped"
 

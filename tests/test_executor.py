@@ -67,7 +67,7 @@ def test_run_dir_files_env_and_result(daemons, tmp_path):
         "print('ARGS', sys.argv[1:]); print('oops', file=sys.stderr)\""
     )
     run = finished(launch(tmp_path, show_env, gpu_required=1, params={"lr": 0.01}))
-    assert (run.status, run.exit_code) == (RunStatus.FINISHED, 0)
+    assert (run.status, run.exit_code) == (RunStatus.DONE, 0)
     run_dir = Path(run.run_dir)
     assert run_dir == tmp_path / ".agents" / "runs" / run.agent_id
     log = (run_dir / "run.log").read_text()
@@ -110,7 +110,7 @@ def test_notifications_wake_the_queue_not_the_fallback_poll(daemons, tmp_path):
     second = launch(tmp_path, "true", gpu_required=1)
     # A 60 s poll would miss both deadlines: the submit and the freed GPU each wake it.
     wait_until(lambda: Run.objects.get(pk=first.pk).status == RunStatus.RUNNING, 10)
-    assert finished(second, timeout=15).status == RunStatus.FINISHED
+    assert finished(second, timeout=15).status == RunStatus.DONE
 
 
 def test_a_failing_command_fails_with_its_exit_code(daemons, tmp_path):
@@ -146,7 +146,7 @@ def test_metrics_become_entries_and_one_alert_a_person_sees(
 ):
     daemons()
     run = finished(launch(tmp_path, _writes_losses(losses)))
-    assert run.status == RunStatus.FINISHED, (run.error, Agent.objects.get(pk=run.agent_id).error)
+    assert run.status == RunStatus.DONE, (run.error, Agent.objects.get(pk=run.agent_id).error)
     metrics = MemoryEntry.objects.filter(agent_id=run.agent_id, type="metrics")
     assert metrics.count() == len(losses), (
         list(metrics.values_list("data", flat=True)),
@@ -245,7 +245,7 @@ def test_sigkill_of_runagentd_during_a_20s_run_re_adopts_it_and_tells_the_parent
     assert result.data["exit_code"] == 0
     assert (run_dir / "run.log").read_text().strip().endswith("finished")
     assert ScheduleRequest.objects.get(pk=request.pk).status == RequestStatus.DONE
-    assert finished(waiting).status == RunStatus.FINISHED  # then the GPU went to the next one
+    assert finished(waiting).status == RunStatus.DONE  # then the GPU went to the next one
     assert wait_status(parent.id, AgentStatus.DONE)
 
 
@@ -292,7 +292,7 @@ def test_sigkill_of_the_worker_alone_re_adopts_the_run_and_its_metrics(daemons, 
     wait_event(run.agent_id, "worker_restarted", timeout=10)
     assert pid_alive(command_pid)
     run = finished(run)
-    assert (run.status, run.exit_code) == (RunStatus.FINISHED, 0)
+    assert (run.status, run.exit_code) == (RunStatus.DONE, 0)
     assert len(events(run.agent_id, "run_adopted")) == 1
     steps = sorted(
         MemoryEntry.objects.filter(agent_id=run.agent_id, type="metrics").values_list(

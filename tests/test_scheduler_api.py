@@ -49,7 +49,7 @@ def test_request_detail_cancel_and_stats(api, host):
     assert api("post", "/api/scheduler/queue/sched-nope/cancel").status_code == 404
     cancelled = api("post", f"/api/scheduler/queue/{request.id}/cancel")
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
-    assert Agent.objects.get(pk=request.agent_id).status == AgentStatus.STOPPED
+    assert Agent.objects.get(pk=request.agent_id).status == AgentStatus.CANCELLED
     again = api("post", f"/api/scheduler/queue/{request.id}/cancel")
     assert again.status_code == 409 and "only queued requests" in again.json()["detail"]
     stats = api("get", "/api/scheduler/stats").json()
@@ -116,13 +116,13 @@ def test_a_runs_retries_and_thresholds_reach_its_executor_and_its_rerun(api, hos
     assert config["thresholds"] == {"high_loss": 4.0} and config["max_retries"] == 1
 
 
-def test_run_needing_gpus_where_there_are_none_fails_with_the_reason(api):
+def test_run_needing_gpus_where_there_are_none_is_rejected_with_the_reason(api):
     body = api(
         "post",
         "/api/runs",
         {"name": "big", "command": "python train.py", "gpu_required": 1, "auto_start": True},
     ).json()
-    assert body["status"] == "failed"
+    assert body["status"] == "rejected"
     assert "Requires 1 GPUs but only 0 available" in body["error"]
 
 
@@ -148,11 +148,11 @@ def test_run_lifecycle_ready_start_stop_rerun(api, host, tmp_path):
     assert ScheduleRequest.objects.get(agent=agent).status == RequestStatus.QUEUED
     assert api("post", f"/api/runs/{run['id']}/start").status_code == 409
     stopped = api("post", f"/api/runs/{run['id']}/stop").json()
-    assert stopped["status"] == "stopped"
+    assert stopped["status"] == "cancelled"  # it never started
     assert ScheduleRequest.objects.get(agent=agent).status == RequestStatus.CANCELLED
     rerun = api("post", f"/api/runs/{run['id']}/rerun").json()
     assert rerun["id"] != run["id"] and rerun["status"] == "queued"
-    listed = api("get", "/api/runs?status=stopped").json()
+    listed = api("get", "/api/runs?status=cancelled").json()
     assert [r["id"] for r in listed] == [run["id"]]
     assert api("get", "/api/runs?status=bogus").status_code == 400
     assert api("get", "/api/runs/run-nope").status_code == 404

@@ -21,7 +21,7 @@ from agentsys.gpus import GpuProcess, gpu_processes, holding_processes, parse_co
 from agentsys.scheduling import FifoFirstFit, HeadReservation
 from agentsys.store import AgentRecord
 from agentsys.types import AgentRole, AgentStatus, RequestStatus, new_agent_id
-from scheduler_app import queue, services
+from scheduler_app import lifecycle, queue, services
 from scheduler_app.models import GPU, Host, HostStatus, ScheduleRequest
 
 pytestmark = pytest.mark.django_db
@@ -55,7 +55,7 @@ def test_more_gpus_than_the_largest_host_is_rejected_with_the_reason():
     assert request.status == RequestStatus.REJECTED
     assert request.rejection_reason == "Requires 1000000000 GPUs but only 4 available"
     agent = Agent.objects.get(pk=request.agent_id)
-    assert (agent.status, agent.error) == (AgentStatus.FAILED, request.rejection_reason)
+    assert (agent.status, agent.error) == (AgentStatus.REJECTED, request.rejection_reason)
     assert submit(4).status == RequestStatus.QUEUED  # fits the largest host
 
 
@@ -85,7 +85,7 @@ def test_claim_assigns_specific_indices_in_fifo_order_and_release_frees_them():
     assert ScheduleRequest.objects.get(pk=third.pk).status == RequestStatus.QUEUED
     assert queue.claim(host_id=host.pk, policy=FifoFirstFit()) == []  # nothing free
     with transaction.atomic():
-        queue.release_for_agent(agent_id=first.agent_id, agent_status=AgentStatus.DONE)
+        lifecycle.follow_agent(agent_id=first.agent_id, status=AgentStatus.DONE)
     assert ScheduleRequest.objects.get(pk=first.pk).status == RequestStatus.DONE
     [next_one] = queue.claim(host_id=host.pk, policy=FifoFirstFit())
     assert (next_one.id, next_one.gpu_indices) == (third.id, [0])
@@ -95,7 +95,7 @@ def test_claim_assigns_specific_indices_in_fifo_order_and_release_frees_them():
 def _finish(request_id: str) -> None:
     agent_id = ScheduleRequest.objects.get(pk=request_id).agent_id
     with transaction.atomic():
-        queue.release_for_agent(agent_id=agent_id, agent_status=AgentStatus.DONE)
+        lifecycle.follow_agent(agent_id=agent_id, status=AgentStatus.DONE)
 
 
 def _stream_of_small_runs_around_a_large_one(policy, rounds: int = 12) -> ScheduleRequest:
@@ -131,13 +131,16 @@ def test_head_reservation_runs_the_large_request_as_soon_as_two_gpus_free():
     assert ScheduleRequest.objects.filter(goal="small", status=RequestStatus.QUEUED).count() == 2
 
 
-def test_stopped_executor_closes_its_request_as_cancelled():
+def test_stopped_executor_closes_its_request_as_stopped_or_cancelled_if_it_never_started():
     host = host_with_gpus("a", 1)
-    request = submit(1)
+    request, waiting = submit(1), submit(1)
     queue.claim(host_id=host.pk, policy=FifoFirstFit())
     with transaction.atomic():
-        queue.release_for_agent(agent_id=request.agent_id, agent_status=AgentStatus.STOPPED)
-    assert ScheduleRequest.objects.get(pk=request.pk).status == RequestStatus.CANCELLED
+        moved = lifecycle.follow_agent(agent_id=request.agent_id, status=AgentStatus.STOPPED)
+        never_ran = lifecycle.follow_agent(agent_id=waiting.agent_id, status=AgentStatus.STOPPED)
+    assert (moved, never_ran) == (AgentStatus.STOPPED, AgentStatus.CANCELLED)
+    assert ScheduleRequest.objects.get(pk=request.pk).status == RequestStatus.STOPPED
+    assert ScheduleRequest.objects.get(pk=waiting.pk).status == RequestStatus.CANCELLED
     assert not GPU.objects.filter(allocated_to__isnull=False).exists()
 
 
@@ -180,7 +183,7 @@ def test_an_executor_row_and_its_request_are_stored_together():
     too_big = dataclasses.replace(record, id=new_agent_id("executor"))
     outcome = store.create_queued_agent(record=too_big, gpu_required=2)
     assert outcome["status"] == "rejected"
-    assert Agent.objects.get(pk=too_big.id).status == AgentStatus.FAILED
+    assert Agent.objects.get(pk=too_big.id).status == AgentStatus.REJECTED
     with pytest.raises(queue.InvalidRequest):
         store.create_queued_agent(
             record=dataclasses.replace(record, id="executor-bad"), gpu_required=-1
@@ -207,8 +210,10 @@ def test_stats_per_host_and_total():
             "running": 2,
             "done": 0,
             "failed": 0,
-            "rejected": 1,
+            "stopped": 0,
             "cancelled": 0,
+            "rejected": 1,
+            "lost": 0,
         },
     }
     assert stats["hosts"]["a"]["gpu_available"] == 0
@@ -281,11 +286,9 @@ def test_concurrent_claimers_never_double_book(ops, policy):
                 if candidates:
                     pick = rng.choice(candidates)
                     with transaction.atomic():
-                        queue.release_for_agent(
+                        lifecycle.follow_agent(
                             agent_id=pick.agent_id,
-                            agent_status=AgentStatus.DONE
-                            if op == "finish"
-                            else AgentStatus.STOPPED,
+                            status=AgentStatus.DONE if op == "finish" else AgentStatus.STOPPED,
                         )
             _check_invariants()
     finally:

@@ -1,0 +1,129 @@
+"""An executor, its queue request and its run change state together.
+
+Whatever moves one of them (the claim, the executor's start and end, a cancel from the API,
+the admin or a stopped parent, a deleted agent, a host declared dead) goes through a function
+here, inside one transaction, so no reader ever sees a run `queued` behind a `cancelled`
+request or a `done` request under a run that says something else. Once it ends, all three say
+the same word (agentsys.types.EndState). `queue.submit` (queued or rejected) and
+`queue.claim` (running, in its placement statement) are the other two.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.db.models import F, Q, QuerySet, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from agents_app.events import AGENTS_STREAM, record_event
+from agents_app.models import Agent
+from agentsys.types import AgentStatus, EndState, RequestStatus
+from scheduler_app import queue
+from scheduler_app.models import GPU, Run, RunStatus, ScheduleRequest
+
+OPEN_RUN = [RunStatus.QUEUED, RunStatus.RUNNING]
+OPEN_REQUEST = [RequestStatus.QUEUED, RequestStatus.RUNNING]
+_EXIT_CODE = re.compile(r"exited with code (-?\d+)")
+
+
+def end_state(status: AgentStatus, *, error: str = "", started: bool = True) -> EndState:
+    """The word an executor's end gives it, its request and its run. A stop that came before
+    it ever started is a cancel; a run that left no exit code is lost, not merely failed."""
+    if status == AgentStatus.STOPPED and not started:
+        return EndState.CANCELLED
+    if status == AgentStatus.FAILED and "lost:" in error:
+        return EndState.LOST
+    return EndState(status.value)
+
+
+def follow_agent(
+    *, agent_id: str, status: AgentStatus, result=None, error: str = ""
+) -> AgentStatus:
+    """The agent `agent_id` moves to `status` (called in its status transaction, its row
+    locked): its request and its run, if it has them, move with it. Returns the status the
+    agent itself must take (see end_state); for an agent with neither, `status`."""
+    status = AgentStatus(status)
+    now = timezone.now()
+    if status == AgentStatus.RUNNING:
+        Run.objects.filter(agent_id=agent_id, status__in=OPEN_RUN).update(
+            status=RunStatus.RUNNING, started_at=Coalesce(F("started_at"), Value(now))
+        )
+        return status
+    if not status.is_terminal:
+        return status
+    request = (
+        ScheduleRequest.objects.select_for_update()
+        .filter(agent_id=agent_id, status__in=OPEN_REQUEST)
+        .first()
+    )
+    started = request is None or request.status == RequestStatus.RUNNING
+    word = end_state(status, error=error, started=started)
+    if (
+        word == EndState.LOST
+        and request is None
+        and not Run.objects.filter(agent_id=agent_id).exists()
+    ):
+        word = EndState.FAILED  # only a run is lost; any other agent that failed, failed
+    if request is not None:
+        GPU.objects.filter(allocated_to=request).update(allocated_to=None, allocated_at=None)
+        request.status, request.finished_at = word, now
+        request.save(update_fields=["status", "finished_at"])
+        queue.notify_queue()  # its GPUs are free: the next claim need not wait for a poll
+    exit_code = result.get("exit_code") if isinstance(result, dict) else None
+    if exit_code is None and (code := _EXIT_CODE.search(error)):
+        exit_code = int(code.group(1))
+    Run.objects.filter(agent_id=agent_id, status__in=OPEN_RUN).update(
+        status=word, finished_at=now, exit_code=exit_code, error=error
+    )
+    return AgentStatus(word.value)
+
+
+def cancel_requests(
+    requests: QuerySet[ScheduleRequest], *, reason: str = "", publish_live: bool = True
+) -> list[str]:
+    """Withdraw the queued ones of `requests`: each, its agent and its run become `cancelled`
+    together, and the agent's `cancelled` event is recorded. Returns the ids cancelled; one
+    no longer queued (a claim took it first) is left alone. Call inside a transaction.
+    runagentd passes publish_live=False (see agents_app.events.record_event)."""
+    rows = list(
+        requests.select_for_update(of=("self",))
+        .filter(status=RequestStatus.QUEUED)
+        .order_by("created_at", "id")
+        .values_list("id", "agent_id", "parent_id", "config")
+    )
+    if not rows:
+        return []
+    now = timezone.now()
+    ids = [row[0] for row in rows]
+    ScheduleRequest.objects.filter(pk__in=ids).update(
+        status=RequestStatus.CANCELLED, finished_at=now, rejection_reason=reason
+    )
+    agent_ids = [agent_id for _, agent_id, _, _ in rows if agent_id]
+    cancelled_agents = set(
+        Agent.objects.filter(pk__in=agent_ids, status=AgentStatus.IDLE).values_list("pk", flat=True)
+    )
+    Agent.objects.filter(pk__in=cancelled_agents).update(
+        status=AgentStatus.CANCELLED, finished_at=now, error=reason
+    )
+    # A run names its agent; one whose agent row was deleted is still named in the config.
+    run_ids = [config.get("run_id") for *_, config in rows if isinstance(config, dict)]
+    Run.objects.filter(
+        Q(agent_id__in=agent_ids) | Q(pk__in=[r for r in run_ids if isinstance(r, str)]),
+        status=RunStatus.QUEUED,
+    ).update(status=RunStatus.CANCELLED, finished_at=now, error=reason)
+    for request_id, agent_id, parent_id, _ in rows:
+        if agent_id in cancelled_agents:
+            record_event(
+                stream=AGENTS_STREAM,
+                kind=str(AgentStatus.CANCELLED),
+                agent_id=agent_id,
+                payload={
+                    "status": str(AgentStatus.CANCELLED),
+                    "request_id": request_id,
+                    "parent_id": parent_id,
+                    "reason": reason,
+                },
+                publish_live=publish_live,
+            )
+    return ids
