@@ -240,6 +240,8 @@ def start_agent(request, payload: AgentStartIn):
         )
     except (DisallowedAgentClass, ImportError, AttributeError) as error:
         return Status(422, {"detail": f"cls_path: {error}"})
+    except services.AgentStartRefused as error:
+        return Status(422, {"detail": str(error)})
     return Status(201, selectors.agent_with_host(agent_id=agent.id))
 
 

@@ -8,10 +8,19 @@ target's inbox, read at its next context assembly.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from django.db import connection, transaction
 
 from agents_app.models import Agent, AgentCommand
-from agentsys.types import AgentStatus, CommandKind, EntryType, SteerUrgency, new_agent_id
+from agentsys.types import (
+    AgentRole,
+    AgentStatus,
+    CommandKind,
+    EntryType,
+    SteerUrgency,
+    new_agent_id,
+)
 from researchagent.ids import create_with_unique_id
 
 COMMANDS_CHANNEL = "agentsys_commands"
@@ -88,6 +97,10 @@ def steer_agent(*, agent_id: str, context: str, urgency: str, user=None):
 AGENTS_CHANNEL = "agentsys_agents"
 
 
+class AgentStartRefused(ValueError):
+    """The agent's config cannot work (a bad gpu_required, a workdir that is no directory)."""
+
+
 @transaction.atomic
 def request_agent_start(
     *,
@@ -98,24 +111,51 @@ def request_agent_start(
     session: str = "",
     chat_session_id: str | None = None,
 ) -> Agent:
-    """Ask for a top-level agent; a runagentd claims and starts it (SKIP LOCKED, so exactly
-    one). The class must be on the allow-list: nothing else is ever imported."""
+    """Ask for a top-level agent. The class must be on the allow-list: nothing else is ever
+    imported. An executor goes through the GPU queue like every other (a runagentd starts it
+    on the GPUs its claim books, `gpu_required` of them) and works in AGENTSYS_WORKDIR unless
+    its config names a workdir; any other agent is claimed by a runagentd at once (SKIP
+    LOCKED, so exactly one). Raises AgentStartRefused for a config that cannot work."""
     from django.conf import settings
 
     from agentsys.registry import AgentClassRegistry
+    from scheduler_app import queue
 
     cls = AgentClassRegistry(settings.AGENTSYS.extra_agent_classes).resolve(cls_path)
+    config = dict(config or {})
+    executor = cls.role == AgentRole.EXECUTOR
+    if executor:
+        config = _executor_config(config, default_workdir=str(settings.AGENTSYS_WORKDIR))
     agent = create_with_unique_id(
         Agent,
         lambda: new_agent_id(cls.role),
         role=cls.role,
         cls_path=cls_path,
         goal=goal,
-        config=config or {},
+        config=config,
         project=project,
         session=session,
         chat_session_id=chat_session_id,
     )
+    if executor:
+        queue.submit(agent=agent, gpu_required=config["gpu_required"])
+        agent.refresh_from_db()  # queued, or rejected with the reason
+        return agent
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_notify(%s, %s)", [AGENTS_CHANNEL, agent.id])
     return agent
+
+
+def _executor_config(config: dict, *, default_workdir: str) -> dict:
+    """An executor's config with its workdir and gpu_required always set: the executor never
+    falls back to the web's or the daemon's current directory (the checkout)."""
+    from scheduler_app import queue
+
+    try:
+        gpu_required = queue.validate_gpu_required(config.get("gpu_required", 0))
+    except queue.InvalidRequest as error:
+        raise AgentStartRefused(f"config.{error}") from None
+    workdir = config.get("workdir") or default_workdir
+    if not isinstance(workdir, str) or not Path(workdir).is_dir():
+        raise AgentStartRefused(f"config.workdir: {workdir!r} is not a directory")
+    return {**config, "workdir": workdir, "gpu_required": gpu_required}

@@ -119,7 +119,7 @@ def test_stop_cascade_kills_a_grandchild_that_ignores_sigterm(daemon):
     wait_until(lambda: not pid_alive(shell_pid), 5, message="the shell to be gone, not a zombie")
     assert not pid_alive(Agent.objects.get(pk=l3.id).pid)
     assert ScheduleRequest.objects.get(pk=queued.pk).status == RequestStatus.CANCELLED
-    assert Agent.objects.get(pk=waiting.pk).status == STOPPED  # it never ran
+    assert Agent.objects.get(pk=waiting.pk).status == AgentStatus.CANCELLED  # it never ran
     assert Agent.objects.get(pk=other.id).status == PAUSED  # untouched by the cascade
 
 
