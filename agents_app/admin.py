@@ -5,7 +5,7 @@ from django.template.response import TemplateResponse
 from agents_app import services
 from agents_app.models import Agent, AgentCommand, Event, EventStream
 from agentsys.types import CommandKind, SteerUrgency
-from researchagent.admin_tools import json_display, run_service_action
+from researchagent.admin_tools import MachineManagedAdmin, json_display, run_service_action
 
 _APPLIED_BY_DAEMON = " (runagentd carries it out; the agent's events show the outcome)"
 
@@ -79,7 +79,10 @@ class ChildInline(admin.TabularInline):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(MachineManagedAdmin):
+    """Agents are started through the API (an executor through the GPU queue) and move by
+    their daemon; a person stops, pauses, resumes or steers them with the actions."""
+
     list_display = (
         "id",
         "role",
@@ -103,7 +106,6 @@ class AgentAdmin(admin.ModelAdmin):
         "result_view",
     )
     exclude = ("config", "result")
-    raw_id_fields = ("parent", "superseded_by", "chat_session")
     date_hierarchy = "created_at"
     inlines = [ChildInline]
     actions = [
@@ -125,11 +127,12 @@ class AgentAdmin(admin.ModelAdmin):
 
 
 @admin.register(AgentCommand)
-class AgentCommandAdmin(admin.ModelAdmin):
+class AgentCommandAdmin(MachineManagedAdmin):
+    """Commands are made by the agent actions and the API, and handled by runagentd."""
+
     list_display = ("id", "agent", "kind", "status", "requested_by", "created_at", "handled_at")
     list_filter = ("kind", "status")
     search_fields = ("agent__id", "detail")
-    raw_id_fields = ("agent",)
     readonly_fields = ("created_at", "handled_at", "payload_view")
     exclude = ("payload",)
     payload_view = json_display("payload")

@@ -146,8 +146,9 @@ class Event(models.Model):
     stream and resumes from the last `seq` it saw: it gets everything after, no gap and no
     duplicate, whatever restarted in between.
 
-    Streams: `agents` (lifecycle and custom agent events), `chat.<session id>` (a chat's
-    stream events), `alerts`, `runs`."""
+    Streams: `agents` (lifecycle and custom agent events, and alerts: `alert_raised`,
+    `alert_resolved`; the stream `/api/agents/events` and the WebSocket serve) and
+    `chat.<session id>` (a chat's stream events)."""
 
     id = models.BigAutoField(primary_key=True)
     stream = models.CharField(max_length=100)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from django.db import connection, transaction
 from django.utils import timezone
 
-from agents_app.events import record_event
 from agentsys.context import memory_bank_lines
 from agentsys.memory import ContextLimits, Entry, EntryQuery
 from agentsys.types import EntryType
@@ -14,7 +13,7 @@ from memory_app import selectors
 from memory_app.context import assemble_context
 from memory_app.models import MemoryEntry
 from memory_app.services import write_entries, write_entry
-from scheduler_app.models import Alert, Run
+from scheduler_app.services import raise_alert
 
 
 class DjangoMemoryView:
@@ -72,8 +71,8 @@ class DjangoMemoryView:
     def raise_alert(
         self, *, severity: str, message: str, signature: str, data: dict, run_dir: str = ""
     ) -> str:
-        """An ALERT entry for the agents, and an Alert a person sees (with a live event):
-        the original wrote executor alerts where no one looked."""
+        """An ALERT entry for the agents, and an Alert a person sees with its live event in
+        the agents stream, all in one transaction."""
         key = write_entry(
             type=EntryType.ALERT,
             agent_id=self.agent_id,
@@ -82,25 +81,13 @@ class DjangoMemoryView:
             data={**data, "message": message},
             **self.scope,
         ).key
-        alert = Alert.objects.create(
-            run=Run.objects.filter(agent_id=self.agent_id).first(),
+        alert = raise_alert(
             agent_id=self.agent_id,
             severity=severity,
             message=message,
             signature=signature,
-            choices=["acknowledge", "stop"],
             memory_key=key,
-        )
-        record_event(
-            stream="alerts",
-            kind="alert",
-            agent_id=self.agent_id,
-            payload={
-                "alert_id": alert.id,
-                "severity": severity,
-                "message": message,
-                "run_dir": run_dir,
-            },
+            run_dir=run_dir,
         )
         return alert.id
 

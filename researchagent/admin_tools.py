@@ -39,3 +39,15 @@ def run_service_action(modeladmin, request, queryset, service, verb: str) -> Non
         modeladmin.message_user(request, f"{verb}: {done}", messages.SUCCESS)
     for line in refused:
         modeladmin.message_user(request, line, messages.WARNING)
+
+
+class MachineManagedAdmin(admin.ModelAdmin):
+    """Rows the system writes (statuses, pids, exit codes, GPU bookings, heartbeats): the admin
+    shows them and offers actions that go through the services, but no form can change them
+    or add one by hand. The change page is then a read-only view, and a POST to it is 403."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

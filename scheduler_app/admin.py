@@ -1,8 +1,21 @@
 from django.contrib import admin
 
-from researchagent.admin_tools import json_display, run_service_action
-from scheduler_app import selectors, services
-from scheduler_app.models import GPU, Alert, Host, Run, ScheduleRequest, Sweep
+from researchagent.admin_tools import MachineManagedAdmin, json_display, run_service_action
+from scheduler_app import runs, selectors, services
+from scheduler_app.models import GPU, Alert, Host, Run, RunStatus, ScheduleRequest, Sweep
+
+# What runagentd detects about a GPU and what the queue books on it; `enabled` (offer it to
+# the scheduler or not) is the one thing a person decides.
+GPU_MANAGED = (
+    "host",
+    "index",
+    "uuid",
+    "name",
+    "memory_total_mb",
+    "source",
+    "allocated_to",
+    "allocated_at",
+)
 
 
 class GPUInline(admin.TabularInline):
@@ -18,6 +31,9 @@ class GPUInline(admin.TabularInline):
 
 @admin.register(Host)
 class HostAdmin(admin.ModelAdmin):
+    """A host registers itself and heart-beats: everything on it is read-only but its GPUs'
+    `enabled` switch. A host whose daemon is gone is marked offline with the action."""
+
     list_display = (
         "name",
         "hostname",
@@ -30,14 +46,22 @@ class HostAdmin(admin.ModelAdmin):
     list_filter = ("status",)
     search_fields = ("name", "hostname")
     readonly_fields = (
+        "name",
+        "hostname",
+        "status",
         "daemon_pid",
         "daemon_started_at",
         "last_heartbeat",
+        "version",
         "created_at",
         "info_view",
     )
     exclude = ("info",)
     inlines = [GPUInline]
+
+    def has_add_permission(self, request, obj=None):
+        return False  # runagentd registers its host
+
     actions = ["mark_offline"]
     info_view = json_display("info")
 
@@ -75,8 +99,11 @@ class GPUAdmin(admin.ModelAdmin):
     list_filter = ("host", "source", "enabled")
     search_fields = ("host__name", "name", "uuid")
     exclude = ("held_by_others",)
-    readonly_fields = ("allocated_to", "allocated_at", "held_by_others_view")
+    readonly_fields = (*GPU_MANAGED, "held_by_others_view")
     held_by_others_view = json_display("held_by_others")
+
+    def has_add_permission(self, request, obj=None):
+        return False  # detected (or declared) by runagentd
 
     @admin.display(description="held by other processes")
     def held_by(self, obj):
@@ -87,7 +114,9 @@ class GPUAdmin(admin.ModelAdmin):
 
 
 @admin.register(ScheduleRequest)
-class ScheduleRequestAdmin(admin.ModelAdmin):
+class ScheduleRequestAdmin(MachineManagedAdmin):
+    """Requests are submitted by the services and placed by the claim; cancel is the action."""
+
     list_display = (
         "id",
         "status",
@@ -101,7 +130,6 @@ class ScheduleRequestAdmin(admin.ModelAdmin):
     )
     list_filter = ("status", "host", "gpu_required")
     search_fields = ("id", "goal", "agent__id", "parent__id", "agent_cls_path")
-    raw_id_fields = ("agent", "parent")
     readonly_fields = ("created_at", "started_at", "finished_at", "gpu_indices", "config_view")
     exclude = ("config",)
     date_hierarchy = "created_at"
@@ -129,13 +157,44 @@ class SweepAdmin(admin.ModelAdmin):
     list_filter = ("status",)
     search_fields = ("id", "name", "goal", "base_command")
     raw_id_fields = ("chat_session",)
-    readonly_fields = ("created_at", "updated_at", "parameters_view")
+    readonly_fields = ("status", "created_at", "updated_at", "parameters_view")
     exclude = ("parameters",)
     parameters_view = json_display("parameters")
 
 
+# A run's outcome and its link to the executor and the queue: only the services move them.
+RUN_MANAGED = (
+    "id",
+    "status",
+    "agent",
+    "run_dir",
+    "exit_code",
+    "error",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "updated_at",
+    "params_view",
+    "executor_options_view",
+)
+# What a person asks for; fixed once the run has been started (rerun makes a new one).
+RUN_INPUTS = ("name", "command", "workdir", "gpu_required", "sweep", "chat_session")
+
+
+def _run_action(service, verb: str, description: str):
+    @admin.action(description=description)
+    def action(modeladmin, request, queryset):
+        run_service_action(modeladmin, request, queryset, lambda r: service(run_id=r.pk), verb)
+
+    action.__name__ = service.__name__
+    return action
+
+
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
+    """A person writes a run's command; its status, exit code and executor are the system's.
+    Start, stop and rerun are actions through the same services as the API."""
+
     list_display = (
         "name",
         "id",
@@ -148,32 +207,36 @@ class RunAdmin(admin.ModelAdmin):
     )
     list_filter = ("status", "auto_start")
     search_fields = ("id", "name", "command", "run_dir")
-    raw_id_fields = ("sweep", "chat_session", "agent")
-    readonly_fields = (
-        "created_at",
-        "started_at",
-        "finished_at",
-        "updated_at",
-        "exit_code",
-        "run_dir",
-        "params_view",
-        "executor_options_view",
-    )
-    exclude = ("params", "executor_options")
+    raw_id_fields = ("sweep", "chat_session")
+    exclude = ("params", "executor_options", "auto_start")
     date_hierarchy = "created_at"
     params_view = json_display("params")
     executor_options_view = json_display("executor_options")
+    actions = [
+        _run_action(runs.start_run, "Queued", "Start selected runs (they never started)"),
+        _run_action(runs.stop_run, "Stop requested", "Stop selected runs"),
+        _run_action(runs.rerun, "Rerun as new runs", "Rerun selected runs"),
+    ]
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return ("status",)
+        if obj.status != RunStatus.READY:
+            return (*RUN_MANAGED, *RUN_INPUTS)
+        return RUN_MANAGED
 
 
 @admin.register(Alert)
-class AlertAdmin(admin.ModelAdmin):
+class AlertAdmin(MachineManagedAdmin):
+    """Alerts are raised by executors; a person answers them with the actions (as with
+    POST /api/alerts/{id}/respond)."""
+
     list_display = ("id", "severity", "status", "short_message", "agent_id", "run", "created_at")
     list_filter = ("severity", "status")
     search_fields = ("id", "message", "agent_id", "signature")
-    raw_id_fields = ("run",)
     readonly_fields = ("created_at", "responded_at", "responded_by", "choices_view")
     exclude = ("choices",)
-    actions = ["acknowledge"]
+    actions = ["acknowledge", "stop"]
     choices_view = json_display("choices")
 
     @admin.display(description="message")
@@ -194,4 +257,14 @@ class AlertAdmin(admin.ModelAdmin):
                 user=request.user,
             ),
             "Acknowledged",
+        )
+
+    @admin.action(description="Answer selected alerts with stop (stops what raised them)")
+    def stop(self, request, queryset):
+        run_service_action(
+            self,
+            request,
+            queryset,
+            lambda a: services.answer_alert(alert_id=a.pk, response="stop", user=request.user),
+            "Stopped",
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,7 +10,6 @@ from django.db import transaction
 from ninja import Query, Router, Schema, Status
 from pydantic import ConfigDict, Field, StringConstraints
 
-from agents_app.models import Agent
 from scheduler_app import queue, runs, services
 from scheduler_app.models import Alert, AlertStatus, Run, RunStatus
 
@@ -264,19 +262,5 @@ def respond_to_alert(request, alert_id: str, payload: AlertResponseIn):
     except services.ServiceError as error:
         return Status(409, {"detail": str(error)})
     if payload.response == "stop":
-        _stop_what_raised(alert, user)
+        services.stop_what_raised(alert=alert, user=user)  # the admin's stop action does too
     return alert
-
-
-def _stop_what_raised(alert: Alert, user) -> None:
-    """ "stop" stops the run, or the agent that raised the alert when it has no run. If it
-    already ended, the response is recorded all the same."""
-    from agents_app.services import AgentCommandRefused, request_agent_command
-    from agentsys.types import CommandKind
-
-    if alert.run_id:
-        with contextlib.suppress(runs.RunRefused):
-            runs.stop_run(run_id=alert.run_id)
-        return
-    with contextlib.suppress(AgentCommandRefused, Agent.DoesNotExist), transaction.atomic():
-        request_agent_command(agent_id=alert.agent_id, kind=CommandKind.STOP, user=user)

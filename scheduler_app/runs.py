@@ -69,6 +69,8 @@ def start_run(*, run_id: str) -> Run:
             f"{run_id} is {run.status}; only a run that never started (ready, cancelled, "
             "rejected) can be started; use rerun for one that ran"
         )
+    # Never the current directory (the checkout): a run made in the admin has no workdir.
+    run.workdir = run.workdir or str(settings.AGENTSYS_WORKDIR)
     agent = create_with_unique_id(
         Agent,
         lambda: new_agent_id("executor"),

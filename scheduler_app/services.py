@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import socket
@@ -10,6 +11,11 @@ import sys
 from django.db import transaction
 from django.utils import timezone
 
+from agents_app.events import AGENTS_STREAM, record_event
+from agents_app.models import Agent
+from agents_app.services import AgentCommandRefused, request_agent_command
+from agentsys.types import CommandKind
+from scheduler_app import runs
 from scheduler_app.lifecycle import cancel_requests
 from scheduler_app.models import (
     GPU,
@@ -17,6 +23,7 @@ from scheduler_app.models import (
     AlertStatus,
     Host,
     HostStatus,
+    Run,
     ScheduleRequest,
 )
 from scheduler_app.queue import notify_queue
@@ -93,8 +100,38 @@ def cancel_request(*, request_id: str) -> ScheduleRequest:
     return request
 
 
+ALERT_CHOICES = ["acknowledge", "stop"]
+
+
+@transaction.atomic
+def raise_alert(
+    *,
+    agent_id: str,
+    severity: str,
+    message: str,
+    signature: str = "",
+    memory_key: str = "",
+    run_dir: str = "",
+) -> Alert:
+    """An Alert a person sees, and its `alert_raised` event in the agents stream (the one
+    `/api/agents/events` and the WebSocket serve), committed together."""
+    alert = Alert.objects.create(
+        run=Run.objects.filter(agent_id=agent_id).first(),
+        agent_id=agent_id,
+        severity=severity,
+        message=message,
+        signature=signature,
+        choices=ALERT_CHOICES,
+        memory_key=memory_key,
+    )
+    _alert_event(alert, "alert_raised", run_dir=run_dir)
+    return alert
+
+
 @transaction.atomic
 def respond_to_alert(*, alert_id: str, response: str, user=None) -> Alert:
+    """Answer an alert (acknowledge it, or stop what raised it: the caller does the stop);
+    its `alert_resolved` event, naming the response, commits with it."""
     alert = Alert.objects.select_for_update().get(pk=alert_id)
     if alert.status == AlertStatus.RESOLVED:
         raise ServiceError(f"{alert_id} was already resolved ({alert.response or 'no response'})")
@@ -105,7 +142,48 @@ def respond_to_alert(*, alert_id: str, response: str, user=None) -> Alert:
     alert.responded_at = timezone.now()
     alert.responded_by = user
     alert.save()
+    _alert_event(
+        alert, "alert_resolved", response=response, responded_by=user.get_username() if user else ""
+    )
     return alert
+
+
+def answer_alert(*, alert_id: str, response: str, user=None) -> Alert:
+    """Respond to an alert and act on the answer: `stop` stops the run that raised it (or the
+    agent, when it has no run). The response is recorded even if that already ended."""
+    with transaction.atomic():
+        alert = respond_to_alert(alert_id=alert_id, response=response, user=user)
+    if response == "stop":
+        stop_what_raised(alert=alert, user=user)
+    return alert
+
+
+def stop_what_raised(*, alert: Alert, user=None) -> None:
+    """Stop the run that raised `alert`, or its agent when it has no run; one that already
+    ended is left as it is."""
+    if alert.run_id:
+        with contextlib.suppress(runs.RunRefused):
+            runs.stop_run(run_id=alert.run_id)
+        return
+    with contextlib.suppress(AgentCommandRefused, Agent.DoesNotExist), transaction.atomic():
+        request_agent_command(agent_id=alert.agent_id, kind=CommandKind.STOP, user=user)
+
+
+def _alert_event(alert: Alert, kind: str, **extra) -> None:
+    record_event(
+        stream=AGENTS_STREAM,
+        kind=kind,
+        agent_id=alert.agent_id,
+        payload={
+            "alert_id": alert.id,
+            "status": str(alert.status),
+            "severity": alert.severity,
+            "message": alert.message,
+            "run_id": alert.run_id,
+            "choices": alert.choices,
+            **extra,
+        },
+    )
 
 
 @transaction.atomic

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from researchagent.admin_tools import json_display
+from researchagent.admin_tools import MachineManagedAdmin, json_display
 from sessions_app import services
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 
@@ -40,7 +40,9 @@ class ChatSessionAdmin(admin.ModelAdmin):
 
 
 @admin.register(ChatMessage)
-class ChatMessageAdmin(admin.ModelAdmin):
+class ChatMessageAdmin(MachineManagedAdmin):
+    """A chat's messages are written by the chat and its turns, in order (seq)."""
+
     list_display = ("session", "seq", "role", "short_content", "created_at")
     list_filter = ("role",)
     search_fields = ("content", "session__id", "session__title")
@@ -55,7 +57,9 @@ class ChatMessageAdmin(admin.ModelAdmin):
 
 
 @admin.register(ChatTurn)
-class ChatTurnAdmin(admin.ModelAdmin):
+class ChatTurnAdmin(MachineManagedAdmin):
+    """A streamed LLM response: its status and text are written as it streams."""
+
     list_display = ("id", "session", "status", "mode", "synthetic", "started_at", "finished_at")
     list_filter = ("status", "mode", "synthetic")
     search_fields = ("id", "session__id", "full_text", "error")

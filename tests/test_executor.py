@@ -156,7 +156,10 @@ def test_metrics_become_entries_and_one_alert_a_person_sees(
     [alert] = Alert.objects.filter(agent_id=run.agent_id)
     assert (alert.severity, alert.message, alert.run_id) == (severity, message, run.id)
     assert MemoryEntry.objects.filter(agent_id=run.agent_id, type="alert").count() == 1
-    assert Event.objects.filter(stream="alerts", agent_id=run.agent_id).count() == 1
+    assert (
+        Event.objects.filter(stream="agents", kind="alert_raised", agent_id=run.agent_id).count()
+        == 1
+    )
 
 
 def test_oom_fixture_is_retried_then_fails_at_the_limit(daemons, tmp_path):
