@@ -405,3 +405,77 @@ async def test_sse_answers_only_get(token, method):
     client = SSEClient(headers=[token])
     client.app.scope["method"] = method
     assert (await client.start())[0] in (403, 405)  # 403: the CSRF check comes first
+
+
+# -- alerts on the same stream (issue 9 item 11) ----------------------------------------------
+
+
+def _raise_alert_as_an_executor_does() -> str:
+    from memory_app.view import DjangoMemoryView
+
+    view = DjangoMemoryView("executor-0000bbbb", "executor", {"project": "p"})
+    return view.raise_alert(
+        severity="critical",
+        message="NaN loss detected (step=3).",
+        signature="nan",
+        data={"step": 3},
+    )
+
+
+def _respond(alert_id: str, response: str):
+    return Client().post(
+        f"/api/alerts/{alert_id}/respond",
+        {"response": response},
+        content_type="application/json",
+        HTTP_X_AUTH_TOKEN=TOKEN,
+    )
+
+
+async def test_alerts_raised_and_answered_reach_sse_and_websocket_clients_resuming(token):
+    before = await record(kind="note")
+    alert_id = await database_sync_to_async(_raise_alert_as_an_executor_does)()
+
+    client = SSEClient(headers=[token, (b"last-event-id", str(before).encode())])
+    assert (await client.start())[0] == 200
+    raised = await client.event()
+    assert (raised["id"], raised["kind"], raised["agent_id"]) == (
+        before + 1,
+        "alert_raised",
+        "executor-0000bbbb",
+    )
+    assert raised["payload"]["alert_id"] == alert_id
+    assert raised["payload"]["severity"] == "critical"
+    assert raised["payload"]["status"] == "pending"
+    answered = await database_sync_to_async(_respond)(alert_id, "acknowledge")
+    assert answered.status_code == 200
+    resolved = await client.event()  # live
+    assert (resolved["id"], resolved["kind"]) == (before + 2, "alert_resolved")
+    assert resolved["payload"]["alert_id"] == alert_id
+    assert resolved["payload"]["response"] == "acknowledge"
+    assert resolved["payload"]["status"] == "resolved"
+    await client.close()
+
+    socket = websocket(f"after={before}", headers=[token])
+    assert (await socket.connect(timeout=WAIT))[0]
+    replayed = [await socket.receive_json_from(timeout=WAIT) for _ in range(2)]
+    assert [(m["id"], m["kind"]) for m in replayed] == [
+        (before + 1, "alert_raised"),
+        (before + 2, "alert_resolved"),
+    ]
+    await socket.disconnect()
+
+
+async def test_an_alert_and_its_event_commit_together():
+    from django.db import transaction
+
+    from scheduler_app.models import Alert
+    from scheduler_app.services import raise_alert
+
+    def raise_then_roll_back():
+        with transaction.atomic():
+            raise_alert(agent_id="executor-0000cccc", severity="warning", message="spike")
+            transaction.set_rollback(True)
+
+    await database_sync_to_async(raise_then_roll_back)()
+    assert await Alert.objects.acount() == 0
+    assert await Event.objects.filter(kind="alert_raised").acount() == 0
