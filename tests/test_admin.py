@@ -7,7 +7,17 @@ from django.urls import reverse
 from agents_app.models import AgentCommand
 from agentsys.types import AgentStatus, RequestStatus
 from memory_app.models import MemoryEntry
-from scheduler_app.models import Alert, AlertStatus, Host, HostStatus, ScheduleRequest
+from scheduler_app import runs
+from scheduler_app.models import (
+    GPU,
+    Alert,
+    AlertStatus,
+    Host,
+    HostStatus,
+    Run,
+    RunStatus,
+    ScheduleRequest,
+)
 from sessions_app.models import ChatSession
 from tests.factories import one_of_everything
 
@@ -174,3 +184,116 @@ def test_steer_action_asks_for_context_then_steers(admin_client):
         },
     )
     assert bad.status_code == 200 and b"errorlist" in bad.content  # the form again, explained
+
+
+# -- machine-managed state is read-only; actions instead (issue 9 item 14) --------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "change"),
+    [
+        ("l3", {"status": "done", "pid": "4242", "host": "1", "error": ""}),
+        ("request", {"status": "done", "gpu_indices": "0", "gpu_required": "0"}),
+        ("alert", {"status": "resolved", "response": "stop", "severity": "info"}),
+        ("command", {"status": "delivered", "kind": "stop"}),
+        ("turn", {"status": "done"}),
+    ],
+)
+def test_a_change_form_post_cannot_move_what_the_system_manages(admin_client, key, change):
+    obj = one_of_everything()[key]
+    before = {field: getattr(type(obj).objects.get(pk=obj.pk), field) for field in ("status",)}
+    response = admin_client.post(_url(type(obj), "change", obj.pk), change)
+    assert response.status_code == 403
+    assert type(obj).objects.get(pk=obj.pk).status == before["status"]
+    assert admin_client.get(_url(type(obj), "change", obj.pk)).status_code == 200  # a view
+
+
+def test_a_host_form_changes_only_the_gpus_enabled_switch(admin_client):
+    rows = one_of_everything()
+    host, gpu = rows["host"], rows["gpu"]
+    response = admin_client.post(
+        _url(Host, "change", host.pk),
+        {
+            "name": "renamed",
+            "status": HostStatus.DEAD,
+            "daemon_pid": "4242",
+            "gpus-TOTAL_FORMS": "1",
+            "gpus-INITIAL_FORMS": "1",
+            "gpus-MIN_NUM_FORMS": "0",
+            "gpus-MAX_NUM_FORMS": "1000",
+            "gpus-0-id": str(gpu.pk),
+            "gpus-0-host": str(host.pk),
+            "gpus-0-index": "7",
+            "gpus-0-allocated_to": rows["request"].pk,
+            # enabled left out: unticked
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    host.refresh_from_db()
+    gpu.refresh_from_db()
+    assert (host.name, host.status, host.daemon_pid) == ("gpu-box", HostStatus.ONLINE, None)
+    assert (gpu.index, gpu.allocated_to_id, gpu.enabled) == (0, None, False)
+
+
+def test_a_gpu_form_cannot_book_or_renumber_it(admin_client):
+    rows = one_of_everything()
+    gpu = rows["gpu"]
+    response = admin_client.post(
+        _url(GPU, "change", gpu.pk),
+        {"enabled": "on", "index": "5", "allocated_to": rows["request"].pk, "host": "999"},
+    )
+    assert response.status_code == 302
+    gpu.refresh_from_db()
+    assert (gpu.index, gpu.allocated_to_id, gpu.host_id) == (0, None, rows["host"].pk)
+
+
+def test_a_run_form_edits_a_ready_runs_command_but_never_its_status(admin_client):
+    run = one_of_everything()["run"]
+    fields = {
+        "name": "renamed",
+        "command": "python train.py --lr=1",
+        "workdir": "",
+        "gpu_required": 0,
+    }
+    response = admin_client.post(
+        _url(Run, "change", run.pk), {**fields, "status": "done", "exit_code": "0"}
+    )
+    assert response.status_code == 302
+    run.refresh_from_db()
+    assert (run.name, run.status, run.exit_code) == ("renamed", RunStatus.READY, None)
+
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
+    admin_client.post(_url(Run, "change", run.pk), {**fields, "command": "rm -rf /"})
+    assert Run.objects.get(pk=run.pk).command == "python train.py --lr=1"  # fixed once started
+
+
+def test_run_actions_start_stop_and_rerun_through_the_services(admin_client, tmp_path, settings):
+    settings.AGENTSYS_WORKDIR = tmp_path
+    run = one_of_everything()["run"]
+    Run.objects.filter(pk=run.pk).update(agent=None)
+    url = _url(Run, "changelist")
+    admin_client.post(url, {"action": "start_run", "_selected_action": [run.pk]})
+    run.refresh_from_db()
+    assert run.status == RunStatus.QUEUED
+    assert run.workdir == str(tmp_path)  # made in the admin with no workdir: never the checkout
+    assert ScheduleRequest.objects.get(agent_id=run.agent_id).status == RequestStatus.QUEUED
+    admin_client.post(url, {"action": "stop_run", "_selected_action": [run.pk]})
+    assert Run.objects.get(pk=run.pk).status == RunStatus.CANCELLED
+    text = admin_client.post(
+        url, {"action": "rerun", "_selected_action": [run.pk]}, follow=True
+    ).content.decode()
+    assert "Rerun as new runs: 1" in text
+    assert Run.objects.filter(name=run.name, status=RunStatus.QUEUED).count() == 1
+
+
+def test_alert_stop_action_answers_it_and_stops_its_run(admin_client, tmp_path, settings):
+    settings.AGENTSYS_WORKDIR = tmp_path
+    rows = one_of_everything()
+    run = runs.start_run(run_id=rows["run"].pk)
+    Alert.objects.filter(pk=rows["alert"].pk).update(run=run)
+    admin_client.post(
+        _url(Alert, "changelist"), {"action": "stop", "_selected_action": [rows["alert"].pk]}
+    )
+    alert = Alert.objects.get(pk=rows["alert"].pk)
+    assert (alert.status, alert.response) == (AlertStatus.RESOLVED, "stop")
+    assert Run.objects.get(pk=run.pk).status == RunStatus.CANCELLED  # it had not started
