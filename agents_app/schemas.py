@@ -9,7 +9,7 @@ from ninja import Schema
 from pydantic import ConfigDict, Field, StringConstraints
 
 from agents_app.services import MAX_STEER_CONTEXT
-from agentsys.types import SteerUrgency
+from agentsys.types import END_STATE_HELP, AgentStatus, SteerUrgency
 
 
 class ErrorOut(Schema):
@@ -31,7 +31,9 @@ class AgentStartIn(Schema):
 class AgentOut(Schema):
     id: str
     role: str
-    status: str
+    status: AgentStatus = Field(
+        description=f"idle (or queued for a GPU), running, paused. {END_STATE_HELP}"
+    )
     goal: str
     cls_path: str
     config: dict[str, Any]
@@ -78,7 +80,7 @@ class AgentDetailOut(AgentOut):
 class AgentNode(Schema):
     id: str
     role: str
-    status: str
+    status: AgentStatus = Field(description=END_STATE_HELP)
     goal: str
     iteration: int
     superseded_by_id: str | None

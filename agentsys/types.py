@@ -22,6 +22,14 @@ class EndState(StrEnum):
 
 END_STATES = frozenset(EndState)
 
+# What the API schema says about every status field that can end.
+END_STATE_HELP = (
+    "End states share one vocabulary across agents, queue requests and runs: "
+    "done (succeeded), failed (ended with an error), stopped (stopped by a person or its "
+    "parent after it started), cancelled (withdrawn before it ever started), rejected (can "
+    "never run as asked), lost (a run that ended unwatched, leaving no exit code)."
+)
+
 
 class AgentStatus(StrEnum):
     IDLE = "idle"  # created, or queued behind the scheduler

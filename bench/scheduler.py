@@ -43,9 +43,9 @@ def submit_to_running(samples: int = 50) -> tuple[list[float], list[float]]:
     return placed, started
 
 
-def claims_per_second(gpus: int, queued: int = 2000, finished: int = 100_000) -> float:
+def claims_per_second(gpus: int, queued: int = 2000, ended: int = 100_000) -> float:
     """In-process: 1-GPU requests claimed on a host with `gpus` GPUs, released, repeated;
-    only the claims are timed. `finished` old requests sit in the table throughout."""
+    only the claims are timed. `ended` old requests (done) sit in the table throughout."""
     from django.db import transaction
 
     from agents_app.models import Agent
@@ -54,11 +54,11 @@ def claims_per_second(gpus: int, queued: int = 2000, finished: int = 100_000) ->
     from scheduler_app import lifecycle, queue
     from scheduler_app.models import GPU, Host, ScheduleRequest
 
-    missing = finished - ScheduleRequest.objects.filter(id__startswith="sched-old").count()
+    missing = ended - ScheduleRequest.objects.filter(id__startswith="sched-old").count()
     ScheduleRequest.objects.bulk_create(
         (
             ScheduleRequest(id=f"sched-old{i:07d}", agent_cls_path="x", status=RequestStatus.DONE)
-            for i in range(finished - missing, finished)
+            for i in range(ended - missing, ended)
         ),
         batch_size=5000,
     )

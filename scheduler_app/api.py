@@ -6,9 +6,9 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from ninja import Query, Router, Schema, Status
+from ninja import Field, Query, Router, Schema, Status
 
-from agentsys.types import RequestStatus
+from agentsys.types import END_STATE_HELP, RequestStatus
 from scheduler_app import queue as queue_service
 from scheduler_app import selectors, services
 from scheduler_app.models import ScheduleRequest
@@ -74,7 +74,9 @@ class ErrorOut(Schema):
 
 class RequestOut(Schema):
     id: str
-    status: str
+    status: RequestStatus = Field(
+        description=f"queued, running (on gpu_indices of host), then as its run. {END_STATE_HELP}"
+    )
     agent_id: str | None
     parent_id: str | None
     agent_cls_path: str

@@ -10,6 +10,7 @@ from django.db import transaction
 from ninja import Query, Router, Schema, Status
 from pydantic import ConfigDict, Field, StringConstraints
 
+from agentsys.types import END_STATE_HELP
 from scheduler_app import queue, runs, services
 from scheduler_app.models import Alert, AlertStatus, Run, RunStatus
 
@@ -74,7 +75,9 @@ class RunOut(Schema):
     gpu_required: int
     params: dict[str, Any]
     executor_options: dict[str, Any]
-    status: str
+    status: RunStatus = Field(
+        description=f"ready (not started), queued, running; then as its request. {END_STATE_HELP}"
+    )
     agent_id: str | None
     run_dir: str
     exit_code: int | None
