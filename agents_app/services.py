@@ -155,7 +155,10 @@ def _executor_config(config: dict, *, default_workdir: str) -> dict:
         gpu_required = queue.validate_gpu_required(config.get("gpu_required", 0))
     except queue.InvalidRequest as error:
         raise AgentStartRefused(f"config.{error}") from None
-    workdir = config.get("workdir") or default_workdir
+    workdir = config.get("workdir")
+    if not workdir:  # the default is ours (settings checked a given AGENTSYS_WORKDIR exists)
+        workdir = default_workdir
+        Path(workdir).mkdir(parents=True, exist_ok=True)
     if not isinstance(workdir, str) or not Path(workdir).is_dir():
         raise AgentStartRefused(f"config.workdir: {workdir!r} is not a directory")
     return {**config, "workdir": workdir, "gpu_required": gpu_required}
