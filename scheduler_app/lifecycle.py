@@ -112,6 +112,7 @@ def cancel_requests(
         Q(agent_id__in=agent_ids) | Q(pk__in=[r for r in run_ids if isinstance(r, str)]),
         status=RunStatus.QUEUED,
     ).update(status=RunStatus.CANCELLED, finished_at=now, error=reason)
+    queue.notify_queue()  # a reserving policy may have held GPUs for one of them
     for request_id, agent_id, parent_id, _ in rows:
         if agent_id in cancelled_agents:
             record_event(

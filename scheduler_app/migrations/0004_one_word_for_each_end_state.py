@@ -30,6 +30,11 @@ def forwards(apps, schema_editor):
     rejected = Request.objects.filter(status="rejected").values("agent_id")
     Agent.objects.filter(pk__in=rejected, status="failed").update(status="rejected")
     Run.objects.filter(agent_id__in=rejected, status="failed").update(status="rejected")
+    # An executor row made outside the queue that no daemon took yet: runagentd no longer
+    # starts those (an executor starts only through the queue), so it would wait forever.
+    Agent.objects.filter(
+        role="executor", status="idle", host__isnull=True, schedule_request__isnull=True
+    ).update(status="cancelled", error="made outside the GPU queue; start it again")
     lost = Run.objects.filter(status="lost").values("agent_id")
     Request.objects.filter(agent_id__in=lost, status="failed").update(status="lost")
     Agent.objects.filter(pk__in=lost, status="failed").update(status="lost")
