@@ -4,17 +4,20 @@ the same word. One test per path that moves a request: submit (queued, rejected)
 start, the executor's end (done, failed, stopped, lost), a cancel from the API, the admin,
 a stopped parent or a deleted agent, and a host declared dead."""
 
+import contextlib
 from datetime import timedelta
 
 import pytest
 from django.urls import reverse
 from django.utils import timezone
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agents_app.models import Agent, Event
 from agents_app.runtime_store import DjangoRuntimeStore
 from agentsys.scheduling import FifoFirstFit
 from agentsys.types import AgentStatus, EndState, RequestStatus, new_agent_id
-from scheduler_app import queue, runs
+from scheduler_app import queue, runs, services
 from scheduler_app.models import GPU, Host, HostStatus, Run, RunStatus, ScheduleRequest
 
 pytestmark = pytest.mark.django_db
@@ -184,3 +187,76 @@ def test_a_dead_host_fails_run_request_and_agent_and_frees_the_gpus(host, tmp_pa
 def test_run_and_request_end_states_are_the_shared_words():
     assert {s for s in RunStatus.values if s not in {"ready", "queued", "running"}} == set(EndState)
     assert {s for s in RequestStatus if s not in {"queued", "running"}} == set(EndState)
+
+
+END = {str(word) for word in EndState}
+
+
+def _check_agreement() -> None:
+    for run in Run.objects.exclude(agent=None):
+        request = ScheduleRequest.objects.get(agent_id=run.agent_id)
+        agent = Agent.objects.get(pk=run.agent_id)
+        if run.status in END:
+            assert (request.status, agent.status) == (run.status, run.status), run.id
+            assert not GPU.objects.filter(allocated_to=request).exists()
+        elif run.status == RunStatus.QUEUED:
+            assert (request.status, agent.status) == ("queued", "idle"), run.id
+        else:
+            assert run.status == RunStatus.RUNNING, run.id
+            assert request.status == "running" and agent.status in {"idle", "running"}, run.id
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["start", "claim", "begin", "end", "cancel", "stop", "restart"]),
+            st.integers(0, 3),
+            st.sampled_from(
+                [AgentStatus.DONE, AgentStatus.FAILED, AgentStatus.STOPPED, AgentStatus.LOST]
+            ),
+        ),
+        min_size=3,
+        max_size=30,
+    )
+)
+def test_whatever_happens_a_run_its_request_and_its_agent_agree(tmp_path, ops):
+    Run.objects.all().delete()
+    ScheduleRequest.objects.all().delete()
+    Agent.objects.all().delete()
+    Host.objects.all().delete()
+    host = Host.objects.create(name="box", status=HostStatus.ONLINE)
+    GPU.objects.bulk_create(GPU(host=host, index=i, source="declared") for i in range(2))
+    for op, n, end in ops:
+        pick = Run.objects.order_by("created_at", "id")[n : n + 1].first()
+        request = pick and ScheduleRequest.objects.filter(agent_id=pick.agent_id).first()
+        if op == "start":
+            queued_run(tmp_path, gpus=n)
+        elif op == "claim":
+            claim(host)
+        elif op == "begin" and request and request.status == "running":
+            store.transition(
+                agent_id=pick.agent_id,
+                status=AgentStatus.RUNNING,
+                kind="started",
+                payload={},
+                pid=1,
+            )
+        elif op == "end" and request and request.status in {"queued", "running"}:
+            lost = "lost: no exit code" if end == AgentStatus.LOST else ""
+            status = AgentStatus.FAILED if lost else end
+            store.transition(
+                agent_id=pick.agent_id, status=status, kind=str(status), payload={}, error=lost
+            )
+        elif op == "cancel" and request:
+            with contextlib.suppress(services.ServiceError):
+                services.cancel_request(request_id=request.id)
+        elif op == "stop" and pick:
+            with contextlib.suppress(runs.RunRefused):
+                runs.stop_run(run_id=pick.id)
+        elif op == "restart" and pick:
+            with contextlib.suppress(runs.RunRefused):
+                runs.start_run(run_id=pick.id)
+        _check_agreement()
