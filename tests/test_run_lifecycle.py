@@ -260,3 +260,10 @@ def test_whatever_happens_a_run_its_request_and_its_agent_agree(tmp_path, ops):
             with contextlib.suppress(runs.RunRefused):
                 runs.start_run(run_id=pick.id)
         _check_agreement()
+
+
+def test_runagentd_never_claims_an_executor_row_that_skipped_the_queue(host):
+    for role in ("executor", "orchestrator"):
+        Agent.objects.create(id=f"{role}-stray", role=role, cls_path="x", project="p")
+    claimed = store.claim_pending_agents(host_id=host.pk, limit=10)
+    assert [record.id for record in claimed] == ["orchestrator-stray"]
