@@ -7,6 +7,8 @@ import re
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import DateTimeField, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agents_app.models import Agent
@@ -158,7 +160,8 @@ def follow_agent(*, agent_id: str, status: AgentStatus, result=None, error: str 
     fields = {"status": run_status}
     now = timezone.now()
     if status == AgentStatus.RUNNING:
-        fields["started_at"] = now
+        # Running again after a pause (or a re-adoption) is not a new start.
+        fields["started_at"] = Coalesce("started_at", Value(now, output_field=DateTimeField()))
     else:
         fields["finished_at"] = now
         exit_code = (result or {}).get("exit_code") if isinstance(result, dict) else None
