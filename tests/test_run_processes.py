@@ -2,6 +2,9 @@
 or session they moved to, before its GPU goes to another run; and its command runs exactly
 as typed, whatever valid sh it is. Real runagentd, real processes."""
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -25,6 +28,16 @@ def daemon():
     process = DaemonProcess("proc-host", AGENTSYS_GPUS="1")  # one GPU, index 0
     yield process
     process.stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_strays():
+    """What a failing test leaves behind must not outlive it."""
+    yield
+    for token in ("3001", "3002", "3003", "3004", "3005"):
+        for pid in processes_running(token):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def processes_running(*args: str) -> list[int]:
