@@ -309,9 +309,13 @@ class Agent:
                 logger.warning("%s: pause refused: %s", self.id, refused)
                 self.emit_event("pause_refused", {"reason": str(refused)})
                 return
-            self.status = AgentStatus.PAUSED
-            self._resume.clear()
-            self._notify(AgentStatus.PAUSED)
+            self.mark_paused()
+
+    def mark_paused(self) -> None:
+        """Record the pause (its work already suspended); call with pause_lock held."""
+        self.status = AgentStatus.PAUSED
+        self._resume.clear()
+        self._notify(AgentStatus.PAUSED)
 
     async def resume(self) -> None:
         async with self.pause_lock:

@@ -81,6 +81,13 @@ def test_pause_suspends_the_run_resume_continues_it_and_stop_ends_it_paused(api,
         assert GPU.objects.filter(allocated_to__isnull=False).count() == 1  # still booked
         assert Run.objects.get(pk=run.pk).status == RunStatus.RUNNING
 
+        # Its worker dies while paused: the new one re-adopts the run, still paused.
+        os.kill(Agent.objects.get(pk=agent_id).pid, signal.SIGKILL)
+        wait_event(agent_id, "run_adopted")
+        wait_until(lambda: len(events(agent_id, "run_paused")) == 2, 10)
+        wait_until(lambda: api_status(api, agent_id) == "paused", 10)
+        assert set(states(leader).values()) == {"T"} and not growing(run_dir)
+
         command(api, agent_id, "resume")
         wait_until(lambda: api_status(api, agent_id) == "running", 10)
         assert len(events(agent_id, "run_resumed")) == 1

@@ -30,7 +30,7 @@ from pathlib import Path
 from agentsys.agent import Agent, PauseRefused
 from agentsys.gpu_conflicts import RetryPolicy, is_gpu_conflict
 from agentsys.metrics import AnomalyThresholds, LossAnomalyDetector, MetricsTail
-from agentsys.proctree import MARKER_VARIABLE, RunProcesses
+from agentsys.proctree import MARKER_VARIABLE, STOPPED_STATES, RunProcesses
 from agentsys.types import AgentRole, AgentStatus, EntryType
 
 logger = logging.getLogger("agentsys.executor")
@@ -259,6 +259,7 @@ class ExecutorAgent(Agent):
         self.processes = RunProcesses(self.id, pid, int(started or 0) if pid else 0)
         done = self.run_dir / "job.done"
         self.emit_event("run_adopted", {"pid": pid, "alive": bool(pid)})
+        await self._keep_a_pause()
         try:
             while not done.exists() and _is_our_run(pid, started):
                 await asyncio.sleep(0.5)
@@ -268,6 +269,17 @@ class ExecutorAgent(Agent):
                 await self._kill_run()
             raise
         return _read_exit_code(done, fallback=None)
+
+    async def _keep_a_pause(self) -> None:
+        """A run paused when its executor was lost is still suspended: say so, rather than
+        running with every process stopped until someone pauses and resumes it."""
+        members = await asyncio.to_thread(self.processes.members)
+        if not members or any(p.state not in STOPPED_STATES for p in members):
+            return
+        async with self.pause_lock:
+            if self.status == AgentStatus.RUNNING:
+                self.emit_event("run_paused", {"pids": [p.pid for p in members], "adopted": True})
+                self.mark_paused()
 
     async def _kill_run(self) -> None:
         """A stop: end every process of the run, and only then record it ended."""
