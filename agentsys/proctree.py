@@ -16,7 +16,6 @@ import contextlib
 import os
 import signal
 from dataclasses import dataclass
-from pathlib import Path
 
 MARKER_VARIABLE = "AGENTSYS_RUN_ID"
 POLL_SECONDS = 0.05
@@ -129,24 +128,40 @@ class RunProcesses:
         return True
 
 
-def process_info(pid: int) -> ProcessInfo | None:
+def process_info(pid: int | str) -> ProcessInfo | None:
     """/proc/<pid>/stat, read after the command name (which may hold spaces and
     parentheses): state is field 3, session 6, start time 22."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return ProcessInfo(pid, fields[0], int(fields[3]), int(fields[19]))
+        fields = _read(f"/proc/{pid}/stat", whole=False).rsplit(b")", 1)[1].split()
+        return ProcessInfo(int(pid), fields[0].decode(), int(fields[3]), int(fields[19]))
     except (OSError, IndexError, ValueError):
         return None
 
 
 def _all_processes():
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and (info := process_info(int(entry.name))) is not None:
+    # Raw os calls, not pathlib: a scan runs every 50 ms while a run is being stopped, on
+    # hosts with thousands of processes.
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (info := process_info(name)) is not None:
             yield info
 
 
 def _has_marker(pid: int, entry: bytes) -> bool:
     try:
-        return entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        return entry in _read(f"/proc/{pid}/environ").split(b"\0")
     except OSError:  # gone, or another user's process
         return False
+
+
+def _read(path: str, whole: bool = True) -> bytes:
+    """The file's bytes; with whole=False one read (stat fits in one)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+            if not whole:
+                break
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
