@@ -298,6 +298,8 @@ class ExecutorAgent(Agent):
     async def end_leftovers(cls, agent_id: str, config: dict) -> None:
         """Called by the supervisor for an executor whose worker is gone or will not stop:
         the run's processes end before its end is recorded and its GPUs go to another."""
+        if config.get("backend", "subprocess") != "subprocess":
+            return  # no process of its own
         pid, started = _read_pid_file(run_dir_for(agent_id, config) / "job.pid")
         processes = RunProcesses(agent_id, pid, int(started or 0) if pid else 0)
         survivors = await processes.terminate(grace=0)
