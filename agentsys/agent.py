@@ -305,11 +305,13 @@ class Agent:
                 return
             try:
                 await self.on_pause()
-            except PauseRefused as refused:
-                logger.warning("%s: pause refused: %s", self.id, refused)
-                self.emit_event("pause_refused", {"reason": str(refused)})
+            except Exception as refused:  # PauseRefused, or the suspend itself failed
+                reason = str(refused) if isinstance(refused, PauseRefused) else repr(refused)
+                logger.warning("%s: pause refused: %s", self.id, reason)
+                self.emit_event("pause_refused", {"reason": reason})
                 return
-            self.mark_paused()
+            if not self._stop_requested:  # a stop meanwhile: its end is the news
+                self.mark_paused()
 
     def mark_paused(self) -> None:
         """Record the pause (its work already suspended); call with pause_lock held."""

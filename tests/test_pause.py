@@ -18,6 +18,8 @@ from tests.helpers import wait_until
 from tests.runtime_harness import DaemonProcess, events, wait_event
 from tests.test_run_processes import session_members
 
+EXECUTOR = "agentsys.agents.executor.ExecutorAgent"
+
 TICKER = (
     'while true; do echo x >> "$AGENTSYS_RUN_DIR/ticks"; sleep 0.1; done & '
     'while true; do echo y >> "$AGENTSYS_RUN_DIR/ticks2"; sleep 0.1; done'
@@ -134,3 +136,34 @@ def test_a_pause_that_cannot_be_honoured_is_refused_with_its_reason(api, status,
     assert response.status_code == 409
     assert reason in response.json()["detail"]
     assert not AgentCommand.objects.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_subtree_pause_leaves_a_mock_executor_running_and_says_why(agentsys_config):
+    from agents_app.services import request_agent_command, request_agent_start
+    from agentsys.types import CommandKind
+    from tests.runtime_agents import ALL, MODULE
+    from tests.runtime_harness import wait_child, wait_status
+
+    agentsys_config(extra_agent_classes=frozenset(ALL.split(",")))
+    daemon = DaemonProcess("pause-tree")
+    try:
+        mock = {"backend": "mock", "mock_delay": 60}
+        parent = request_agent_start(
+            cls_path=f"{MODULE}.TestResearch",
+            goal="g",
+            project="demo",
+            config={"forever": True, "children": [{"cls": EXECUTOR, "config": mock}]},
+        )
+        child = wait_child(parent.id)
+        wait_status(child.id, AgentStatus.RUNNING)
+        request_agent_command(agent_id=parent.id, kind=CommandKind.PAUSE)
+        wait_status(parent.id, AgentStatus.PAUSED)
+        refused = wait_event(child.id, "pause_refused")
+        assert "mock backend runs no process that can be suspended" in refused.payload["reason"]
+        assert Agent.objects.get(pk=child.id).status == AgentStatus.RUNNING
+        request_agent_command(agent_id=parent.id, kind=CommandKind.STOP)
+        wait_status(child.id, AgentStatus.STOPPED)
+    finally:
+        daemon.stop()
