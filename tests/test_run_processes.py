@@ -34,7 +34,7 @@ def daemon():
 def _no_strays():
     """What a failing test leaves behind must not outlive it."""
     yield
-    for token in ("3001", "3002", "3003", "3004", "3005"):
+    for token in ("3001", "3002", "3003", "3004", "3005", "3006"):
         for pid in processes_running(token):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
@@ -199,3 +199,22 @@ def test_commands_run_exactly_as_typed(daemon, tmp_path):
     assert (Path(env_run.run_dir) / "run.log").read_text() == f"cvd=0 dir={env_run.run_dir}\n"
     params_run = ended(params_run)
     assert (Path(params_run.run_dir) / "run.log").read_text() == "--lr=0.1\n--name=a b\n"
+
+
+def test_runagentd_shutdown_ends_an_agents_shell_that_left_its_process_group(agentsys_config):
+    from agents_app.services import request_agent_start
+    from tests.runtime_agents import ALL
+
+    agentsys_config(extra_agent_classes=frozenset(ALL.split(",")))
+    daemon = DaemonProcess("shutdown-host")
+    shell = f"trap '' TERM; {PY} -c 'import os,time; os.setpgid(0, 0); time.sleep(3006)' 3006"
+    agent = request_agent_start(
+        cls_path=f"{A}.TestResearch",
+        goal="g",
+        project="demo",
+        config={"forever": True, "shell": shell},
+    )
+    wait_event(agent.id, "shell")
+    wait_until(lambda: processes_running("3006"), 10)
+    assert daemon.stop() == 0
+    assert processes_running("3006") == []
