@@ -61,8 +61,8 @@ class SupervisorControls:
         logger.error("%s (pid %s) survived SIGKILL", hosted.id, hosted.pid)
 
     async def _stop_unhosted(self, agent_id: str) -> None:
-        """Not running here (its runagentd died): make sure its row does not claim
-        otherwise, and that no process of its work on this machine outlives that."""
+        """Not running here (queued, or its runagentd died): make sure its row does not
+        claim otherwise, and that no process of its work on this machine outlives that."""
         record = await self.db(self.store.get_agent, agent_id=agent_id)
         try:
             cls = self.registry.resolve(record.cls_path)
