@@ -74,6 +74,20 @@ class SupervisorControls:
         if event is not None:
             await self.publish(event)
 
+    async def end_work_of(self, hosted) -> None:
+        """An agent's end is about to be recorded: what it started must not outlive that.
+        An executor's run (in a session of its own) ends here if its worker did not end it;
+        a worker that died (killed, crashed) ended none of the shells in its session."""
+        if hosted.process is None:
+            return
+        await hosted.cls.end_leftovers(hosted.id, hosted.record.config)
+        if hosted.process.exitcode is not None:
+            # Its start time is not known now: a new session under the same id within
+            # these milliseconds would need the pid to wrap around.
+            session = RunProcesses(marker="", leader=hosted.pid)
+            if survivors := await session.terminate(grace=0):
+                logger.error("%s: processes %s survived SIGKILL", hosted.id, survivors)
+
     async def pause(self, agent_id: str, *, resume: bool = False) -> list[str]:
         """Pause (or resume) an agent and its descendants that are still live."""
         levels = await self.db(self.store.live_descendant_levels, agent_id=agent_id)

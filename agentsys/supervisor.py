@@ -294,8 +294,7 @@ class Supervisor(SupervisorControls):
             status, payload = AgentStatus.STOPPED, {}
         else:
             status, payload = AgentStatus.FAILED, {"error": message.get("error", "")}
-        if hosted.process is not None:  # its run ends before its GPUs are released
-            await hosted.cls.end_leftovers(hosted.id, hosted.record.config)
+        await self.end_work_of(hosted)  # before its GPUs are released
         await self._transition(
             hosted.id,
             status,

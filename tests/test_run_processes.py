@@ -34,7 +34,7 @@ def daemon():
 def _no_strays():
     """What a failing test leaves behind must not outlive it."""
     yield
-    for token in ("3001", "3002", "3003", "3004", "3005", "3006"):
+    for token in ("3001", "3002", "3003", "3004", "3005", "3006", "3007"):
         for pid in processes_running(token):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
@@ -218,3 +218,23 @@ def test_runagentd_shutdown_ends_an_agents_shell_that_left_its_process_group(age
     wait_until(lambda: processes_running("3006"), 10)
     assert daemon.stop() == 0
     assert processes_running("3006") == []
+
+
+def test_a_killed_workers_shells_end_with_it(daemon, agentsys_config):
+    from agents_app.services import request_agent_start
+    from tests.runtime_agents import ALL
+
+    agentsys_config(extra_agent_classes=frozenset(ALL.split(",")))
+    shell = f"{PY} -c 'import os,time; os.setpgid(0, 0); time.sleep(3007)' 3007"
+    agent = request_agent_start(
+        cls_path=f"{A}.TestResearch",
+        goal="g",
+        project="demo",
+        config={"forever": True, "shell": shell},
+    )
+    wait_event(agent.id, "shell")
+    wait_until(lambda: processes_running("3007"), 10)
+    os.kill(Agent.objects.get(pk=agent.id).pid, signal.SIGKILL)
+    failed = wait_status(agent.id, AgentStatus.FAILED)
+    assert "killed by SIGKILL" in failed.error
+    assert processes_running("3007") == []  # gone before the failure was recorded
