@@ -34,8 +34,8 @@ class AgentCommandRefused(Exception):
 def _check_command(agent: Agent, kind: CommandKind, payload: dict) -> None:
     if agent.is_finished:
         raise AgentCommandRefused(f"{agent.id} is {agent.status}; it no longer takes commands")
-    if kind == CommandKind.PAUSE and agent.status == AgentStatus.PAUSED:
-        raise AgentCommandRefused(f"{agent.id} is already paused")
+    if kind == CommandKind.PAUSE:
+        _check_pause(agent)
     if kind == CommandKind.RESUME and agent.status != AgentStatus.PAUSED:
         raise AgentCommandRefused(f"{agent.id} is {agent.status}, not paused")
     if kind == CommandKind.STEER:
@@ -48,6 +48,23 @@ def _check_command(agent: Agent, kind: CommandKind, payload: dict) -> None:
         if urgency not in set(SteerUrgency):
             allowed = ", ".join(SteerUrgency)
             raise AgentCommandRefused(f"urgency must be one of {allowed}, got {urgency!r}")
+
+
+def _check_pause(agent: Agent) -> None:
+    # A pause must be real (the run's processes suspended) or refused, never only a word.
+    if agent.status == AgentStatus.PAUSED:
+        raise AgentCommandRefused(f"{agent.id} is already paused")
+    if agent.status == AgentStatus.IDLE:
+        raise AgentCommandRefused(
+            f"{agent.id} has not started yet (idle or queued): only a running agent can be "
+            "paused; stop it to cancel it"
+        )
+    backend = (agent.config or {}).get("backend", "subprocess")
+    if agent.role == "executor" and backend != "subprocess":
+        raise AgentCommandRefused(
+            f"{agent.id} runs the {backend} backend, which has no process to suspend: "
+            "it cannot be paused (stop it instead)"
+        )
 
 
 @transaction.atomic

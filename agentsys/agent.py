@@ -24,6 +24,11 @@ class HierarchyError(Exception):
     """A parent tried to spawn a child of a role it may not have."""
 
 
+class PauseRefused(Exception):
+    """An agent cannot honour a pause (its work cannot be suspended): it stays running and
+    says why, rather than claiming a pause its work ignores."""
+
+
 def hierarchy_error(parent_role: str, parent_id: str, child_role: str, allowed) -> HierarchyError:
     allowed_text = ", ".join(sorted(allowed)) or "none (it is a leaf)"
     return HierarchyError(
@@ -123,6 +128,8 @@ class Agent:
         self._task: asyncio.Task | None = None
         self._resume = asyncio.Event()
         self._resume.set()
+        self.pause_lock = asyncio.Lock()  # one pause or resume at a time, in arrival order
+        self._control_tasks: set[asyncio.Task] = set()
         self._steer_buffer: list[str] = []
         self._stop_requested = False
         self._run_loop_entered = False
@@ -158,6 +165,18 @@ class Agent:
 
     async def on_monitor(self) -> None:
         """Called every monitor_interval seconds while running."""
+
+    async def on_pause(self) -> None:
+        """Called before the agent is marked paused: suspend work that does not wait in
+        check_pause (a subprocess), or raise PauseRefused saying why it cannot be."""
+
+    async def on_resume(self) -> None:
+        """Called before the agent is marked running again: undo on_pause."""
+
+    @classmethod
+    async def end_leftovers(cls, agent_id: str, config: dict) -> None:
+        """Called by the supervisor before it records the end of an agent whose worker is
+        gone or will not stop: end work of the agent that outlives its process."""
 
     async def check_pause(self) -> None:
         """Wait here while paused; call it between steps of work."""
@@ -280,14 +299,31 @@ class Agent:
             except Exception:  # a broken monitor must not take the agent down
                 logger.exception("%s: on_monitor raised; the agent goes on", self.id)
 
-    def pause(self) -> None:
-        if self.status == AgentStatus.RUNNING:
-            self.status = AgentStatus.PAUSED
-            self._resume.clear()
-            self._notify(AgentStatus.PAUSED)
+    async def pause(self) -> None:
+        async with self.pause_lock:
+            if self.status != AgentStatus.RUNNING or self._stop_requested:
+                return
+            try:
+                await self.on_pause()
+            except Exception as refused:  # PauseRefused, or the suspend itself failed
+                reason = str(refused) if isinstance(refused, PauseRefused) else repr(refused)
+                logger.warning("%s: pause refused: %s", self.id, reason)
+                self.emit_event("pause_refused", {"reason": reason})
+                return
+            if not self._stop_requested:  # a stop meanwhile: its end is the news
+                self.mark_paused()
 
-    def resume(self) -> None:
-        if self.status == AgentStatus.PAUSED:
+    def mark_paused(self) -> None:
+        """Record the pause (its work already suspended); call with pause_lock held."""
+        self.status = AgentStatus.PAUSED
+        self._resume.clear()
+        self._notify(AgentStatus.PAUSED)
+
+    async def resume(self) -> None:
+        async with self.pause_lock:
+            if self.status != AgentStatus.PAUSED or self._stop_requested:
+                return
+            await self.on_resume()
             self.status = AgentStatus.RUNNING
             self._resume.set()
             self._notify(AgentStatus.RUNNING)
@@ -300,9 +336,9 @@ class Agent:
         resume, steer, a child's status. (Stop and spawn replies each runtime handles.)"""
         kind = message["t"]
         if kind == Cmd.PAUSE:
-            self.pause()
+            self._in_background(self.pause())
         elif kind == Cmd.RESUME:
-            self.resume()
+            self._in_background(self.resume())
         elif kind == Cmd.STEER:
             self.inject_steer(message["context"])
         elif kind == Cmd.CHILD_STATUS:
@@ -339,6 +375,13 @@ class Agent:
         handle.update(status, error=error, replaced_by=replaced_by)
         if replaced_by:
             self.children[replaced_by] = handle
+
+    def _in_background(self, coro) -> None:
+        # Pause and resume may signal processes and wait for them; the pause lock keeps them
+        # in the order they came. Held here: asyncio keeps only a weak reference to a task.
+        task = asyncio.get_running_loop().create_task(coro)
+        self._control_tasks.add(task)
+        task.add_done_callback(self._control_tasks.discard)
 
     def _notify(self, status: AgentStatus) -> None:
         if self._link is not None:

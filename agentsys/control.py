@@ -10,6 +10,7 @@ import signal
 
 from agentsys.hosted import signal_group, wait_set
 from agentsys.ipc import Cmd
+from agentsys.proctree import RunProcesses
 from agentsys.types import AgentStatus, SteerUrgency
 
 logger = logging.getLogger("agentsys.supervisor")
@@ -33,10 +34,7 @@ class SupervisorControls:
     async def _stop_one(self, agent_id: str) -> None:
         hosted = self.hosted.get(agent_id)
         if hosted is None:
-            # Not running here: make sure its row does not claim otherwise.
-            event = await self.db(self.store.mark_stopped, agent_id=agent_id)
-            if event is not None:
-                await self.publish(event)
+            await self._stop_unhosted(agent_id)
             return
         hosted.stop_requested = True
         grace = float(hosted.record.config.get("stop_grace", self.stop_grace))
@@ -44,14 +42,51 @@ class SupervisorControls:
             await hosted.local.stop()
             await wait_set(hosted.exited, grace)
             return
+        session = RunProcesses.session_of(hosted.pid)  # named while its leader lives
         hosted.channel.send({"t": Cmd.STOP})
-        if await wait_set(hosted.exited, grace):
-            return
+        if not await wait_set(hosted.exited, grace):
+            # Its work (an executor's run, in a session of its own) ends first: once the
+            # worker is gone its end is recorded and its GPUs go to the next run.
+            await hosted.cls.end_leftovers(hosted.id, hosted.record.config)
+            await self._kill_worker(hosted)
+        # The worker gone is not enough: a shell it started may ignore SIGTERM.
+        if survivors := await session.terminate(grace=KILL_WAIT_SECONDS):
+            logger.error("%s: processes %s survived SIGKILL", agent_id, survivors)
+
+    async def _kill_worker(self, hosted) -> None:
         for sig, wait_for in ((signal.SIGTERM, KILL_WAIT_SECONDS), (signal.SIGKILL, 5.0)):
             signal_group(hosted.pid, sig)
             if await wait_set(hosted.exited, wait_for):
                 return
-        logger.error("%s (pid %s) survived SIGKILL", agent_id, hosted.pid)
+        logger.error("%s (pid %s) survived SIGKILL", hosted.id, hosted.pid)
+
+    async def _stop_unhosted(self, agent_id: str) -> None:
+        """Not running here (queued, or its runagentd died): make sure its row does not
+        claim otherwise, and that no process of its work on this machine outlives that."""
+        record = await self.db(self.store.get_agent, agent_id=agent_id)
+        try:
+            cls = self.registry.resolve(record.cls_path)
+        except Exception:  # no longer allow-listed: it has nothing here to end
+            cls = None
+        if cls is not None:
+            await cls.end_leftovers(agent_id, record.config)
+        event = await self.db(self.store.mark_stopped, agent_id=agent_id)
+        if event is not None:
+            await self.publish(event)
+
+    async def end_work_of(self, hosted) -> None:
+        """An agent's end is about to be recorded: what it started must not outlive that.
+        An executor's run (in a session of its own) ends here if its worker did not end it;
+        a worker that died (killed, crashed) ended none of the shells in its session."""
+        if hosted.process is None:
+            return
+        await hosted.cls.end_leftovers(hosted.id, hosted.record.config)
+        if hosted.process.exitcode is not None:
+            # Its start time is not known now: a new session under the same id within
+            # these milliseconds would need the pid to wrap around.
+            session = RunProcesses(marker="", leader=hosted.pid)
+            if survivors := await session.terminate(grace=0):
+                logger.error("%s: processes %s survived SIGKILL", hosted.id, survivors)
 
     async def pause(self, agent_id: str, *, resume: bool = False) -> list[str]:
         """Pause (or resume) an agent and its descendants that are still live."""
@@ -101,6 +136,9 @@ class SupervisorControls:
         """runagentd is stopping: end every agent within `grace` seconds. Resumable agents
         are killed with their rows left live, so the next runagentd resumes them; the rest
         are stopped."""
+        # Named while each leader lives; a resumable agent's run is in a session of its
+        # own, so it is not among these and is left for the next runagentd.
+        sessions = [RunProcesses.session_of(h.pid) for h in self.hosted.values()]
         for hosted in list(self.hosted.values()):
             if hosted.cls.resumable and hosted.process is not None:
                 hosted.leave_row = True
@@ -115,3 +153,5 @@ class SupervisorControls:
         for hosted in list(self.hosted.values()):
             signal_group(hosted.pid, signal.SIGKILL)
         await asyncio.gather(*(wait_set(h.exited, 1.0) for h in self.hosted.values()))
+        # Shells the workers started that ignored the signals their worker got.
+        await asyncio.gather(*(session.terminate(grace=0) for session in sessions))

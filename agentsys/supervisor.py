@@ -294,6 +294,7 @@ class Supervisor(SupervisorControls):
             status, payload = AgentStatus.STOPPED, {}
         else:
             status, payload = AgentStatus.FAILED, {"error": message.get("error", "")}
+        await self.end_work_of(hosted)  # before its GPUs are released
         await self._transition(
             hosted.id,
             status,

@@ -18,12 +18,14 @@ from multiprocessing.connection import Connection
 
 from agentsys.agent import Agent, HierarchyError, Scope
 from agentsys.ipc import Cmd, Ev, PipeChannel
+from agentsys.proctree import RunProcesses
 from agentsys.registry import AgentClassRegistry
 from agentsys.types import AgentStatus
 
 logger = logging.getLogger("agentsys.worker")
 
 ORPHAN_EXIT_SECONDS = 5.0  # how long a worker whose runagentd died may take to wind down
+SHELL_GRACE_SECONDS = 1.0  # a shell left by a finished agent: SIGTERM, then SIGKILL
 
 
 @dataclass(frozen=True)
@@ -87,9 +89,18 @@ class WorkerLink:
 
 
 def run_worker(spec: WorkerSpec, conn: Connection) -> None:
-    os.setsid()  # own process group: the stop cascade kills the agent and its shells together
+    os.setsid()  # own session: the stop cascade kills the agent and its shells together
     asyncio.run(_serve(spec, PipeChannel(conn)))
+    # The agent is over: so is any shell it started (an executor's run has a session of its
+    # own, and is not among these).
+    asyncio.run(_end_own_session())
     _close_database_connections()
+
+
+async def _end_own_session() -> None:
+    survivors = await RunProcesses.session_of(os.getpid()).terminate(grace=SHELL_GRACE_SECONDS)
+    if survivors:
+        logger.error("worker %s: processes %s survived SIGKILL", os.getpid(), survivors)
 
 
 async def _serve(spec: WorkerSpec, channel: PipeChannel) -> None:

@@ -1,13 +1,20 @@
 """ExecutorAgent (L3, design doc §4): runs one command and watches it.
 
-The command runs in its own session under a tiny shell wrapper that writes its exit code to
-`job.done` when it ends, so the code is recorded even if this worker or runagentd dies; a
-restarted executor (resumable) re-adopts a run that is still alive, or reads the code it left.
+The command text is written to `command.txt` and run as `/bin/sh command.txt`, exactly as
+typed (it is never spliced into other shell text), with stdin at EOF. It runs in its own
+session under a fixed wrapper that writes its exit code to `job.done` when it ends, so the
+code is recorded even if this worker or runagentd dies; a restarted executor (resumable)
+re-adopts a run that is still alive, or reads the code it left.
+
+The run is its whole process set (agentsys.proctree): stopping it ends every process of its
+session and every process carrying its marker, SIGTERM then SIGKILL, before the run is
+reported stopped; pausing it SIGSTOPs them all. When the command ends, whatever it left
+running in the background is ended the same way, so its GPUs are free when they are released.
 
 Run directory `<workdir>/.agents/runs/<agent id>/`: command.txt, run.log (stdout+stderr as
-they come), job.done (exit code), job.pid (pid and start time of the run's process group
-leader), agent_metrics.jsonl (what the script logs), metrics.pos (how far the watchdog has
-stored the metrics, so a re-adopted run neither loses nor repeats a row).
+they come), job.done (exit code), job.pid (pid and start time of the run's session leader),
+agent_metrics.jsonl (what the script logs), metrics.pos (how far the watchdog has stored the
+metrics, so a re-adopted run neither loses nor repeats a row).
 """
 
 from __future__ import annotations
@@ -20,16 +27,20 @@ import shlex
 import signal
 from pathlib import Path
 
-from agentsys.agent import Agent
+from agentsys.agent import Agent, PauseRefused
 from agentsys.gpu_conflicts import RetryPolicy, is_gpu_conflict
 from agentsys.metrics import AnomalyThresholds, LossAnomalyDetector, MetricsTail
-from agentsys.types import AgentRole, EntryType
+from agentsys.proctree import MARKER_VARIABLE, STOPPED_STATES, RunProcesses
+from agentsys.types import AgentRole, AgentStatus, EntryType
 
 logger = logging.getLogger("agentsys.executor")
 
 LOG_TAIL_BYTES = 64 * 1024
 METRICS_CHUNK = 500  # metrics rows written per round trip
-KILL_WAIT_SECONDS = 2.0
+KILL_WAIT_SECONDS = 2.0  # after SIGTERM, before SIGKILL
+# Runs `/bin/sh command.txt` and records its exit code. The paths come in as arguments ($1:
+# job.done, $2: command.txt): no text of the user's reaches this script.
+WRAPPER = '/bin/sh "$2"; code=$?; echo "$code" > "$1.tmp" && mv "$1.tmp" "$1"'
 
 
 class RunFailed(Exception):
@@ -65,16 +76,20 @@ class ExecutorAgent(Agent):
     monitor_interval = 3.0
     resumable = True
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.processes = RunProcesses(marker="")  # nothing yet: a pause before the start
+
     async def on_start(self) -> None:
-        workdir = self.config.get("workdir") or os.getcwd()
-        self.workdir = Path(workdir)
-        self.run_dir = self.workdir / ".agents" / "runs" / self.id
+        self.run_dir = run_dir_for(self.id, self.config)
+        self.workdir = self.run_dir.parents[2]
         self.metrics = MetricsTail(self.run_dir / "agent_metrics.jsonl")
         if self.config.get("resume"):
             self.metrics.resume_at(*_read_metrics_position(self.run_dir / "metrics.pos"))
         self.retry_policy, thresholds = _options_from(self.config)
         self.detector = LossAnomalyDetector(thresholds)
         self.run_pid: int | None = None
+        self.processes = RunProcesses(marker=self.id)
 
     async def run(self):
         backend = self.config.get("backend", "subprocess")
@@ -111,7 +126,8 @@ class ExecutorAgent(Agent):
     async def _run_subprocess(self):
         command = self.full_command()
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "command.txt").write_text(command + "\n")
+        # Replaced, not rewritten in place: a re-adopted run's shell may still be reading it.
+        _write_atomically(self.run_dir / "command.txt", command + "\n")
         if self.config.get("resume") and (self.run_dir / "job.pid").exists():
             exit_code = await self._adopt()
         else:
@@ -144,6 +160,7 @@ class ExecutorAgent(Agent):
         # A CPU run sees no GPU rather than grabbing one it was not given.
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in self.config.get("gpu_indices", []))
         env["AGENTSYS_RUN_DIR"] = str(self.run_dir)
+        env[MARKER_VARIABLE] = self.id  # finds every process of the run (agentsys.proctree)
         env["WANDB_DIR"] = str(self.run_dir / "wandb")
         env["WANDB_RUN_ID"] = self.id
         return env
@@ -153,7 +170,7 @@ class ExecutorAgent(Agent):
         attempt = 0
         while True:
             attempt_start = _size(self.run_dir / "run.log")
-            exit_code = await self._launch_and_wait(command, attempt)
+            exit_code = await self._launch_and_wait(attempt)
             if exit_code == 0:
                 return exit_code
             # Only this attempt's output: an OOM an earlier attempt printed is not news.
@@ -176,15 +193,36 @@ class ExecutorAgent(Agent):
                 "gpu_conflict_retry",
                 {"pattern": pattern, "attempt": attempt, "delay": delay},
             )
+            # A pause during the back-off holds the retry: it starts once resumed.
             await asyncio.sleep(delay)
 
-    async def _launch_and_wait(self, command: str, attempt: int) -> int | None:
+    async def _launch_and_wait(self, attempt: int) -> int | None:
         done = self.run_dir / "job.done"
         done.unlink(missing_ok=True)
-        wrapper = (
-            f"( {command} ); code=$?; echo $code > {shlex.quote(str(done))}.tmp && "
-            f"mv {shlex.quote(str(done))}.tmp {shlex.quote(str(done))}"
-        )
+        try:
+            process = await self._launch(attempt)
+            await process.wait()
+            # The command is over; what it left running in the background is not the next
+            # run's to share the GPU with.
+            await self._end_processes(grace=KILL_WAIT_SECONDS)
+        except asyncio.CancelledError:
+            if not self.detached:  # a stop kills the run; losing runagentd does not
+                await self._kill_run()
+            raise
+        return _read_exit_code(done, fallback=process.returncode)
+
+    async def _launch(self, attempt: int) -> asyncio.subprocess.Process:
+        """Start the command, once not paused: a pause cannot slip in between the check and
+        the start (both happen under the pause lock)."""
+        while True:
+            await self.check_pause()
+            if self._stop_requested:  # stopped while paused: nothing to start
+                raise asyncio.CancelledError
+            async with self.pause_lock:
+                if self.status != AgentStatus.PAUSED:
+                    return await self._start_process(attempt)
+
+    async def _start_process(self, attempt: int) -> asyncio.subprocess.Process:
         with open(self.run_dir / "run.log", "ab") as log:
             if attempt:
                 log.write(f"\n--- retry {attempt} ---\n".encode())
@@ -192,26 +230,25 @@ class ExecutorAgent(Agent):
             process = await asyncio.create_subprocess_exec(
                 "/bin/sh",
                 "-c",
-                wrapper,
+                WRAPPER,
+                "agentsys-run",
+                str(self.run_dir / "job.done"),
+                str(self.run_dir / "command.txt"),
                 cwd=self.workdir,
                 env=self.environment(),
-                stdin=asyncio.subprocess.DEVNULL,
+                stdin=asyncio.subprocess.DEVNULL,  # a command that reads stdin gets EOF
                 stdout=log,
                 stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,  # outlives this worker; stop kills the whole group
+                start_new_session=True,  # outlives this worker; its session is the run
             )
         self.run_pid = process.pid
-        (self.run_dir / "job.pid").write_text(f"{process.pid} {_start_time(process.pid)}")
+        started = _start_time(process.pid)
+        self.processes = RunProcesses(self.id, process.pid, int(started or 0))
+        (self.run_dir / "job.pid").write_text(f"{process.pid} {started}")
         self.emit_event(
             "run_started", {"pid": process.pid, "attempt": attempt, "run_dir": str(self.run_dir)}
         )
-        try:
-            await process.wait()
-        except asyncio.CancelledError:
-            if not self.detached:  # a stop kills the run; losing runagentd does not
-                await self._kill_run()
-            raise
-        return _read_exit_code(done, fallback=process.returncode)
+        return process
 
     async def _adopt(self) -> int | None:
         """Resume after a restart: follow the run the previous executor started."""
@@ -219,33 +256,70 @@ class ExecutorAgent(Agent):
         if not _is_our_run(pid, started):
             pid = 0  # it ended, and the pid may since belong to some other process
         self.run_pid = pid or None
+        self.processes = RunProcesses(self.id, pid, int(started or 0) if pid else 0)
         done = self.run_dir / "job.done"
         self.emit_event("run_adopted", {"pid": pid, "alive": bool(pid)})
+        await self._keep_a_pause()
         try:
             while not done.exists() and _is_our_run(pid, started):
                 await asyncio.sleep(0.5)
+            await self._end_processes(grace=KILL_WAIT_SECONDS)
         except asyncio.CancelledError:
             if not self.detached:
                 await self._kill_run()
             raise
         return _read_exit_code(done, fallback=None)
 
-    async def _kill_run(self) -> None:
-        pid = self.run_pid
-        if not pid:
+    async def _keep_a_pause(self) -> None:
+        """A run paused when its executor was lost is still suspended: say so, rather than
+        running with every process stopped until someone pauses and resumes it."""
+        members = await asyncio.to_thread(self.processes.members)
+        if not members or any(p.state not in STOPPED_STATES for p in members):
             return
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, sig)
-            for _ in range(int(KILL_WAIT_SECONDS / 0.05)):
-                if not _alive(pid):
-                    break
-                await asyncio.sleep(0.05)
-            if not _alive(pid):
-                break
+        async with self.pause_lock:
+            if self.status == AgentStatus.RUNNING:
+                self.emit_event("run_paused", {"pids": [p.pid for p in members], "adopted": True})
+                self.mark_paused()
+
+    async def _kill_run(self) -> None:
+        """A stop: end every process of the run, and only then record it ended."""
+        await self._end_processes(grace=KILL_WAIT_SECONDS)
         done = self.run_dir / "job.done"
         if not done.exists():
             done.write_text(f"{128 + signal.SIGTERM}\n")  # the shell's code for "terminated"
+
+    async def _end_processes(self, grace: float) -> None:
+        survivors = await self.processes.terminate(grace)
+        if survivors:  # only a process stuck in the kernel outlives SIGKILL
+            logger.error("%s: processes %s survived SIGKILL", self.id, survivors)
+            self.emit_event("run_kill_incomplete", {"pids": survivors})
+
+    @classmethod
+    async def end_leftovers(cls, agent_id: str, config: dict) -> None:
+        """Called by the supervisor for an executor whose worker is gone or will not stop:
+        the run's processes end before its end is recorded and its GPUs go to another."""
+        if config.get("backend", "subprocess") != "subprocess":
+            return  # no process of its own
+        pid, started = _read_pid_file(run_dir_for(agent_id, config) / "job.pid")
+        processes = RunProcesses(agent_id, pid, int(started or 0) if pid else 0)
+        survivors = await processes.terminate(grace=0)
+        if survivors:
+            logger.error("%s: processes %s survived SIGKILL", agent_id, survivors)
+
+    # -- pause ---------------------------------------------------------------------------------
+
+    async def on_pause(self) -> None:
+        """Pausing suspends the run's processes (SIGSTOP); its GPUs stay booked. A backend
+        with no process to suspend refuses, rather than saying paused while it runs on."""
+        backend = self.config.get("backend", "subprocess")
+        if backend != "subprocess":
+            raise PauseRefused(f"the {backend} backend runs no process that can be suspended")
+        pids = await self.processes.suspend()
+        self.emit_event("run_paused", {"pids": pids})
+
+    async def on_resume(self) -> None:
+        pids = await self.processes.resume()
+        self.emit_event("run_resumed", {"pids": pids})
 
     def _log_tail(self, since: int = 0) -> str:
         log = self.run_dir / "run.log"
@@ -276,10 +350,19 @@ class ExecutorAgent(Agent):
             )
 
 
-def _write_metrics_position(path: Path, offset: int, inode: int | None) -> None:
+def run_dir_for(agent_id: str, config: dict) -> Path:
+    workdir = config.get("workdir") or os.getcwd()
+    return Path(workdir) / ".agents" / "runs" / agent_id
+
+
+def _write_atomically(path: Path, text: str) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(f"{offset} {inode if inode is not None else ''}".strip())
+    tmp.write_text(text)
     tmp.replace(path)
+
+
+def _write_metrics_position(path: Path, offset: int, inode: int | None) -> None:
+    _write_atomically(path, f"{offset} {inode if inode is not None else ''}".strip())
 
 
 def _read_metrics_position(path: Path) -> tuple[int, int | None]:

@@ -1,0 +1,72 @@
+"""agentsys.proctree on real processes, without a daemon: a run's process set includes the
+children that moved to another group or session, and terminate/suspend/resume reach them all."""
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+
+from agentsys.proctree import MARKER_VARIABLE, RunProcesses, process_info
+
+TREE = (
+    "trap '' TERM; setsid sleep 3011 & "
+    f"{sys.executable} -c 'import os,time; os.setpgid(0, 0); time.sleep(3012)' & "
+    "sleep 3013 & wait"
+)
+
+
+def start_tree(marker: str) -> tuple[subprocess.Popen, RunProcesses]:
+    leader = subprocess.Popen(
+        ["bash", "-c", TREE],
+        env={**os.environ, MARKER_VARIABLE: marker},
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+    )
+    processes = RunProcesses(marker, leader.pid, process_info(leader.pid).start_time)
+    deadline = time.monotonic() + 10
+    while len(processes.members()) < 4:  # bash and its three children
+        assert time.monotonic() < deadline, processes.members()
+        time.sleep(0.02)
+    return leader, processes
+
+
+def test_the_set_holds_children_that_left_the_group_or_the_session():
+    leader, processes = start_tree("run-a")
+    try:
+        sessions = {p.session for p in processes.members()}
+        assert len(sessions) == 2  # the setsid child is found by its marker alone
+        assert RunProcesses("", leader.pid, 0).members()  # the session alone: 3 of them
+        assert len(RunProcesses("", leader.pid, 0).members()) == 3
+        assert RunProcesses("run-b").members() == []  # another run's marker
+    finally:
+        asyncio.run(processes.terminate(grace=0))
+        leader.wait()
+
+
+def test_terminate_kills_what_ignores_sigterm_and_suspend_stops_everything():
+    leader, processes = start_tree("run-c")
+    try:
+        stopped = asyncio.run(processes.suspend())
+        assert len(stopped) == 4
+        assert {p.state for p in processes.members()} == {"T"}
+        asyncio.run(processes.resume())
+        assert "T" not in {p.state for p in processes.members()}
+        started = time.monotonic()
+        assert asyncio.run(processes.terminate(grace=0.3)) == []
+        assert 0.3 <= time.monotonic() - started < 3  # SIGTERM was ignored: SIGKILL after
+        assert processes.members() == []
+    finally:
+        asyncio.run(processes.terminate(grace=0))
+        leader.wait()
+
+
+def test_a_session_whose_id_was_reused_is_not_the_run():
+    leader, processes = start_tree("run-d")
+    try:
+        # Same session id, but named with a start time after every member's: not ours.
+        later = RunProcesses("", leader.pid, processes.leader_start + 10**9)
+        assert later.members() == []
+    finally:
+        asyncio.run(processes.terminate(grace=0))
+        leader.wait()
