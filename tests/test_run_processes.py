@@ -127,7 +127,7 @@ def test_stop_ends_every_process_of_the_run_before_its_gpu_is_released(daemon, t
 def test_what_a_finished_command_left_running_ends_with_it(daemon, tmp_path):
     run = launch(tmp_path, "(trap '' TERM; exec sleep 3004) & echo bye", gpu_required=1)
     run = ended(run)
-    assert (run.status, run.exit_code) == (RunStatus.FINISHED, 0)
+    assert (run.status, run.exit_code) == (RunStatus.DONE, 0)
     assert gpu_free()
     assert processes_running("sleep", "3004") == []
 
@@ -194,7 +194,7 @@ def test_commands_run_exactly_as_typed(daemon, tmp_path):
         n: (MATRIX[n][1], expected) for n, (_, _, expected) in outcome.items()
     }
     assert Run.objects.get(pk=launched["exit 3"].pk).status == RunStatus.FAILED
-    assert Run.objects.get(pk=launched["trailing comment"].pk).status == RunStatus.FINISHED
+    assert Run.objects.get(pk=launched["trailing comment"].pk).status == RunStatus.DONE
     env_run = ended(env_run)
     assert (Path(env_run.run_dir) / "run.log").read_text() == f"cvd=0 dir={env_run.run_dir}\n"
     params_run = ended(params_run)
