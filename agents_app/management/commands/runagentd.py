@@ -77,7 +77,7 @@ class Command(BaseCommand):
                 forkserver_preload=("agents_app.worker_boot",),
                 scheduler_policy=settings.AGENTSYS.scheduler_policy,
                 foreign_gpu_min_mb=settings.AGENTSYS.foreign_gpu_min_mb,
-                memory_factory="memory_app.view:DjangoMemoryView",
+                memory_factory="agents_app.memory_factory:memory_view",
                 default_workdir=str(settings.AGENTSYS_WORKDIR),
             ),
             publish=publish,
