@@ -12,6 +12,7 @@ security and static-file ones, which never touch the database.
 
 from __future__ import annotations
 
+import logging
 import sys
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
@@ -48,6 +49,16 @@ def _mark_request(sender, request=None, **kwargs) -> None:
 
 
 got_request_exception.connect(_mark_request, dispatch_uid="agentsys.database_unavailable")
+
+
+def _not_an_outage_traceback(record: logging.LogRecord) -> bool:
+    """Drop django.request's "Internal Server Error" traceback for an outage: the request
+    is answered 503 and logged as such, one line."""
+    error = record.exc_info[1] if record.exc_info else None
+    return not (record.levelno >= logging.ERROR and is_database_unavailable(error))
+
+
+logging.getLogger("django.request").addFilter(_not_an_outage_traceback)
 
 
 class DatabaseUnavailableMiddleware:
