@@ -419,7 +419,7 @@ class Daemon:
                 await self.db(self.store.mark_host_offline, host_id=self.host_id)
             except StoreUnavailable:  # its heartbeat stops: others will see it is gone
                 logger.warning("could not mark host %s offline: no database", self.host_id)
-        await self.db(self.store.close)
+        await asyncio.get_running_loop().run_in_executor(self._db_thread, self.store.close)
         self._db_thread.shutdown(wait=True)
         logger.info("runagentd %s stopped", os.getpid())
 

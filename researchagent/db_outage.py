@@ -13,6 +13,7 @@ database answers again.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import psycopg
@@ -28,6 +29,7 @@ DATABASE_ERRORS = (
 )
 FIRST_RETRY_SECONDS = 0.1
 MAX_RETRY_SECONDS = 1.0  # the database is back within about this long of its return
+_stop_waiting = threading.Event()
 
 
 def is_database_unavailable(error: BaseException | None) -> bool:
@@ -56,10 +58,17 @@ def retry_delays():
         delay = min(delay * 2, MAX_RETRY_SECONDS)
 
 
+def stop_waiting() -> None:
+    """The process is ending: calls waiting in wait_for_database raise instead (a thread
+    still waiting would keep the process from exiting)."""
+    _stop_waiting.set()
+
+
 def wait_for_database(fn, /, *args, **kwargs):
     """Call `fn` until the database answers it: while it cannot (an outage, a restart), the
     broken connection is dropped and the call tried again with backoff. Errors that are not
-    about reaching the database are raised at once."""
+    about reaching the database are raised at once, and so is the outage once the process
+    has called stop_waiting."""
     delays = retry_delays()
     down_since = None
     while True:
@@ -67,13 +76,15 @@ def wait_for_database(fn, /, *args, **kwargs):
             result = fn(*args, **kwargs)
         except DATABASE_ERRORS as error:
             drop_connection()
+            if _stop_waiting.is_set():
+                raise
             if down_since is None:
                 down_since = time.monotonic()
                 logger.warning("database unavailable (%s); waiting for it", first_line(error))
-            time.sleep(next(delays))
+            _stop_waiting.wait(next(delays))
             continue
         if down_since is not None:
-            logger.info("database back after %.1fs", time.monotonic() - down_since)
+            logger.warning("database back after %.1fs", time.monotonic() - down_since)
         return result
 
 

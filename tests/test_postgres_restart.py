@@ -123,9 +123,12 @@ def wait_for(fn, timeout: float, message: str):
 class Training:
     """One run of TRAIN, controlled through files."""
 
+    started: list[Training] = []  # finished at teardown, so a failed test leaves none running
+
     def __init__(self, tmp: Path, name: str, exit_code: int = 0):
         self.control = tmp / f"{name}-control"
         self.control.mkdir()
+        Training.started.append(self)
         script = tmp / "train.py"
         script.write_text(TRAIN)
         self.run = create_run(
@@ -170,6 +173,8 @@ def postgres():
     if not server.controllable:
         pytest.skip("an external database this test cannot restart (set AGENTSYS_TEST_PG_CTL)")
     yield server
+    while Training.started:
+        Training.started.pop().finish()
     if not server.up():
         server.start()  # a failed test must not leave the suite without its database
     connection.close()
@@ -308,6 +313,42 @@ def test_everything_recovers_from_a_restart_and_an_outage(system, postgres, tmp_
         f" {_fmt(outage)}",
         file=sys.stderr,
     )
+
+
+def test_runagentd_stops_in_time_while_the_database_is_down_and_the_next_one_catches_up(
+    agentsys_config, postgres, tmp_path
+):
+    """SIGTERM during an outage: runagentd still stops within 5 s (nothing waits on the
+    database for ever), the run goes on, and the next runagentd re-adopts it."""
+    from tests.runtime_agents import ALL
+
+    agentsys_config(extra_agent_classes=frozenset(ALL.split(",")))
+    daemon = DaemonProcess("pg-stop", AGENTSYS_GPUS="1", AGENTSYS_WORKDIR=str(tmp_path))
+    try:
+        session = request_agent_start(
+            cls_path=f"{A}.TestSession", goal="in-daemon", project="demo", config={"forever": True}
+        )
+        training = Training(tmp_path, "survivor")
+        wait_for(lambda: training.stored_steps(), 20, "the run's metrics")
+        postgres.stop()
+        started = time.monotonic()
+        assert daemon.stop(timeout=10) == 0
+        assert time.monotonic() - started < 5
+        assert pid_alive(training.process_pid())  # the run outlives its daemon and the outage
+        postgres.start()
+        connection.close()  # the test's own, broken by the outage
+        daemon = DaemonProcess("pg-stop", AGENTSYS_GPUS="1", AGENTSYS_WORKDIR=str(tmp_path))
+        training.finish()
+        wait_for(lambda: training.refresh().status == RunStatus.FINISHED, 15, "the run's end")
+        assert training.refresh().exit_code == 0
+        assert training.stored_steps() == training.file_steps()
+        # The in-daemon agent could not be recorded as stopped: the next daemon says why.
+        wait_for(lambda: Agent.objects.get(pk=session.id).status != "running", 10, "session")
+    finally:
+        if not postgres.up():
+            postgres.start()
+        connection.close()
+        daemon.stop()
 
 
 def _fmt(figures: dict) -> str:
