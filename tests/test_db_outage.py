@@ -240,3 +240,27 @@ async def test_an_open_feed_outlasts_an_outage_and_goes_on_from_where_it_was(mon
             break
     assert received == [1, 2, 3, 4, 5, 6]  # no gap, no duplicate
     assert followed_from == [0, 2, 4]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_group_left_while_the_database_was_down_is_left_once_it_is_back(
+    channel_layer_on_test_db, close_db_connections
+):
+    from asgiref.sync import sync_to_async
+    from channels_postgres.models import GroupChannel
+
+    from agents_app.channel_layer import PooledDatabaseLayer
+
+    layer = channel_layer_on_test_db
+    channel = await layer.new_channel()
+    await layer.group_add("outage", channel)
+    down = psycopg.OperationalError("the database system is shutting down")
+    with (
+        mock.patch.object(PooledDatabaseLayer, "delete_channel_group", side_effect=down),
+        pytest.raises(psycopg.OperationalError),
+    ):
+        await layer.group_discard("outage", channel)  # a client left during the outage
+    members = sync_to_async(lambda: GroupChannel.objects.filter(channel=channel).count())
+    assert await members() == 1  # upstream: for ever, each send storing a message for it
+    await layer.leave_what_could_not_be_left()  # what reconnecting does
+    assert await members() == 0

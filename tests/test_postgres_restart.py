@@ -43,7 +43,8 @@ from tests.runtime_harness import A, DaemonProcess
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 RECOVERY_SECONDS = 10.0  # the promise: everything works again this long after the DB is back
-OUTAGE_SECONDS = 4.0  # long enough for several heartbeats and a run to end unrecorded
+# Long enough for several heartbeats and a run to end unrecorded; set 30 to try a long one.
+OUTAGE_SECONDS = float(os.environ.get("AGENTSYS_TEST_OUTAGE_SECONDS", "4"))
 EXTERNAL_URL = os.environ.get(
     "AGENTSYS_TEST_EXTERNAL_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
