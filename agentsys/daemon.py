@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from agentsys.listen import DB_RETRY_FIRST, DB_RETRY_MAX, listen_for_work
 from agentsys.registry import AgentClassRegistry
 from agentsys.store import CommandRecord, RuntimeStore, StoreUnavailable
 from agentsys.supervisor import Supervisor
@@ -31,10 +32,7 @@ from agentsys.types import AgentStatus, CommandKind, SteerUrgency
 
 logger = logging.getLogger("agentsys.daemon")
 
-WAKE_CHANNELS = ("agentsys_commands", "agentsys_agents", "agentsys_queue")
 _PR_SET_CHILD_SUBREAPER = 36
-DB_RETRY_FIRST = 0.1  # seconds; doubled after each failure...
-DB_RETRY_MAX = 1.0  # ...up to this: everything resumes within about a second of the DB
 
 
 @dataclass(frozen=True)
@@ -347,7 +345,10 @@ class Daemon:
             await self.register()
             await self.start_supervisor()
             await self.reconcile()
-            listener = asyncio.create_task(self._listen(), name="listen")
+            listener = asyncio.create_task(
+                listen_for_work(self.settings.listen_dsn, self._wake, self._stopping),
+                name="listen",
+            )
             while not self._stopping.is_set():
                 await self._step()
                 with contextlib.suppress(TimeoutError):
@@ -379,37 +380,6 @@ class Daemon:
         except Exception:
             logger.exception("daemon step failed; retrying")
         self.reap_orphans()
-
-    async def _listen(self) -> None:
-        """LISTEN for work so nothing waits for the fallback poll; reconnect on failure
-        (a restarted database), with backoff, saying so once per outage."""
-        if not self.settings.listen_dsn:
-            return
-        import psycopg
-
-        delay, lost = DB_RETRY_FIRST, False
-        while not self._stopping.is_set():
-            try:
-                async with await psycopg.AsyncConnection.connect(
-                    self.settings.listen_dsn, autocommit=True
-                ) as conn:
-                    for channel in WAKE_CHANNELS:
-                        await conn.execute(f"LISTEN {channel}")
-                    if lost:
-                        logger.info("LISTEN connection back")
-                    delay, lost = DB_RETRY_FIRST, False
-                    self._wake.set()  # catch up on what arrived while we were not listening
-                    async for _ in conn.notifies():
-                        self._wake.set()
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
-                if not lost:
-                    gist = (str(error).strip().splitlines() or [type(error).__name__])[0]
-                    logger.warning("LISTEN connection lost (%s); reconnecting", gist)
-                lost = True
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, DB_RETRY_MAX)
 
     async def shutdown(self) -> None:
         if self.supervisor is not None:
