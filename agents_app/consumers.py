@@ -7,8 +7,9 @@ connection; `after=0` replays the whole stream first.
 Authentication: a logged-in session, or the API token in an `X-Auth-Token` or
 `Authorization: Bearer` handshake header (asgi.py also wants an allowed `Origin`). Without
 either, the socket closes with 4401; a malformed `after` closes it with 4400 after one
-`{"error": ...}` frame. While the database is down a new socket closes with 1013 (try again
-later); an open one stays open and carries on from where it was once the database is back.
+`{"error": ...}` frame. While the database is down a socket without `after` closes with 1013
+(try again later); an open one, or one resuming, waits and carries on from where it was once
+the database is back.
 """
 
 from __future__ import annotations
