@@ -264,3 +264,24 @@ async def test_a_group_left_while_the_database_was_down_is_left_once_it_is_back(
     assert await members() == 1  # upstream: for ever, each send storing a message for it
     await layer.leave_what_could_not_be_left()  # what reconnecting does
     assert await members() == 0
+
+
+async def test_a_websocket_that_needs_the_latest_id_is_told_to_retry(agentsys_config):
+    from channels.testing import WebsocketCommunicator
+
+    from agents_app.consumers import CLOSE_TRY_AGAIN_LATER, AgentEventsConsumer
+
+    agentsys_config(api_token=API_TOKEN)
+    client = WebsocketCommunicator(
+        AgentEventsConsumer.as_asgi(),
+        "/ws/agents/events/",
+        headers=[(b"x-auth-token", API_TOKEN.encode())],
+    )
+    down = OperationalError("connection refused")
+    with mock.patch("agents_app.selectors.last_seq", side_effect=down):
+        connected, _ = await client.connect()
+        assert connected
+        assert "database is unavailable" in (await client.receive_json_from())["error"]
+        closed = await client.receive_output()
+    assert closed["type"] == "websocket.close"
+    assert closed["code"] == CLOSE_TRY_AGAIN_LATER
