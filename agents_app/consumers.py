@@ -7,7 +7,9 @@ connection; `after=0` replays the whole stream first.
 Authentication: a logged-in session, or the API token in an `X-Auth-Token` or
 `Authorization: Bearer` handshake header (asgi.py also wants an allowed `Origin`). Without
 either, the socket closes with 4401; a malformed `after` closes it with 4400 after one
-`{"error": ...}` frame.
+`{"error": ...}` frame. While the database is down a socket without `after` closes with 1013
+(try again later); an open one, or one resuming, waits and carries on from where it was once
+the database is back.
 """
 
 from __future__ import annotations
@@ -22,14 +24,17 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agents_app import selectors
 from agents_app.events import AGENTS_STREAM
-from agents_app.feed import follow_stream, parse_resume_point
+from agents_app.feed import parse_resume_point
+from agents_app.steady_feed import follow_steadily
 from researchagent.auth import token_matches
+from researchagent.db_outage import DATABASE_ERRORS
 
 logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_BAD_REQUEST = 4400
 CLOSE_SERVER_ERROR = 1011
+CLOSE_TRY_AGAIN_LATER = 1013
 
 
 def api_token(*, x_auth_token: str = "", authorization: str = "") -> str | None:
@@ -54,6 +59,14 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
     forwarder: asyncio.Task | None = None
 
     async def connect(self):
+        try:
+            await self._connect()
+        except DATABASE_ERRORS:
+            await self.accept()  # so that the client can read why
+            await self.send_json({"error": "the database is unavailable; try again shortly"})
+            await self.close(code=CLOSE_TRY_AGAIN_LATER, reason="database unavailable")
+
+    async def _connect(self):
         if not self._authenticated():
             # Accept only to close with a code a browser can read (a refused handshake shows
             # it only 1006): 4401 tells the page to log in again, not to retry.
@@ -85,7 +98,7 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
 
     async def _forward(self, after: int) -> None:
         try:
-            async with contextlib.aclosing(follow_stream(self.stream, after)) as feed:
+            async with contextlib.aclosing(follow_steadily(self.stream, after)) as feed:
                 async for message in feed:
                     if message is not None:  # keepalives: daphne pings the socket itself
                         await self.send_json(message)

@@ -1,8 +1,11 @@
 """The Django side of agentsys.store.RuntimeStore. Each method is one unit of work on the
-daemon's database thread; state changes and their events commit together."""
+daemon's database thread; state changes and their events commit together. A database
+outage surfaces as StoreUnavailable, with the broken connection dropped so that the call can
+simply be repeated."""
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 
 from django.db import connection, connections, transaction
@@ -13,7 +16,7 @@ from agents_app.events import AGENTS_STREAM, record_event
 from agents_app.models import Agent, AgentCommand, CommandStatus
 from agentsys.agent import Scope
 from agentsys.scheduling import policy_named
-from agentsys.store import AgentRecord, CommandRecord
+from agentsys.store import AgentRecord, CommandRecord, StoreUnavailable
 from agentsys.types import (
     TERMINAL_AGENT_STATUSES,
     AgentRole,
@@ -23,6 +26,7 @@ from agentsys.types import (
     new_agent_id,
 )
 from memory_app.services import write_entry
+from researchagent.db_outage import DATABASE_ERRORS, drop_connection, first_line
 from researchagent.ids import create_with_unique_id
 from scheduler_app import lifecycle, queue
 from scheduler_app import services as host_services
@@ -54,6 +58,33 @@ def _event(agent_id: str, kind: str, payload: dict) -> dict:
     return event.as_message()
 
 
+def _raising_store_unavailable(cls):
+    """Wrap every public method of `cls`: see _translated."""
+    for name, method in list(vars(cls).items()):
+        if callable(method) and not name.startswith("_") and name != "close":
+            setattr(cls, name, _translated(method))
+    return cls
+
+
+def _translated(method):
+    """A database outage becomes StoreUnavailable once the call's transaction is over, and
+    the broken connection is dropped: runagentd serves no requests, so nothing else would
+    close it, and every later call would fail on it even once the database is back."""
+
+    @functools.wraps(method)
+    def call(self, **kwargs):
+        try:
+            return method(self, **kwargs)
+        except DATABASE_ERRORS as error:
+            if connection.in_atomic_block:  # called from another method: that one translates
+                raise
+            drop_connection()
+            raise StoreUnavailable(first_line(error)) from error
+
+    return call
+
+
+@_raising_store_unavailable
 class DjangoRuntimeStore:
     # -- hosts -------------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ A browser's EventSource reconnects by itself and sends the last id it saw as `La
 the stream resumes right after it, with nothing missed and nothing repeated. A script can
 start from `?after=<seq>` instead (`after=0`: the whole stream); with neither, only events
 newer than the request arrive. A `: keepalive` comment goes out after every quiet interval so
-that proxies keep the connection open.
+that proxies keep the connection open. An open stream outlasts a database outage and goes on
+from where it was; a new request while the database is down gets a 503.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from django.views.decorators.http import require_GET
 from agents_app import selectors
 from agents_app.consumers import api_token
 from agents_app.events import AGENTS_STREAM
-from agents_app.feed import follow_stream, parse_resume_point
+from agents_app.feed import parse_resume_point
+from agents_app.steady_feed import follow_steadily
 from researchagent.auth import token_matches
 
 logger = logging.getLogger(__name__)
@@ -69,7 +71,7 @@ def sse_frame(message: dict) -> bytes:
 async def _frames(stream: str, after: int) -> AsyncIterator[bytes]:
     try:
         async with contextlib.aclosing(
-            follow_stream(stream, after, keepalive=KEEPALIVE_SECONDS)
+            follow_steadily(stream, after, keepalive=KEEPALIVE_SECONDS)
         ) as feed:
             async for message in feed:
                 yield KEEPALIVE_FRAME if message is None else sse_frame(message)

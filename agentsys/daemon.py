@@ -2,7 +2,9 @@
 
 No Django here: the database is reached through a RuntimeStore (agents_app.runtime_store),
 whose calls all run on one dedicated thread (`db`), so the event loop never blocks on I/O and
-the ORM keeps one connection. Each step (register, reconcile, deliver commands, claim agents,
+the ORM keeps one connection. While the database cannot be reached, `db` retries with
+backoff: the agents and their runs go on, and what they report waits (in order, per agent)
+until it can be stored. Each step (register, reconcile, deliver commands, claim agents,
 heartbeat, reap) is a method a test can call on its own; `run` loops over them, woken by
 LISTEN/NOTIFY and by a slow fallback poll.
 """
@@ -22,14 +24,14 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from agentsys.listen import DB_RETRY_FIRST, DB_RETRY_MAX, listen_for_work
 from agentsys.registry import AgentClassRegistry
-from agentsys.store import CommandRecord, RuntimeStore
+from agentsys.store import CommandRecord, RuntimeStore, StoreUnavailable
 from agentsys.supervisor import Supervisor
 from agentsys.types import AgentStatus, CommandKind, SteerUrgency
 
 logger = logging.getLogger("agentsys.daemon")
 
-WAKE_CHANNELS = ("agentsys_commands", "agentsys_agents", "agentsys_queue")
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -76,12 +78,46 @@ class Daemon:
         self._known_children: set[int] = set()
         self._list_gpu_processes = list_gpu_processes
         self._watch_gpus = False  # set at register: only detected GPUs can be looked at
+        self._db_down_since: float | None = None  # monotonic time of the first failure
+        # When the database last came back: other hosts' heartbeats are judged only once
+        # they have had time to resume (monotonic; -inf = it never went away).
+        self._db_back_at = float("-inf")
 
     async def db(self, fn, /, **kwargs):
-        """Run one store call on the database thread."""
-        return await asyncio.get_running_loop().run_in_executor(
-            self._db_thread, lambda: fn(**kwargs)
+        """Run one store call on the database thread. While the database cannot be reached
+        the call is repeated with backoff, so nothing an agent reports is lost and no
+        caller needs its own retry; only a stopping daemon gives up (StoreUnavailable)."""
+        loop = asyncio.get_running_loop()
+        delay = DB_RETRY_FIRST
+        while True:
+            try:
+                result = await loop.run_in_executor(self._db_thread, lambda: fn(**kwargs))
+            except StoreUnavailable as error:
+                self._database_down(error)
+                if self._stopping.is_set():
+                    raise
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), delay)
+                delay = min(delay * 2, DB_RETRY_MAX)
+                continue
+            if self._db_down_since is not None:
+                self._database_back()
+            return result
+
+    def _database_down(self, error: StoreUnavailable) -> None:
+        if self._db_down_since is None:
+            self._db_down_since = time.monotonic()
+            logger.warning(
+                "database unavailable (%s); agents and runs go on, their reports wait", error
+            )
+
+    def _database_back(self) -> None:
+        self._db_back_at = time.monotonic()
+        logger.warning(
+            "database back after %.1fs; catching up", self._db_back_at - self._db_down_since
         )
+        self._db_down_since = None
+        self._wake.set()  # what was missed (commands, queued work) is looked at at once
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -248,6 +284,10 @@ class Daemon:
                 await self.check_foreign_gpu_use()
             except Exception:  # nvidia-smi trouble must not cost the heartbeat
                 logger.exception("could not check the GPUs for other processes")
+        # After an outage every host's last heartbeat is old: give the others time to beat
+        # again before judging them, or the first daemon back fails everyone's agents.
+        if time.monotonic() - self._db_back_at < self.settings.dead_host_after:
+            return
         for event in await self.db(
             self.store.declare_dead_hosts, stale_after=self.settings.dead_host_after
         ):
@@ -305,7 +345,10 @@ class Daemon:
             await self.register()
             await self.start_supervisor()
             await self.reconcile()
-            listener = asyncio.create_task(self._listen(), name="listen")
+            listener = asyncio.create_task(
+                listen_for_work(self.settings.listen_dsn, self._wake, self._stopping),
+                name="listen",
+            )
             while not self._stopping.is_set():
                 await self._step()
                 with contextlib.suppress(TimeoutError):
@@ -324,45 +367,29 @@ class Daemon:
         return max(0.01, min(poll, next_beat))
 
     async def _step(self) -> None:
-        # A database hiccup must not kill the daemon: log it and try again on the next step.
+        # A failure must not kill the daemon: log it and try again on the next step. (A
+        # database outage waits inside `db`; it ends a step only when the daemon stops.)
         try:
             await self.deliver_commands()
             await self.claim_agents()
             await self.schedule()
             if time.monotonic() - self._last_beat >= self.settings.heartbeat_interval:
                 await self.heartbeat()
-            self.reap_orphans()
+        except StoreUnavailable:
+            pass
         except Exception:
             logger.exception("daemon step failed; retrying")
-
-    async def _listen(self) -> None:
-        """LISTEN for work so nothing waits for the fallback poll; reconnect on failure."""
-        if not self.settings.listen_dsn:
-            return
-        import psycopg
-
-        while not self._stopping.is_set():
-            try:
-                async with await psycopg.AsyncConnection.connect(
-                    self.settings.listen_dsn, autocommit=True
-                ) as conn:
-                    for channel in WAKE_CHANNELS:
-                        await conn.execute(f"LISTEN {channel}")
-                    self._wake.set()  # catch up on what arrived while we were not listening
-                    async for _ in conn.notifies():
-                        self._wake.set()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                logger.warning("LISTEN connection lost; reconnecting in 1s", exc_info=True)
-                await asyncio.sleep(1)
+        self.reap_orphans()
 
     async def shutdown(self) -> None:
         if self.supervisor is not None:
             await self.supervisor.shutdown(self.settings.shutdown_grace)
         if self.host_id is not None:
-            await self.db(self.store.mark_host_offline, host_id=self.host_id)
-        await self.db(self.store.close)
+            try:
+                await self.db(self.store.mark_host_offline, host_id=self.host_id)
+            except StoreUnavailable:  # its heartbeat stops: others will see it is gone
+                logger.warning("could not mark host %s offline: no database", self.host_id)
+        await asyncio.get_running_loop().run_in_executor(self._db_thread, self.store.close)
         self._db_thread.shutdown(wait=True)
         logger.info("runagentd %s stopped", os.getpid())
 

@@ -1,7 +1,8 @@
 """What the runtime needs from the database, as a Protocol. The Django implementation is
 agents_app.runtime_store.DjangoRuntimeStore; every method is synchronous and runs on the
 daemon's database thread. Methods that change state return the event they recorded (the
-message dict to publish), or None when nothing changed."""
+message dict to publish), or None when nothing changed. A database that cannot be reached
+raises StoreUnavailable, which the daemon waits out."""
 
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ class CommandRecord:
     agent_id: str
     kind: str
     payload: dict
+
+
+class StoreUnavailable(Exception):
+    """The database cannot be reached now (restarting, down). Nothing was stored; the call
+    may be repeated once it answers again. Implementations raise it, and only it, for that."""
 
 
 class RuntimeStore(Protocol):

@@ -21,7 +21,7 @@ from agentsys.control import SupervisorControls
 from agentsys.hosted import Hosted, LocalLink
 from agentsys.ipc import TERMINAL_EVENTS, Cmd, Ev, PipeChannel
 from agentsys.registry import AgentClassRegistry
-from agentsys.store import AgentRecord, RuntimeStore
+from agentsys.store import AgentRecord, RuntimeStore, StoreUnavailable
 from agentsys.types import AgentRole, AgentStatus, new_agent_id
 from agentsys.worker import WorkerSpec, run_worker
 
@@ -239,10 +239,14 @@ class Supervisor(SupervisorControls):
             try:
                 if message["t"] == "exit":
                     await self._on_process_gone(hosted, message["code"])
-                    return
-                await self._handle(hosted, message)
+                else:
+                    await self._handle(hosted, message)
+            except StoreUnavailable:  # only once the daemon stops: the next one reconciles
+                logger.warning("%s: %s not recorded: no database", hosted.id, message.get("t"))
             except Exception:
                 logger.exception("%s: could not handle %s", hosted.id, message.get("t"))
+            if message["t"] == "exit":
+                return
 
     async def _handle(self, hosted: Hosted, message: dict) -> None:
         kind = message["t"]
@@ -317,13 +321,15 @@ class Supervisor(SupervisorControls):
             await self.launch(hosted.record, hosted.cls, resume=True)
             self.hosted[hosted.id].restarts = restarts
             return
-        if not hosted.finished and not hosted.leave_row:
-            cause = _describe_exit(code)
-            await self._finish(hosted, Ev.FAILED, {"error": cause})
-        self.hosted.pop(hosted.id, None)
-        hosted.exited.set()
-        if hosted.channel is not None and not hosted.channel.closed:
-            hosted.channel.close()
+        try:
+            if not hosted.finished and not hosted.leave_row:
+                cause = _describe_exit(code)
+                await self._finish(hosted, Ev.FAILED, {"error": cause})
+        finally:  # gone is gone, recorded or not: a stop waiting for it must not hang
+            self.hosted.pop(hosted.id, None)
+            hosted.exited.set()
+            if hosted.channel is not None and not hosted.channel.closed:
+                hosted.channel.close()
 
     def _should_relaunch(self, hosted: Hosted) -> bool:
         return (

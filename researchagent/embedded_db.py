@@ -79,6 +79,20 @@ class EmbeddedPostgres:
             if not self.live_leases():
                 self._stop()
 
+    def stop_server(self) -> None:
+        """Stop the server now, whoever holds a lease (an operator's restart, a test of one).
+        The leases stay: their holders lose their connections, retry, and carry on once
+        `start_server` (or any process's next `acquire`) has brought the server back."""
+        with self._locked():
+            self._stop()
+
+    def start_server(self) -> Path:
+        """Start the server again after `stop_server` (or a crash), on the same socket
+        directory; a no-op when it runs. Returns the socket dir."""
+        with self._locked():
+            self.socket_dir = self._ensure_running()
+        return self.socket_dir
+
     def live_leases(self) -> list[int]:
         """Pids holding a lease whose process is still the one that took it."""
         live = []

@@ -64,7 +64,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 if AGENTSYS.channel_layer == "postgres":
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_postgres.core.PostgresChannelLayer",
+            "BACKEND": "agents_app.channel_layer.ReconnectingPostgresChannelLayer",
             # TIME_ZONE must be present or get_channel_layer() silently returns None.
             "CONFIG": {**_default_db, "TIME_ZONE": None},
         }
@@ -103,6 +103,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "researchagent.db_unavailable.DatabaseUnavailableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "researchagent.nul_guard.RejectNulCharacters",

@@ -122,3 +122,39 @@ def test_a_killed_user_does_not_keep_the_server_alive(home, env):
     _shell(env, "print(1)")  # the next user finds only a dead lease, and stops it on exit
     assert server.running_pid() is None
     assert server.live_leases() == []
+
+
+def test_a_restart_keeps_every_lease_and_the_socket(home, env):
+    """An operator's (or a test's) restart: its users keep their leases and find the server
+    where it was, so they reconnect by themselves."""
+    import psycopg
+
+    holder = subprocess.Popen(
+        [
+            PYTHON,
+            "-c",
+            "import time; from researchagent.embedded_db import EmbeddedPostgres;"
+            f"print(EmbeddedPostgres({str(home)!r}).acquire(), flush=True); time.sleep(600)",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        socket_dir = holder.stdout.readline().strip()
+        server = EmbeddedPostgres(home)
+        before = server.running_pid()
+        server.stop_server()
+        assert server.running_pid() is None
+        assert server.live_leases() == [holder.pid]  # nobody lost their lease
+        assert str(server.start_server()) == socket_dir
+        assert server.running_pid() not in (None, before)
+        with psycopg.connect(host=socket_dir, user="postgres", dbname="agentsys") as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert server.live_leases() == [holder.pid]
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    _shell(env, "print(1)")  # the last user stops it on exit, as always
+    assert server.running_pid() is None

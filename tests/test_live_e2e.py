@@ -3,9 +3,6 @@ and an SSE client that resumes with Last-Event-ID after the web process restarte
 
 import asyncio
 import json
-import signal
-import socket
-import subprocess
 
 import httpx
 import pytest
@@ -14,48 +11,11 @@ from websockets.asyncio.client import connect
 from agents_app.models import Event
 from agents_app.services import request_agent_start
 from agentsys.types import AgentStatus
-from tests.helpers import (
-    PYTHON,
-    REPO,
-    child_env,
-    database_url_of_current_connection,
-    free_port,
-    wait_until,
-)
+from tests.helpers import free_port
+from tests.live_clients import TOKEN, Web
 from tests.runtime_harness import A, DaemonProcess, wait_status
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-TOKEN = "e2e-token-0123456789abcdef0123456789"
-
-
-class Web:
-    """A daphne serving the project against the test database."""
-
-    def __init__(self, port: int):
-        self.port = port
-        self.process = subprocess.Popen(
-            [PYTHON, "-m", "daphne", "-p", str(port), "researchagent.asgi:application"],
-            cwd=REPO,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=child_env(
-                DATABASE_URL=database_url_of_current_connection(),
-                RESEARCH_AGENT_USER_AUTH_TOKEN=TOKEN,
-                LOG_LEVEL="WARNING",
-            ),
-        )
-        wait_until(self._listening, 30, message="daphne to listen")
-
-    def _listening(self) -> bool:
-        try:
-            socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-            return True
-        except OSError:
-            return False
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(15)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from agents_app.live import publish, verify_channel_layer
 from agents_app.runtime_store import DjangoRuntimeStore
 from agentsys.daemon import Daemon, DaemonSettings
 from researchagent.config import ConfigError, check_host_name
+from researchagent.db_outage import stop_waiting
 
 
 def listen_dsn() -> str:
@@ -77,7 +78,7 @@ class Command(BaseCommand):
                 forkserver_preload=("agents_app.worker_boot",),
                 scheduler_policy=settings.AGENTSYS.scheduler_policy,
                 foreign_gpu_min_mb=settings.AGENTSYS.foreign_gpu_min_mb,
-                memory_factory="memory_app.view:DjangoMemoryView",
+                memory_factory="agents_app.memory_factory:memory_view",
                 default_workdir=str(settings.AGENTSYS_WORKDIR),
             ),
             publish=publish,
@@ -86,4 +87,9 @@ class Command(BaseCommand):
 
     async def _run(self, daemon: Daemon) -> None:
         await verify_channel_layer()
-        await daemon.run()
+        try:
+            await daemon.run()
+        finally:
+            # In-daemon agents' memory calls may be waiting for the database in threads,
+            # which asyncio.run waits for on exit: stop within the 5 s promised.
+            stop_waiting()

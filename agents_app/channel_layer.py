@@ -1,0 +1,112 @@
+"""channels-postgres, made to survive a PostgreSQL restart.
+
+Upstream (1.1.4) has three gaps that a restart exposes:
+- its LISTEN task dies with its connection and nothing starts it again: the task's "running"
+  flag stays set, so every receiver of this process then waits for ever and live events
+  stop reaching the web's clients until the process restarts;
+- its connection pool hands out the connections the restart broke, one failed send or
+  group_add per pooled connection, and reconnects them with a backoff that doubles without
+  bound (1, 2, 4, ... s): after a 30 s outage the layer could stay dead for another 30 s;
+- it leaves a group through Django's ORM, on a connection of daphne's that nothing closes
+  after a restart; and a leave that fails while the database is down leaves the channel in
+  the group for ever (group rows never expire), each later send storing a message for it.
+Here the LISTEN task reconnects with backoff (and re-reads the messages queued meanwhile,
+as upstream does at its first start), the pool checks a connection before lending it, and
+its reconnection backoff stops growing at one second (psycopg_pool has no setting for that
+cap, so its attempt class is replaced in its module: the only pool of these processes is
+this layer's); leaving a group goes through the pool too, and a leave the database could
+not take is done again once it is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import psycopg_pool.pool_async
+from channels_postgres.core import PostgresChannelLayer
+from channels_postgres.db import GROUP_CHANNEL_TABLE, DatabaseLayer
+from psycopg import sql
+from psycopg_pool import AsyncConnectionPool
+from psycopg_pool.base import AttemptWithBackoff
+
+from researchagent.db_outage import is_database_unavailable
+
+logger = logging.getLogger(__name__)
+
+FIRST_RETRY_SECONDS = 0.1
+MAX_RETRY_SECONDS = 1.0
+# The pool logs every failed attempt; the outage is logged once, below.
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+
+
+class CappedBackoff(AttemptWithBackoff):
+    INITIAL_DELAY = FIRST_RETRY_SECONDS * 2
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, MAX_RETRY_SECONDS)
+
+
+psycopg_pool.pool_async.AttemptWithBackoff = CappedBackoff
+
+
+class PooledDatabaseLayer(DatabaseLayer):
+    async def delete_channel_group(self, group_key: str, channel: str) -> None:
+        query = sql.SQL("DELETE FROM {} WHERE group_key = %s AND channel = %s").format(
+            sql.Identifier(GROUP_CHANNEL_TABLE)
+        )
+        pool = await self.get_db_pool(db_params=self.db_params)
+        async with pool.connection() as conn:
+            await conn.execute(query, (group_key, channel))
+
+
+class ReconnectingPostgresChannelLayer(PostgresChannelLayer):
+    def __init__(self, *args, **kwargs):
+        options = dict(kwargs.pop("PSYCOPG_OPTIONS", None) or {})
+        options.setdefault("check", AsyncConnectionPool.check_connection)
+        super().__init__(*args, PSYCOPG_OPTIONS=options, **kwargs)
+        self.django_db = PooledDatabaseLayer(options, self.db_params, logger=logger)
+        self._leave_later: set[tuple[str, str]] = set()
+
+    async def group_discard(self, group: str, channel: str, expire=None) -> None:
+        try:
+            await super().group_discard(group, channel, expire)
+        except Exception as error:
+            if is_database_unavailable(error):
+                self._leave_later.add((group, channel))
+            raise
+
+    async def leave_what_could_not_be_left(self) -> None:
+        for group, channel in list(self._leave_later):
+            await super().group_discard(group, channel)
+            self._leave_later.discard((group, channel))
+
+    async def listen_to_all_channels(self) -> None:
+        delay, lost_at = FIRST_RETRY_SECONDS, None
+        while True:
+            try:
+                if lost_at is not None:
+                    await self._reconnected(lost_at)
+                    lost_at = None
+                await super().listen_to_all_channels()
+                return  # told to shut down
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                if lost_at is None:
+                    lost_at = asyncio.get_running_loop().time()
+                    gist = (str(error).strip().splitlines() or [type(error).__name__])[0]
+                    logger.warning("channel layer lost its LISTEN connection (%s)", gist)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MAX_RETRY_SECONDS)
+
+    async def _reconnected(self, lost_at: float) -> None:
+        # Probe first, so that a database still down does not count as a reconnection.
+        pool = await self.django_db.get_db_pool(db_params=self.db_params)
+        async with pool.connection() as conn:
+            await conn.execute("SELECT 1")
+        await self.leave_what_could_not_be_left()
+        logger.warning(
+            "channel layer reconnected after %.1fs", asyncio.get_running_loop().time() - lost_at
+        )

@@ -1,0 +1,91 @@
+"""While PostgreSQL is down (or restarting), the web answers 503 with a clear message instead
+of a 500 and a traceback: JSON `{"detail": ...}` under /api/, a plain page elsewhere, both
+with Retry-After. Nothing else changes: each request opens its own connection, so the first
+request after the database is back is served normally.
+
+A view's error reaches `process_exception`. An error in another middleware (the session or
+the user loaded by the login check) has already become a 500 response by the time it
+reaches this one; the `got_request_exception` signal, sent just before that, marks the
+request, and the 500 is replaced on the way out. Hence: first in MIDDLEWARE but for the
+security and static-file ones, which never touch the database.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.core.signals import got_request_exception
+from django.http import HttpResponse, JsonResponse
+
+from researchagent.auth import API_PREFIX
+from researchagent.db_outage import is_database_unavailable
+
+MESSAGE = "The database is unavailable right now; try again in a few seconds."
+RETRY_AFTER_SECONDS = 5
+PAGE = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Database unavailable</title>
+<meta http-equiv="refresh" content="{RETRY_AFTER_SECONDS}"></head>
+<body><h1>Database unavailable</h1><p>{MESSAGE} This page reloads by itself.</p>
+<p>Runs and agents go on meanwhile; what they report is stored once the database is back.</p>
+</body></html>
+"""
+_MARK = "_agentsys_database_unavailable"
+
+
+def unavailable_response(request) -> HttpResponse:
+    if request.path_info.startswith(API_PREFIX):
+        response = JsonResponse({"detail": MESSAGE}, status=503)
+    else:
+        response = HttpResponse(PAGE, status=503, content_type="text/html; charset=utf-8")
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
+def _mark_request(sender, request=None, **kwargs) -> None:
+    if request is not None and is_database_unavailable(sys.exc_info()[1]):
+        setattr(request, _MARK, True)
+
+
+got_request_exception.connect(_mark_request, dispatch_uid="agentsys.database_unavailable")
+
+
+def _not_an_outage_traceback(record: logging.LogRecord) -> bool:
+    """Drop django.request's "Internal Server Error" traceback for an outage: the request
+    is answered 503 and logged as such, one line."""
+    error = record.exc_info[1] if record.exc_info else None
+    return not (record.levelno >= logging.ERROR and is_database_unavailable(error))
+
+
+logging.getLogger("django.request").addFilter(_not_an_outage_traceback)
+
+
+class DatabaseUnavailableMiddleware:
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:
+            markcoroutinefunction(self)
+
+    def __call__(self, request):
+        if self.async_mode:
+            return self._acall(request)
+        return self._checked(request, self.get_response(request))
+
+    async def _acall(self, request):
+        return self._checked(request, await self.get_response(request))
+
+    def process_exception(self, request, exception):
+        if is_database_unavailable(exception):
+            return unavailable_response(request)
+        return None
+
+    @staticmethod
+    def _checked(request, response):
+        if response.status_code == 500 and getattr(request, _MARK, False):
+            return unavailable_response(request)
+        return response
