@@ -280,7 +280,7 @@ def test_everything_recovers_from_a_restart_and_an_outage(system, postgres, tmp_
     outage = _recovered(daemon, followers, back_wall, back, second)
 
     # -- catching up ----------------------------------------------------------------------
-    ended = wait_for(lambda: first.refresh().status == RunStatus.FINISHED, 10, "first's end")
+    ended = wait_for(lambda: first.refresh().status == RunStatus.DONE, 10, "first's end")
     assert ended
     assert first.refresh().exit_code == 0
     assert first.stored_steps() == first.file_steps()  # every row once, none lost
@@ -292,7 +292,7 @@ def test_everything_recovers_from_a_restart_and_an_outage(system, postgres, tmp_
     third.finish()
     request_agent_command(agent_id=research.id, kind=CommandKind.STOP)
     for training in (second, third):
-        wait_for(lambda t=training: t.refresh().status == RunStatus.FINISHED, 15, "runs to end")
+        wait_for(lambda t=training: t.refresh().status == RunStatus.DONE, 15, "runs to end")
         assert training.stored_steps() == training.file_steps()
     wait_for(lambda: Agent.objects.get(pk=research.id).status == AgentStatus.STOPPED, 10, "stop")
     assert Alert.objects.filter(run=second.run.pk).count() == 1
@@ -340,7 +340,7 @@ def test_runagentd_stops_in_time_while_the_database_is_down_and_the_next_one_cat
         connection.close()  # the test's own, broken by the outage
         daemon = DaemonProcess("pg-stop", AGENTSYS_GPUS="1", AGENTSYS_WORKDIR=str(tmp_path))
         training.finish()
-        wait_for(lambda: training.refresh().status == RunStatus.FINISHED, 15, "the run's end")
+        wait_for(lambda: training.refresh().status == RunStatus.DONE, 15, "the run's end")
         assert training.refresh().exit_code == 0
         assert training.stored_steps() == training.file_steps()
         # The in-daemon agent could not be recorded as stopped: the next daemon says why.
