@@ -14,11 +14,14 @@
 from __future__ import annotations
 
 import functools
+from datetime import UTC, datetime
+from typing import Annotated
 from urllib.parse import urlencode
 
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, JsonResponse
 from ninja.errors import ValidationError
+from pydantic import AfterValidator
 
 ERROR_SCHEMA = {
     "title": "Error",
@@ -40,6 +43,20 @@ COMMON_ERRORS = {
     "503": "The database is unreachable; retry after the Retry-After seconds",
 }
 NOT_FOUND = "No such row: the id in the path names nothing"
+
+
+def _in_utc(value: datetime) -> datetime:
+    # PostgreSQL takes offsets up to ±15:59 only; ISO 8601 allows ±23:59 (a 500 before).
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("out of range once converted to UTC") from None
+
+
+# A point in time from a query string: naive means UTC; any offset is accepted.
+Instant = Annotated[datetime, AfterValidator(_in_utc)]
 
 
 def docs_access(view):

@@ -123,3 +123,20 @@ def test_params_that_fit_are_kept(api):
     response = api("post", "/api/runs", {"name": "x", "command": "true", "params": params})
     assert response.status_code == 201, response.content
     assert response.json()["params"] == params
+
+
+@pytest.mark.parametrize(
+    "moment",
+    ["0863-02-20T06:50:38+20:26", "2026-01-01T00:00:00-23:59", "2026-01-01T00:00:00"],
+    ids=["+20:26 offset", "-23:59 offset", "naive"],
+)
+def test_any_iso_offset_in_a_time_filter_is_answered(api, moment):
+    # PostgreSQL refuses offsets past ±15:59; the filter converts to UTC first (was a 500).
+    response = api("get", f"/api/memories/query?before={moment.replace('+', '%2B')}")
+    assert response.status_code == 200, response.content
+
+
+def test_a_time_filter_out_of_range_in_utc_is_422(api):
+    response = api("get", "/api/memories/query?since=0001-01-01T00:00:00%2B01:00")
+    assert response.status_code == 422
+    assert "since" in response.json()["detail"]
