@@ -14,6 +14,7 @@ from agentsys.memory import MAX_QUERY_LIMIT, EntryQuery
 from memory_app import selectors, services
 from memory_app.models import MemoryEntry
 from memory_app.schemas import MemoryEntryOut
+from researchagent.api_contract import Instant
 
 router = Router(tags=["memory"])
 
@@ -136,8 +137,8 @@ def query_entries(
     type: str = Query("", max_length=200, description="comma-separated: any of"),
     type_not: str = Query("", max_length=200, description="comma-separated: none of"),
     tags: str = Query("", max_length=500, description="comma-separated: any of"),
-    since: datetime | None = Query(None, description="inclusive"),
-    before: datetime | None = Query(None, description="exclusive"),
+    since: Instant | None = Query(None, description="inclusive; no offset means UTC"),
+    before: Instant | None = Query(None, description="exclusive; no offset means UTC"),
     limit: int = Query(100, ge=1, le=MAX_QUERY_LIMIT),
     order: str = Query("newest", max_length=10, description="newest or oldest"),
 ):

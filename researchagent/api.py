@@ -1,23 +1,54 @@
-"""The REST API: one NinjaAPI, one router per app, every route behind API_AUTH."""
+"""The REST API: one NinjaAPI, one router per app, every route behind API_AUTH.
 
-from django.contrib.auth.decorators import login_required
+Two rules hold for every operation, whichever router declares it (researchagent.api_contract):
+the schema and docs take the same credentials as the routes, and a query parameter the
+operation does not declare is a 422 naming it, not silently ignored.
+"""
+
 from ninja import NinjaAPI
+from ninja.errors import ValidationError
 
 from agents_app.api import router as agents_router
 from memory_app.api import router as memory_router
+from researchagent.api_contract import (
+    docs_access,
+    document_common_errors,
+    document_event_stream,
+    readable_validation_error,
+    reject_unknown_query_parameters,
+)
 from researchagent.auth import API_AUTH
 from scheduler_app.api import router as scheduler_router
 from scheduler_app.api_runs import router as runs_router
 from sessions_app.api import router as sessions_router
 
-api = NinjaAPI(
+
+class AgentSysAPI(NinjaAPI):
+    def get_openapi_schema(self, *, path_prefix=None, path_params=None):
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        document_event_stream(schema, prefix=self.get_root_path(path_params or {}))
+        document_common_errors(schema)
+        return schema
+
+    def _get_bound_routers(self):
+        # Operations are cloned per mount when the URLs are first built: guard the clones,
+        # whichever router (added in any order) they come from.
+        fresh = self._bound_routers_cache is None
+        bound = super()._get_bound_routers()
+        if fresh:
+            reject_unknown_query_parameters(bound)
+        return bound
+
+
+api = AgentSysAPI(
     title="AgentSys API",
     version="1",
     description="Chat sessions, agents, the GPU queue, runs and memory. Authenticate with a "
-    "logged-in session (plus CSRF token) or the API token in `X-Auth-Token` or "
-    "`Authorization: Bearer`.",
+    "logged-in session (plus CSRF token) or an API token in `X-Auth-Token` or "
+    "`Authorization: Bearer`; the same credentials read this schema (`/api/openapi.json`). "
+    "A query parameter an operation does not list is answered 422, naming it.",
     auth=API_AUTH,
-    docs_decorator=login_required,
+    docs_decorator=docs_access,
     urls_namespace="api",
 )
 api.add_router("/sessions", sessions_router, tags=["chat sessions"])
@@ -25,3 +56,6 @@ api.add_router("", scheduler_router, tags=["hosts"])
 api.add_router("", runs_router)
 api.add_router("/agents", agents_router, tags=["agents"])
 api.add_router("", memory_router)
+api.add_exception_handler(
+    ValidationError, lambda request, exc: readable_validation_error(request, exc, api)
+)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 from django.db import transaction
 from ninja import Query, Router, Schema, Status
-from pydantic import ConfigDict, Field, StringConstraints
+from pydantic import ConfigDict, Field, StringConstraints, field_validator
 
 from agentsys.types import END_STATE_HELP
 from scheduler_app import queue, runs, services
@@ -39,6 +40,28 @@ class LossThresholdsIn(Schema):
 
 
 EXECUTOR_OPTIONS = {"max_retries", "retry_base_delay", "thresholds"}
+# Params become ` --key=value` on the command line: option names, scalar values, and a total
+# that a command line holds (a 2 MB value used to fail the run at start, not the request).
+PARAM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+MAX_PARAMS = 200
+MAX_PARAMS_BYTES = 64 * 1024
+
+
+def check_params(params: dict[str, Any]) -> dict[str, Any]:
+    if len(params) > MAX_PARAMS:
+        raise ValueError(f"at most {MAX_PARAMS} params, got {len(params)}")
+    size = 0
+    for key, value in params.items():
+        if not PARAM_NAME.fullmatch(key):
+            raise ValueError(
+                f"param name {key[:100]!r} is not an option name (letters, digits, _ . -)"
+            )
+        if isinstance(value, dict | list) or value is None:
+            raise ValueError(f"param {key!r} must be a string, number or boolean")
+        size += len(key) + len(str(value).encode()) + 4
+    if size > MAX_PARAMS_BYTES:
+        raise ValueError(f"params take {size} bytes; at most {MAX_PARAMS_BYTES} fit a command")
+    return params
 
 
 class RunIn(Schema):
@@ -50,7 +73,10 @@ class RunIn(Schema):
     ]
     workdir: Annotated[str, StringConstraints(max_length=1000)] = ""
     gpu_required: Annotated[int, Field(strict=True, ge=0, le=1024)] = 0
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="appended as ` --key=value`: option names, scalar values, 64 KiB in all",
+    )
     sweep_id: str | None = None
     chat_session_id: str | None = None
     auto_start: bool = False
@@ -61,6 +87,8 @@ class RunIn(Schema):
         None, description="Seconds before the first retry, doubling after (default 5)"
     )
     thresholds: LossThresholdsIn | None = None
+
+    _params_fit_a_command_line = field_validator("params")(check_params)
 
     def executor_options(self) -> dict:
         """What goes to the run's executor: the options given, without the unset ones."""

@@ -44,6 +44,7 @@ def create_run(
     executor_options: dict | None = None,
 ) -> Run:
     queue.validate_gpu_required(gpu_required)
+    _check_references(sweep_id=sweep_id, chat_session_id=chat_session_id)
     run = Run.objects.create(
         name=name,
         command=command,
@@ -56,6 +57,18 @@ def create_run(
         auto_start=auto_start,
     )
     return start_run(run_id=run.id) if auto_start else run
+
+
+def _check_references(*, sweep_id: str | None, chat_session_id: str | None) -> None:
+    """A run naming a sweep or chat that does not exist is the caller's mistake, said before
+    the insert (the foreign key would only fail at commit, as a server error)."""
+    from scheduler_app.models import Sweep
+    from sessions_app.models import ChatSession
+
+    if sweep_id is not None and not Sweep.objects.filter(pk=sweep_id).exists():
+        raise queue.InvalidRequest(f"sweep_id: no sweep {sweep_id!r}")
+    if chat_session_id is not None and not ChatSession.objects.filter(pk=chat_session_id).exists():
+        raise queue.InvalidRequest(f"chat_session_id: no chat session {chat_session_id!r}")
 
 
 @transaction.atomic
