@@ -25,6 +25,7 @@ from agents_app.schemas import (
 from agentsys.types import AgentRole, AgentStatus, CommandKind, EntryType
 from memory_app import selectors as memory_selectors
 from memory_app.schemas import MemoryEntryOut
+from researchagent.api_contract import MAX_OFFSET
 
 router = Router()
 
@@ -80,7 +81,7 @@ def list_agents(
     chat_session_id: str | None = Query(None, max_length=ID_LENGTH),
     q: str | None = Query(None, max_length=200, description="Text in the goal"),
     limit: int = Query(50, ge=1, le=MAX_PAGE),
-    offset: int = Query(0, ge=0, le=1_000_000_000),
+    offset: int = Query(0, ge=0, le=MAX_OFFSET),
 ):
     try:
         statuses = _one_of("status", status, AgentStatus)

@@ -14,7 +14,7 @@ from agentsys.memory import MAX_QUERY_LIMIT, EntryQuery
 from memory_app import selectors, services
 from memory_app.models import MemoryEntry
 from memory_app.schemas import MemoryEntryOut
-from researchagent.api_contract import Instant
+from researchagent.api_contract import MAX_OFFSET, Instant
 
 router = Router(tags=["memory"])
 
@@ -98,7 +98,7 @@ def list_memories(
     active: bool | None = None,
     tag: str | None = Query(None, max_length=64),
     limit: int = Query(50, ge=1, le=500),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=MAX_OFFSET),
 ):
     count, found = selectors.memories(
         project=project, active=active, tag=tag, search=q.strip(), limit=limit, offset=offset

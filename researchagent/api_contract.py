@@ -42,6 +42,8 @@ COMMON_ERRORS = {
     "422": "Invalid input (body, path or query), or a query parameter the route does not take",
     "503": "The database is unreachable; retry after the Retry-After seconds",
 }
+# Past this a list offset is a mistake, and PostgreSQL's OFFSET (a bigint) would overflow.
+MAX_OFFSET = 1_000_000_000
 NOT_FOUND = "No such row: the id in the path names nothing"
 
 

@@ -9,6 +9,7 @@ from django.db import transaction
 from ninja import Field, Query, Router, Schema, Status
 
 from agentsys.types import END_STATE_HELP, RequestStatus
+from researchagent.api_contract import MAX_OFFSET
 from scheduler_app import queue as queue_service
 from scheduler_app import selectors, services
 from scheduler_app.models import ScheduleRequest
@@ -111,7 +112,7 @@ def list_requests(
     parent_id: str | None = Query(None, max_length=64),
     status: str | None = Query(None, max_length=20),
     limit: int = Query(50, ge=1, le=500),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=MAX_OFFSET),
 ):
     requests = ScheduleRequest.objects.select_related("host").order_by("created_at", "id")
     if status:

@@ -12,6 +12,7 @@ from ninja import Query, Router, Schema, Status
 from pydantic import ConfigDict, Field, StringConstraints, field_validator
 
 from agentsys.types import END_STATE_HELP
+from researchagent.api_contract import MAX_OFFSET
 from scheduler_app import queue, runs, services
 from scheduler_app.models import Alert, AlertStatus, Run, RunStatus
 
@@ -173,7 +174,7 @@ def list_runs(
     request,
     status: str | None = Query(None, max_length=20),
     limit: int = Query(50, ge=1, le=500),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=MAX_OFFSET),
 ):
     found = Run.objects.order_by("-created_at", "id")
     if status:

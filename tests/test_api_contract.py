@@ -140,3 +140,13 @@ def test_a_time_filter_out_of_range_in_utc_is_422(api):
     response = api("get", "/api/memories/query?since=0001-01-01T00:00:00%2B01:00")
     assert response.status_code == 422
     assert "since" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/scheduler/queue", "/api/runs", "/api/memories", "/api/agents"]
+)
+def test_a_list_offset_past_any_page_is_422_not_a_database_overflow(api, path):
+    # Found by the deep fuzz: an offset past PostgreSQL's bigint was a 500.
+    response = api("get", f"{path}?offset=180615042449414763395590046577483317248")
+    assert response.status_code == 422, response.content
+    assert "offset" in response.json()["detail"]
