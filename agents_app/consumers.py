@@ -23,7 +23,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from agents_app import selectors
 from agents_app.events import AGENTS_STREAM
 from agents_app.feed import follow_stream, parse_resume_point
-from researchagent.auth import token_matches
+from researchagent.auth import token_accepted
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
     forwarder: asyncio.Task | None = None
 
     async def connect(self):
-        if not self._authenticated():
+        if not await self._authenticated():
             # Accept only to close with a code a browser can read (a refused handshake shows
             # it only 1006): 4401 tells the page to log in again, not to retry.
             await self.accept()
@@ -73,7 +73,7 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         self.forwarder = asyncio.create_task(self._forward(after))
 
-    def _authenticated(self) -> bool:
+    async def _authenticated(self) -> bool:
         user = self.scope.get("user")
         if user is not None and user.is_authenticated:
             return True
@@ -81,7 +81,7 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
             x_auth_token=_header(self.scope, b"x-auth-token"),
             authorization=_header(self.scope, b"authorization"),
         )
-        return token_matches(token)
+        return await token_accepted(token)
 
     async def _forward(self, after: int) -> None:
         try:

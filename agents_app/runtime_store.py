@@ -23,7 +23,7 @@ from agentsys.types import (
 )
 from memory_app.services import write_entry
 from researchagent.ids import create_with_unique_id
-from scheduler_app import queue, runs
+from scheduler_app import oplog, queue, runs
 from scheduler_app import services as host_services
 from scheduler_app.models import Host, HostStatus, ScheduleRequest
 
@@ -148,6 +148,7 @@ class DjangoRuntimeStore:
         if agent.status == status and pid is None:  # a start report always carries a new pid
             return None
         now = timezone.now()
+        oplog.agent_moved(agent, old=agent.status, new=status)
         agent.status = status
         if pid is not None:
             agent.pid, agent.started_at = pid, agent.started_at or now

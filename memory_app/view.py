@@ -14,6 +14,7 @@ from memory_app import selectors
 from memory_app.context import assemble_context
 from memory_app.models import MemoryEntry
 from memory_app.services import write_entries, write_entry
+from scheduler_app import oplog
 from scheduler_app.models import Alert, Run
 
 
@@ -91,6 +92,7 @@ class DjangoMemoryView:
             choices=["acknowledge", "stop"],
             memory_key=key,
         )
+        oplog.alert_raised(alert)
         record_event(
             stream="alerts",
             kind="alert",

@@ -6,6 +6,7 @@ from ninja import NinjaAPI
 from agents_app.api import router as agents_router
 from memory_app.api import router as memory_router
 from researchagent.auth import API_AUTH
+from researchagent.health import router as health_router
 from scheduler_app.api import router as scheduler_router
 from scheduler_app.api_runs import router as runs_router
 from sessions_app.api import router as sessions_router
@@ -25,3 +26,4 @@ api.add_router("", scheduler_router, tags=["hosts"])
 api.add_router("", runs_router)
 api.add_router("/agents", agents_router, tags=["agents"])
 api.add_router("", memory_router)
+api.add_router("", health_router)

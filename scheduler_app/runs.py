@@ -12,7 +12,7 @@ from django.utils import timezone
 from agents_app.models import Agent
 from agentsys.types import AgentStatus, RequestStatus, new_agent_id
 from researchagent.ids import create_with_unique_id
-from scheduler_app import queue
+from scheduler_app import oplog, queue
 from scheduler_app.models import Run, RunStatus, ScheduleRequest
 
 EXECUTOR = "agentsys.agents.executor.ExecutorAgent"
@@ -96,6 +96,7 @@ def start_run(*, run_id: str) -> Run:
     else:
         run.status = RunStatus.QUEUED
     run.save()
+    oplog.run_queued(run)
     return run
 
 
@@ -168,3 +169,9 @@ def follow_agent(*, agent_id: str, status: AgentStatus, result=None, error: str 
             fields["status"] = RunStatus.LOST
         fields.update(exit_code=exit_code, error=error)
     Run.objects.filter(agent_id=agent_id).update(**fields)
+    oplog.run_moved(
+        agent_id=agent_id,
+        status=fields["status"],
+        exit_code=fields.get("exit_code"),
+        error=fields.get("error", ""),
+    )

@@ -1,0 +1,161 @@
+"""`GET /api/health` and the no-daemon banner: is the database there, does the channel layer
+carry a message, does any runagentd heart-beat, how deep is the queue.
+
+The route answers without authentication, so a load balancer or a monitoring probe can use
+it: 200 `{"status": "ok"}` or 503 `{"status": "degraded"}`. Its details (each check, each
+host, the queue) go only to a logged-in user or an API token."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import DatabaseError, connection
+from django.http import HttpRequest, JsonResponse
+from django.utils import timezone
+from ninja import Router
+
+from agentsys.types import RequestStatus
+from scheduler_app import selectors as host_selectors
+from scheduler_app.models import ScheduleRequest
+
+CHANNEL_TIMEOUT_SECONDS = 2.0
+router = Router(tags=["health"])
+
+
+def database_check() -> dict:
+    started = time.perf_counter()
+    try:
+        connection.ensure_connection()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except DatabaseError as exc:
+        return {"ok": False, "error": str(exc).strip().splitlines()[0] if str(exc) else "down"}
+    return {"ok": True, "latency_ms": round((time.perf_counter() - started) * 1000, 2)}
+
+
+async def _round_trip() -> None:
+    layer = get_channel_layer()
+    channel = await layer.new_channel("health.")
+    marker = uuid.uuid4().hex
+    await layer.send(channel, {"type": "health.ping", "marker": marker})
+    message = await asyncio.wait_for(layer.receive(channel), CHANNEL_TIMEOUT_SECONDS)
+    if message.get("marker") != marker:
+        raise RuntimeError("the channel layer returned another message")
+
+
+def channel_layer_check() -> dict:
+    started = time.perf_counter()
+    try:
+        async_to_sync(_round_trip)()
+    except TimeoutError:
+        return {"ok": False, "error": f"no message back within {CHANNEL_TIMEOUT_SECONDS}s"}
+    except Exception as exc:  # any transport error is the answer to this check
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    return {"ok": True, "round_trip_ms": round((time.perf_counter() - started) * 1000, 2)}
+
+
+def hosts_check() -> list[dict]:
+    now = timezone.now()
+    return [
+        {
+            "name": host.name,
+            "alive": host_selectors.host_is_alive(host, now=now),
+            "status": host.status,
+            "daemon_pid": host.daemon_pid,
+            "last_heartbeat": host.last_heartbeat.isoformat() if host.last_heartbeat else None,
+            "seconds_since_heartbeat": (
+                round((now - host.last_heartbeat).total_seconds(), 1)
+                if host.last_heartbeat
+                else None
+            ),
+        }
+        for host in host_selectors.hosts_with_gpus()
+    ]
+
+
+def queue_check() -> dict:
+    counts = {RequestStatus.QUEUED: 0, RequestStatus.RUNNING: 0}
+    for status in counts:
+        counts[status] = ScheduleRequest.objects.filter(status=status).count()
+    return {"queued": counts[RequestStatus.QUEUED], "running": counts[RequestStatus.RUNNING]}
+
+
+def no_daemon_message(hosts: list[dict]) -> str | None:
+    """The banner's text when no runagentd heart-beats; None while one does."""
+    if any(host["alive"] for host in hosts):
+        return None
+    beats = [h for h in hosts if h["last_heartbeat"]]
+    last = max(beats, key=lambda h: h["last_heartbeat"], default=None)
+    when = (
+        f"Last heartbeat: {last['last_heartbeat']} ({last['name']})."
+        if last
+        else ("No runagentd has ever heart-beaten.")
+    )
+    return f"No runagentd is running: agents and runs will not start. {when}"
+
+
+def report() -> dict:
+    database = database_check()
+    details: dict = {"database": database, "channel_layer": channel_layer_check()}
+    problems = []
+    if not database["ok"]:
+        problems.append(f"database unreachable: {database['error']}")
+    else:
+        details["hosts"] = hosts_check()
+        details["queue"] = queue_check()
+        if message := no_daemon_message(details["hosts"]):
+            problems.append(message)
+    if not details["channel_layer"]["ok"]:
+        problems.append(f"channel layer: {details['channel_layer']['error']}")
+    return {"status": "degraded" if problems else "ok", "problems": problems, **details}
+
+
+def _caller_may_see_details(request: HttpRequest) -> bool:
+    from agents_app.consumers import api_token
+    from researchagent.auth import authenticate_token
+
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        return True
+    token = api_token(
+        x_auth_token=request.headers.get("X-Auth-Token", ""),
+        authorization=request.headers.get("Authorization", ""),
+    )
+    return authenticate_token(None, token) is not None
+
+
+@router.get(
+    "/health",
+    auth=None,
+    summary="Health: database, channel layer, runagentd hosts, queue",
+    description='No authentication needed: answers 200 `{"status": "ok"}` or 503 '
+    '`{"status": "degraded"}` (database unreachable, channel layer not carrying messages, '
+    "or no runagentd heart-beating). A logged-in user or an API token also gets `problems`, "
+    "`database` (latency), `channel_layer` (round trip), `hosts` (alive, last heartbeat) and "
+    "`queue` (queued and running requests).",
+    response={200: dict, 503: dict},
+)
+def health(request):
+    result = report()
+    code = 200 if result["status"] == "ok" else 503
+    body = result if _caller_may_see_details(request) else {"status": result["status"]}
+    response = JsonResponse(body, status=code)
+    # A probe polls this every few seconds: its 503s are answers, not server errors to log.
+    response._has_been_logged = True
+    return response
+
+
+def daemon_banner(request: HttpRequest) -> dict:
+    """Context processor: the banner on every page while no runagentd heart-beats."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
+    try:
+        return {"daemon_banner": no_daemon_message(hosts_check())}
+    except DatabaseError:
+        return {"daemon_banner": "The database is unreachable: nothing can be shown or started."}
