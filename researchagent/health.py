@@ -38,14 +38,37 @@ def database_check() -> dict:
     return {"ok": True, "latency_ms": round((time.perf_counter() - started) * 1000, 2)}
 
 
+_probe_channel: str | None = None
+RESEND_SECONDS = 0.5
+
+
 async def _round_trip() -> None:
+    """Send a marked message to this process's probe channel and wait for it to come back.
+    One channel for the process's life: channels-postgres takes a session advisory lock per
+    channel it receives on, so a new channel per probe would pile up locks. A message sent
+    before the very first receive holds its lock is dropped, hence the resend."""
+    global _probe_channel
     layer = get_channel_layer()
-    channel = await layer.new_channel("health.")
+    if _probe_channel is None:
+        _probe_channel = await layer.new_channel("health.")
     marker = uuid.uuid4().hex
-    await layer.send(channel, {"type": "health.ping", "marker": marker})
-    message = await asyncio.wait_for(layer.receive(channel), CHANNEL_TIMEOUT_SECONDS)
-    if message.get("marker") != marker:
-        raise RuntimeError("the channel layer returned another message")
+
+    async def wait_for_marker():
+        while (await layer.receive(_probe_channel)).get("marker") != marker:
+            pass  # a reply to an earlier probe that had given up
+
+    waiter = asyncio.ensure_future(wait_for_marker())
+    try:
+        deadline = asyncio.get_running_loop().time() + CHANNEL_TIMEOUT_SECONDS
+        while not waiter.done():
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                raise TimeoutError
+            await layer.send(_probe_channel, {"type": "health.ping", "marker": marker})
+            await asyncio.wait([waiter], timeout=min(RESEND_SECONDS, left))
+        waiter.result()
+    finally:
+        waiter.cancel()
 
 
 def channel_layer_check() -> dict:
