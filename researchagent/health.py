@@ -11,7 +11,7 @@ import asyncio
 import time
 import uuid
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
@@ -38,7 +38,7 @@ def database_check() -> dict:
     return {"ok": True, "latency_ms": round((time.perf_counter() - started) * 1000, 2)}
 
 
-_probe_channel: str | None = None
+_probe: tuple[object, str] | None = None  # (the layer, its probe channel)
 RESEND_SECONDS = 0.5
 
 
@@ -47,14 +47,15 @@ async def _round_trip() -> None:
     One channel for the process's life: channels-postgres takes a session advisory lock per
     channel it receives on, so a new channel per probe would pile up locks. A message sent
     before the very first receive holds its lock is dropped, hence the resend."""
-    global _probe_channel
+    global _probe
     layer = get_channel_layer()
-    if _probe_channel is None:
-        _probe_channel = await layer.new_channel("health.")
+    if _probe is None or _probe[0] is not layer:
+        _probe = (layer, await layer.new_channel("health."))
+    channel = _probe[1]
     marker = uuid.uuid4().hex
 
     async def wait_for_marker():
-        while (await layer.receive(_probe_channel)).get("marker") != marker:
+        while (await layer.receive(channel)).get("marker") != marker:
             pass  # a reply to an earlier probe that had given up
 
     waiter = asyncio.ensure_future(wait_for_marker())
@@ -64,17 +65,17 @@ async def _round_trip() -> None:
             left = deadline - asyncio.get_running_loop().time()
             if left <= 0:
                 raise TimeoutError
-            await layer.send(_probe_channel, {"type": "health.ping", "marker": marker})
+            await layer.send(channel, {"type": "health.ping", "marker": marker})
             await asyncio.wait([waiter], timeout=min(RESEND_SECONDS, left))
         waiter.result()
     finally:
         waiter.cancel()
 
 
-def channel_layer_check() -> dict:
+async def channel_layer_check() -> dict:
     started = time.perf_counter()
     try:
-        async_to_sync(_round_trip)()
+        await _round_trip()
     except TimeoutError:
         return {"ok": False, "error": f"no message back within {CHANNEL_TIMEOUT_SECONDS}s"}
     except Exception as exc:  # any transport error is the answer to this check
@@ -122,10 +123,9 @@ def no_daemon_message(hosts: list[dict]) -> str | None:
     return f"No runagentd is running: agents and runs will not start. {when}"
 
 
-def report() -> dict:
+def _database_report() -> tuple[dict, list[str]]:
     database = database_check()
-    details: dict = {"database": database, "channel_layer": channel_layer_check()}
-    problems = []
+    details, problems = {"database": database}, []
     if not database["ok"]:
         problems.append(f"database unreachable: {database['error']}")
     else:
@@ -133,6 +133,13 @@ def report() -> dict:
         details["queue"] = queue_check()
         if message := no_daemon_message(details["hosts"]):
             problems.append(message)
+    return details, problems
+
+
+async def report() -> dict:
+    details, problems = await sync_to_async(_database_report)()
+    # On the server's own event loop: the channel layer's connections belong to it.
+    details["channel_layer"] = await channel_layer_check()
     if not details["channel_layer"]["ok"]:
         problems.append(f"channel layer: {details['channel_layer']['error']}")
     return {"status": "degraded" if problems else "ok", "problems": problems, **details}
@@ -163,10 +170,11 @@ def _caller_may_see_details(request: HttpRequest) -> bool:
     "`queue` (queued and running requests).",
     response={200: dict, 503: dict},
 )
-def health(request):
-    result = report()
+async def health(request):
+    result = await report()
     code = 200 if result["status"] == "ok" else 503
-    body = result if _caller_may_see_details(request) else {"status": result["status"]}
+    detailed = await sync_to_async(_caller_may_see_details)(request)
+    body = result if detailed else {"status": result["status"]}
     response = JsonResponse(body, status=code)
     # A probe polls this every few seconds: its 503s are answers, not server errors to log.
     response._has_been_logged = True
