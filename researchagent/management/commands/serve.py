@@ -241,6 +241,7 @@ class Command(BaseCommand):
             if not process_session.wait_session_empty(sid, max(0.0, deadline - time.monotonic())):
                 left = process_session.kill_session(sid)
                 self.stderr.write(f"{child.name}: killed {len(left)} process(es) left behind")
+                process_session.wait_session_empty(sid, STOP_GRACE_SECONDS)
         if process is not None and process.poll() is None:
             process.wait()
 
