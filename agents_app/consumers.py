@@ -26,7 +26,7 @@ from agents_app import selectors
 from agents_app.events import AGENTS_STREAM
 from agents_app.feed import parse_resume_point
 from agents_app.steady_feed import follow_steadily
-from researchagent.auth import token_matches
+from researchagent.auth import token_accepted
 from researchagent.db_outage import DATABASE_ERRORS
 
 logger = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_TRY_AGAIN_LATER, reason="database unavailable")
 
     async def _connect(self):
-        if not self._authenticated():
+        if not await self._authenticated():
             # Accept only to close with a code a browser can read (a refused handshake shows
             # it only 1006): 4401 tells the page to log in again, not to retry.
             await self.accept()
@@ -86,7 +86,7 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         self.forwarder = asyncio.create_task(self._forward(after))
 
-    def _authenticated(self) -> bool:
+    async def _authenticated(self) -> bool:
         user = self.scope.get("user")
         if user is not None and user.is_authenticated:
             return True
@@ -94,7 +94,7 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
             x_auth_token=_header(self.scope, b"x-auth-token"),
             authorization=_header(self.scope, b"authorization"),
         )
-        return token_matches(token)
+        return await token_accepted(token)
 
     async def _forward(self, after: int) -> None:
         try:

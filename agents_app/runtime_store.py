@@ -28,7 +28,7 @@ from agentsys.types import (
 from memory_app.services import write_entry
 from researchagent.db_outage import DATABASE_ERRORS, drop_connection, first_line
 from researchagent.ids import create_with_unique_id
-from scheduler_app import lifecycle, queue
+from scheduler_app import lifecycle, oplog, queue
 from scheduler_app import services as host_services
 from scheduler_app.models import Host, HostStatus, ScheduleRequest
 
@@ -183,8 +183,11 @@ class DjangoRuntimeStore:
         # Its queue request and run move with it; an executor stopped before it started
         # was cancelled, and one whose run left no exit code is lost: it says so too.
         asked = status
-        status = lifecycle.follow_agent(agent_id=agent_id, status=asked, result=result, error=error)
+        status = lifecycle.follow_agent(
+            agent_id=agent_id, status=asked, result=result, error=error, previous=agent.status
+        )
         kind = str(status) if kind == str(asked) else kind
+        oplog.agent_moved(agent, old=agent.status, new=status)
         agent.status = status
         if pid is not None:
             agent.pid, agent.started_at = pid, agent.started_at or now

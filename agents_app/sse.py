@@ -25,7 +25,7 @@ from agents_app.consumers import api_token
 from agents_app.events import AGENTS_STREAM
 from agents_app.feed import parse_resume_point
 from agents_app.steady_feed import follow_steadily
-from researchagent.auth import token_matches
+from researchagent.auth import token_accepted
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ async def _authenticated(request: HttpRequest) -> bool:
         x_auth_token=request.headers.get("X-Auth-Token", ""),
         authorization=request.headers.get("Authorization", ""),
     )
-    if token_matches(token):
+    if await token_accepted(token):
         return True
     user = await request.auser()
     return user.is_authenticated

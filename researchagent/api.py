@@ -18,6 +18,7 @@ from researchagent.api_contract import (
     reject_unknown_query_parameters,
 )
 from researchagent.auth import API_AUTH
+from researchagent.health import router as health_router
 from scheduler_app.api import router as scheduler_router
 from scheduler_app.api_runs import router as runs_router
 from sessions_app.api import router as sessions_router
@@ -59,3 +60,4 @@ api.add_router("", memory_router)
 api.add_exception_handler(
     ValidationError, lambda request, exc: readable_validation_error(request, exc, api)
 )
+api.add_router("", health_router)

@@ -1,15 +1,18 @@
-"""Authentication: pages need a logged-in user; the API takes a session or the API token."""
+"""Authentication: pages need a logged-in user; the API takes a session, a user's own API
+token (accounts_app), or the deployment-wide RESEARCH_AGENT_USER_AUTH_TOKEN."""
 
 from __future__ import annotations
 
 import secrets
 
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth.middleware import LoginRequiredMiddleware as _DjangoLoginRequired
 from django.http import HttpRequest
 from ninja.security import APIKeyHeader, HttpBearer, django_auth
 
 API_PREFIX = "/api/"
+ENV_TOKEN = "token"  # noqa: S105 - what request.auth is for the environment's token (it has no owner)
 
 
 class LoginRequiredMiddleware(_DjangoLoginRequired):
@@ -29,20 +32,48 @@ def token_matches(candidate: str | None) -> bool:
     return secrets.compare_digest(candidate.encode(), expected.encode())
 
 
+def token_owner(candidate: str | None):
+    """The user whose live API token `candidate` is (noting the use), or None."""
+    from accounts_app import selectors, services
+
+    row = selectors.active_token(candidate)
+    if row is None:
+        return None
+    services.note_use(row)
+    return row.user
+
+
+def authenticate_token(request: HttpRequest | None, candidate: str | None):
+    """A user's token: sets request.user to its owner and returns the user. The env token:
+    returns ENV_TOKEN. Anything else: None."""
+    if token_matches(candidate):
+        return ENV_TOKEN
+    user = token_owner(candidate)
+    if user is not None and request is not None:
+        request.user = user
+    return user
+
+
+@database_sync_to_async
+def token_accepted(candidate: str | None) -> bool:
+    """For the WebSocket and SSE feeds (async): is `candidate` a token the API accepts?"""
+    return authenticate_token(None, candidate) is not None
+
+
 class TokenHeaderAuth(APIKeyHeader):
     """`X-Auth-Token: <token>`"""
 
     param_name = "X-Auth-Token"
 
     def authenticate(self, request: HttpRequest, key: str | None):
-        return "token" if token_matches(key) else None
+        return authenticate_token(request, key)
 
 
 class BearerTokenAuth(HttpBearer):
     """`Authorization: Bearer <token>`"""
 
     def authenticate(self, request: HttpRequest, token: str):
-        return "token" if token_matches(token) else None
+        return authenticate_token(request, token)
 
 
 # Tried in order; the session one also enforces CSRF on unsafe methods.

@@ -1,9 +1,11 @@
-"""First-start chores shared by `manage.py serve` and the tests: the admin account and the
-demo workspace."""
+"""First-start chores shared by `manage.py serve` and the tests: the admin account, its
+first API token and the demo workspace."""
 
 from __future__ import annotations
 
+import json
 import secrets
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -38,6 +40,36 @@ def ensure_admin_user() -> AdminLogin:
     )
     shown = None if config.admin_password else password
     return AdminLogin(config.admin_username, shown, created=True)
+
+
+FIRST_TOKEN_NAME = "created on first start"  # noqa: S105 (a name)
+DEMO_RUN = {
+    "name": "demo: train.py",
+    "command": "python3 train.py --lr=0.05 --steps=200 --sleep=0.02",
+    "auto_start": True,
+}
+
+
+def ensure_admin_token(login: AdminLogin) -> str | None:
+    """With the admin account just created, create its first API token and return it (to be
+    shown once, like the password). Any other start: None."""
+    from accounts_app.services import create_token
+
+    if not login.created:
+        return None
+    admin = get_user_model().objects.get(username=login.username)
+    _, token = create_token(user=admin, name=FIRST_TOKEN_NAME)
+    return token
+
+
+def demo_run_curl(base_url: str, token: str) -> str:
+    """One shell line that starts the demo workspace's training run through the API."""
+    body = json.dumps(DEMO_RUN, separators=(",", ":"))
+    url = base_url.rstrip("/") + "/api/runs"
+    return (
+        f"curl -H {shlex.quote('X-Auth-Token: ' + token)} "
+        f"-H 'Content-Type: application/json' -d {shlex.quote(body)} {url}"
+    )
 
 
 def ensure_workspace(path: Path) -> bool:

@@ -65,6 +65,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "AGENTSYS_ADMIN_PASSWORD": ("", "Its password; unset = a one-time password is printed"),
     "AGENTSYS_ADMIN_EMAIL": ("", "Its e-mail address"),
     "LOG_LEVEL": ("INFO", "Logging level: DEBUG, INFO, WARNING, ERROR"),
+    "AGENTSYS_ACCESS_LOG": ("false", "Print one line per HTTP request (daphne's access log)"),
 }
 
 _LOG_LEVELS = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}
@@ -105,6 +106,7 @@ class Config:
     admin_password: str | None
     admin_email: str
     log_level: str
+    access_log: bool = False
     extra: dict = field(default_factory=dict)
 
 
@@ -257,6 +259,7 @@ def load(environment: dict[str, str] | None = None) -> Config:
         admin_password=_raw(env, "AGENTSYS_ADMIN_PASSWORD") or None,
         admin_email=_raw(env, "AGENTSYS_ADMIN_EMAIL"),
         log_level=_choice(env, "LOG_LEVEL", _LOG_LEVELS, upper=True),
+        access_log=_bool(env, "AGENTSYS_ACCESS_LOG"),
     )
 
 

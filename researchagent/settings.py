@@ -98,6 +98,7 @@ INSTALLED_APPS = [
     "agents_app",
     "scheduler_app",
     "memory_app",
+    "accounts_app",
 ]
 
 MIDDLEWARE = [
@@ -127,6 +128,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "researchagent.health.daemon_banner",
             ],
         },
     },

@@ -19,7 +19,7 @@ from django.utils import timezone
 from agents_app.events import AGENTS_STREAM, record_event
 from agents_app.models import Agent
 from agentsys.types import AgentStatus, EndState, RequestStatus
-from scheduler_app import queue
+from scheduler_app import oplog, queue
 from scheduler_app.models import GPU, Run, RunStatus, ScheduleRequest
 
 OPEN_RUN = [RunStatus.QUEUED, RunStatus.RUNNING]
@@ -38,7 +38,12 @@ def end_state(status: AgentStatus, *, error: str = "", started: bool = True) -> 
 
 
 def follow_agent(
-    *, agent_id: str, status: AgentStatus, result=None, error: str = ""
+    *,
+    agent_id: str,
+    status: AgentStatus,
+    result=None,
+    error: str = "",
+    previous: AgentStatus | None = None,
 ) -> AgentStatus:
     """The agent `agent_id` moves to `status` (called in its status transaction, its row
     locked): its request and its run, if it has them, move with it. Returns the status the
@@ -49,6 +54,8 @@ def follow_agent(
         Run.objects.filter(agent_id=agent_id, status__in=OPEN_RUN).update(
             status=RunStatus.RUNNING, started_at=Coalesce(F("started_at"), Value(now))
         )
+        if previous == AgentStatus.IDLE:  # a first start: not a resume, nor a re-adoption
+            oplog.run_moved(agent_id=agent_id, status=RunStatus.RUNNING, exit_code=None, error="")
         return status
     if not status.is_terminal:
         return status
@@ -73,9 +80,11 @@ def follow_agent(
     exit_code = result.get("exit_code") if isinstance(result, dict) else None
     if exit_code is None and (code := _EXIT_CODE.search(error)):
         exit_code = int(code.group(1))
-    Run.objects.filter(agent_id=agent_id, status__in=OPEN_RUN).update(
+    ended = Run.objects.filter(agent_id=agent_id, status__in=OPEN_RUN).update(
         status=word, finished_at=now, exit_code=exit_code, error=error
     )
+    if ended:
+        oplog.run_moved(agent_id=agent_id, status=word, exit_code=exit_code, error=error)
     return AgentStatus(word.value)
 
 

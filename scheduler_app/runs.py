@@ -10,7 +10,7 @@ from django.db import transaction
 from agents_app.models import Agent
 from agentsys.types import new_agent_id
 from researchagent.ids import create_with_unique_id
-from scheduler_app import lifecycle, queue
+from scheduler_app import lifecycle, oplog, queue
 from scheduler_app.models import Run, RunStatus, ScheduleRequest
 
 EXECUTOR = "agentsys.agents.executor.ExecutorAgent"
@@ -108,6 +108,7 @@ def start_run(*, run_id: str) -> Run:
     run.save()
     queue.submit(agent=agent, gpu_required=run.gpu_required)  # the run is queued or rejected
     run.refresh_from_db()
+    oplog.run_queued(run)
     return run
 
 

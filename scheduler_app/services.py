@@ -15,7 +15,7 @@ from agents_app.events import AGENTS_STREAM, record_event
 from agents_app.models import Agent
 from agents_app.services import AgentCommandRefused, request_agent_command
 from agentsys.types import CommandKind
-from scheduler_app import runs
+from scheduler_app import oplog, runs
 from scheduler_app.lifecycle import cancel_requests
 from scheduler_app.models import (
     GPU,
@@ -125,6 +125,7 @@ def raise_alert(
         memory_key=memory_key,
     )
     _alert_event(alert, "alert_raised", run_dir=run_dir)
+    oplog.alert_raised(alert)
     return alert
 
 

@@ -28,9 +28,10 @@ def _concrete(route: str) -> str:
 
 
 ROUTES = sorted({_concrete(r) for r in _all_paths()})
-PUBLIC = {"/accounts/login/", "/admin/login/", "/accounts/logout/"}  # the way in and out
+# The way in and out, and the health probe (which tells an anonymous caller only ok/degraded).
+PUBLIC = {"/accounts/login/", "/admin/login/", "/accounts/logout/", "/api/health"}
 PROTECTED = [r for r in ROUTES if r not in PUBLIC]
-API_ROUTES = [r for r in ROUTES if r.startswith("/api/") and r != "/api/"]
+API_ROUTES = [r for r in ROUTES if r.startswith("/api/") and r not in ("/api/", "/api/health")]
 
 
 def test_route_list_covers_pages_admin_and_api():

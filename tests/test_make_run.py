@@ -74,6 +74,9 @@ def test_make_run_serves_login_and_admin_then_stops_clean(tmp_path):
         assert url == f"http://127.0.0.1:{port}/"
         login = output.find(r"Log in as '(\w+)' with the one-time password: (\S+)")
         assert login, output.text
+        token = output.find(r"API token for 'admin' \(shown only this once\): (\S+)")
+        assert token, output.text  # printed next to the password; the curl line: see
+        # tests/test_serve_supervision.py, which runs it
         assert (home / "demo-workspace" / "train.py").exists()
         assert (home / "demo-workspace" / ".git").is_dir()
 
@@ -92,6 +95,8 @@ def test_make_run_serves_login_and_admin_then_stops_clean(tmp_path):
             assert admin.status_code == 200
             assert "Site administration" in admin.text or "AgentSys administration" in admin.text
             assert client.get("/static/css/app.css").status_code == 200  # collected and served
+        hosts = httpx.get(url + "api/hosts", headers={"X-Auth-Token": token.group(1)}, timeout=10)
+        assert hosts.status_code == 200
     finally:
         make.send_signal(signal.SIGTERM)
         make.wait(60)

@@ -1,5 +1,9 @@
 """`manage.py serve` (what `make run` runs): set up, then run daphne and runagentd together in
-the foreground until Ctrl-C or SIGTERM, and leave no process behind.
+the foreground until Ctrl-C or SIGTERM, restarting either one that exits on its own.
+
+Each child leads its own session; stopping one waits for its whole session (its workers
+included) to end, not just for the leader. Runs are not part of it: they live in sessions of
+their own, outlive `serve`, and the next start follows them again.
 
 This process holds a lease on the embedded PostgreSQL for its whole life (settings took it), so
 the database outlives the children and stops after them, when the last lease is released.
@@ -8,21 +12,31 @@ the database outlives the children and stops after them, when the last lease is 
 from __future__ import annotations
 
 import ctypes
-import os
+import logging
+import shlex
 import signal
 import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from researchagent.bootstrap import ensure_admin_user, ensure_workspace
+from researchagent import process_session
+from researchagent.bootstrap import (
+    demo_run_curl,
+    ensure_admin_token,
+    ensure_admin_user,
+    ensure_workspace,
+)
+from researchagent.restart_policy import RestartPolicy, exit_cause
 
 STOP_GRACE_SECONDS = 10
 _PR_SET_PDEATHSIG = 1
+logger = logging.getLogger("agentsys.serve")
 
 
 def _die_with_parent() -> None:
@@ -31,15 +45,35 @@ def _die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    policy: RestartPolicy
+    process: subprocess.Popen | None = None
+    started_at: float = 0.0
+    restart_at: float | None = None  # set while it waits out its backoff
+    sessions: list[int] = field(default_factory=list)  # every session it ever led
+
+
 class Command(BaseCommand):
     help = "Migrate, collect static files, then run the web server and runagentd together."
 
     def add_arguments(self, parser):
         parser.add_argument("--no-daemon", action="store_true", help="Run the web server only")
+        parser.add_argument(
+            "--daemon-args", default="", help="Extra options for runagentd, as one string"
+        )
+        parser.add_argument(
+            "--max-crashes",
+            type=int,
+            default=5,
+            help="Give up after a child crashed this many times in a row, each within "
+            "--fast-crash-seconds of its start",
+        )
+        parser.add_argument("--fast-crash-seconds", type=float, default=30.0)
 
     def handle(self, *args, **options):
-        config = settings.AGENTSYS
-        self._children: dict[str, subprocess.Popen] = {}
         self._stop_signal: int | None = None
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
@@ -50,30 +84,40 @@ class Command(BaseCommand):
         if ensure_workspace(settings.AGENTSYS_WORKDIR):
             self._say(f"Created the demo workspace in {settings.AGENTSYS_WORKDIR}")
         login = ensure_admin_user()
+        token = ensure_admin_token(login)
 
-        self._start(
-            "web",
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                config.host,
-                "-p",
-                str(config.port),
-                "researchagent.asgi:application",
-            ],
-        )
-        if not options["no_daemon"]:
-            self._start("runagentd", [sys.executable, "manage.py", "runagentd"])
+        self._children = self._plan(options)
+        for child in self._children.values():
+            self._spawn(child)
         try:
-            self._wait_for_port(config.host, config.port)
-            self._announce(login)
+            self._wait_for_port(settings.AGENTSYS.host, settings.AGENTSYS.port)
+            self._announce(login, token)
             exit_code = self._supervise()
         finally:
             self._stop_children()
         if exit_code:
-            raise CommandError(f"stopped because a process exited with code {exit_code}")
+            raise CommandError(f"stopped because a process kept crashing ({exit_code})")
+
+    def _plan(self, options) -> dict[str, Child]:
+        def policy():
+            return RestartPolicy(
+                max_fast_crashes=options["max_crashes"], fast_seconds=options["fast_crash_seconds"]
+            )
+
+        config = settings.AGENTSYS
+        web = [sys.executable, "-m", "daphne", "-b", config.host, "-p", str(config.port)]
+        # daphne's default verbosity prints a line per request: only when asked for.
+        web += ["--access-log", "-"] if config.access_log else ["-v", "0"]
+        children = {"web": Child("web", [*web, "researchagent.asgi:application"], policy())}
+        if not options["no_daemon"]:
+            daemon = [
+                sys.executable,
+                "manage.py",
+                "runagentd",
+                *shlex.split(options["daemon_args"]),
+            ]
+            children["runagentd"] = Child("runagentd", daemon, policy())
+        return children
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -89,17 +133,20 @@ class Command(BaseCommand):
     def _on_signal(self, signum, frame) -> None:
         self._stop_signal = signum
 
-    def _start(self, name: str, argv: list[str]) -> None:
+    def _spawn(self, child: Child) -> None:
         # Own session: a terminal's Ctrl-C reaches only us, and we stop the children in order.
-        self._children[name] = subprocess.Popen(
-            argv, cwd=settings.BASE_DIR, start_new_session=True, preexec_fn=_die_with_parent
+        child.process = subprocess.Popen(
+            child.argv, cwd=settings.BASE_DIR, start_new_session=True, preexec_fn=_die_with_parent
         )
+        child.started_at, child.restart_at = time.monotonic(), None
+        child.sessions.append(child.process.pid)
 
     def _wait_for_port(self, host: str, port: int, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
+        web = self._children["web"].process
         while time.monotonic() < deadline and self._stop_signal is None:
-            if self._children["web"].poll() is not None:
-                raise CommandError(f"the web server exited ({self._children['web'].returncode})")
+            if web.poll() is not None:
+                raise CommandError(f"the web server exited ({exit_cause(web.returncode)})")
             try:
                 with socket.create_connection((host, port), timeout=0.5):
                     return
@@ -108,7 +155,7 @@ class Command(BaseCommand):
         if self._stop_signal is None:
             raise CommandError(f"the web server did not listen on {host}:{port} in {timeout}s")
 
-    def _announce(self, login) -> None:
+    def _announce(self, login, token) -> None:
         config = settings.AGENTSYS
         url = f"http://{config.host}:{config.port}/"
         self._say("")
@@ -126,30 +173,89 @@ class Command(BaseCommand):
                 f"Log in as '{login.username}' (forgot the password? "
                 f".venv/bin/python manage.py changepassword {login.username})"
             )
+        if token:
+            self._say(f"API token for '{login.username}' (shown only this once): {token}")
+            self._say("  Start the demo run with:")
+            self._say(f"  {demo_run_curl(url, token)}")
         self._say(f"Workdir: {settings.AGENTSYS_WORKDIR}   Ctrl-C stops everything.")
         self._say("")
 
     def _supervise(self) -> int:
-        """Wait for a stop signal, or for a child to exit on its own (then stop the rest)."""
+        """Until a stop signal: restart a child that exited, after its backoff. Returns 0, or
+        1 when a child crashed too often in a row (the caller then stops the rest)."""
         while self._stop_signal is None:
-            for name, child in self._children.items():
-                if child.poll() is not None:
-                    self.stderr.write(f"{name} exited with code {child.returncode}; stopping.")
-                    return child.returncode or 1
-            time.sleep(0.2)
+            now = time.monotonic()
+            for child in self._children.values():
+                if child.restart_at is not None:
+                    if now >= child.restart_at:
+                        self._spawn(child)
+                        logger.warning("%s restarted (pid %d)", child.name, child.process.pid)
+                    continue
+                if child.process.poll() is None:
+                    continue
+                cause = exit_cause(child.process.returncode)
+                ran_for = now - child.started_at
+                delay = child.policy.after_exit(ran_for)
+                if delay is None:
+                    logger.error(
+                        "%s crashed %d times in a row, each within %.0fs of its start (last: %s);"
+                        " giving up and stopping AgentSys. Its output above says why.",
+                        child.name,
+                        child.policy.fast_crashes,
+                        child.policy.fast_seconds,
+                        cause,
+                    )
+                    return 1
+                logger.warning(
+                    "%s (pid %d) exited after %.1fs with %s; restarting it in %.1fs",
+                    child.name,
+                    child.process.pid,
+                    ran_for,
+                    cause,
+                    delay,
+                )
+                child.restart_at = now + delay
+            time.sleep(0.1)
         return 0
 
     def _stop_children(self) -> None:
         # The daemon first (it may still write to the database), then the web server.
         for name in ("runagentd", "web"):
-            child = self._children.get(name)
-            if child is None or child.poll() is not None:
-                continue
-            child.send_signal(signal.SIGTERM)
-            try:
-                child.wait(STOP_GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                self.stderr.write(f"{name} ignored SIGTERM for {STOP_GRACE_SECONDS}s; killing it")
-                os.killpg(child.pid, signal.SIGKILL)
-                child.wait()
+            child = self._children.get(name) if hasattr(self, "_children") else None
+            if child is not None:
+                self._stop(child)
+        self._report_live_runs()
         self._say("Stopped.")
+
+    def _stop(self, child: Child) -> None:
+        """SIGTERM to the leader, then wait for its whole session; SIGKILL what is left."""
+        process = child.process
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(STOP_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.stderr.write(f"{child.name} ignored SIGTERM for {STOP_GRACE_SECONDS}s")
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        for sid in child.sessions:
+            if not process_session.wait_session_empty(sid, max(0.0, deadline - time.monotonic())):
+                left = process_session.kill_session(sid)
+                self.stderr.write(f"{child.name}: killed {len(left)} process(es) left behind")
+                process_session.wait_session_empty(sid, STOP_GRACE_SECONDS)
+        if process is not None and process.poll() is None:
+            process.wait()
+
+    def _report_live_runs(self) -> None:
+        from scheduler_app.run_processes import live_runs
+
+        try:
+            count = len(live_runs())
+        except Exception as exc:  # the database may be what went away; say so and go on
+            self.stderr.write(f"Could not check for runs still running: {exc}")
+            return
+        if count:
+            noun = "run is" if count == 1 else "runs are"
+            self._say(
+                f"{count} {noun} still running; they will be followed again on the next start;"
+                " `manage.py runs stop --all` ends them"
+            )

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AccountsAppConfig(AppConfig):
+    name = "accounts_app"
+    verbose_name = "API tokens"

@@ -1,0 +1,28 @@
+from django.conf import settings
+from django.db import models
+
+
+class ApiToken(models.Model):
+    """A user's API token. Only its SHA-256 digest is kept: the token itself is shown once,
+    when it is created, and cannot be recovered (a lost one is revoked and replaced)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100, help_text="What it is for, e.g. 'laptop scripts'")
+    prefix = models.CharField(max_length=16, editable=False, help_text="Its first characters")
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["user_id", "-created_at"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None

@@ -1,0 +1,26 @@
+"""Reads for API tokens."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from accounts_app.models import ApiToken
+from accounts_app.services import TOKEN_PREFIX, digest_of
+
+
+def active_token(token: str | None) -> ApiToken | None:
+    """The live token row for `token` (owner active, not revoked), or None."""
+    if not token or not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+        return None
+    # Looked up by digest: equal digests mean equal tokens, and the lookup leaks no timing
+    # about the token itself.
+    return (
+        ApiToken.objects.select_related("user")
+        .filter(digest=digest_of(token), revoked_at__isnull=True, user__is_active=True)
+        .first()
+    )
+
+
+def tokens(*, username: str | None = None) -> QuerySet[ApiToken]:
+    rows = ApiToken.objects.select_related("user").order_by("user__username", "-created_at")
+    return rows.filter(user__username=username) if username else rows

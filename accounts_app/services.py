@@ -1,0 +1,68 @@
+"""Writes for API tokens: create (the only moment the token is seen), revoke, note a use."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts_app.models import ApiToken
+
+TOKEN_PREFIX = "ast_"  # noqa: S105 - makes a leaked token easy to recognise (secret scanners, logs)
+PREFIX_SHOWN = 10
+# last_used_at is written at most this often per token: not one write per request.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+class TokenError(Exception):
+    """The token operation cannot be done (the message says why)."""
+
+
+def digest_of(token: str) -> str:
+    # A 256-bit random token needs no slow hash: nothing to brute-force.
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_token(*, user, name: str) -> tuple[ApiToken, str]:
+    """A new token for `user`; returns the row and the token, which is never stored."""
+    name = (name or "").strip()
+    if not name:
+        raise TokenError("a token needs a name")
+    if len(name) > 100:
+        raise TokenError("a token's name has at most 100 characters")
+    if not user.is_active:
+        raise TokenError(f"user {user.get_username()} is inactive")
+    row = ApiToken(user=user, name=name)
+    token = fill_new_secret(row)
+    row.save()
+    return row, token
+
+
+def fill_new_secret(row: ApiToken) -> str:
+    """Give an unsaved row a fresh token's prefix and digest; returns the token."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    row.prefix, row.digest = token[:PREFIX_SHOWN], digest_of(token)
+    return token
+
+
+def revoke_token(*, token_id: int) -> ApiToken:
+    row = ApiToken.objects.filter(pk=token_id).first()
+    if row is None:
+        raise TokenError(f"no API token with id {token_id}")
+    if row.revoked_at is None:
+        row.revoked_at = timezone.now()
+        row.save(update_fields=["revoked_at"])
+    return row
+
+
+def note_use(row: ApiToken) -> None:
+    """Record that `row` authenticated a request, at most once a minute."""
+    now = timezone.now()
+    if row.last_used_at is not None and now - row.last_used_at < LAST_USED_RESOLUTION:
+        return
+    stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
+    # Conditional: of many requests at once, one writes.
+    ApiToken.objects.filter(stale, pk=row.pk).update(last_used_at=now)

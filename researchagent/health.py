@@ -1,0 +1,192 @@
+"""`GET /api/health` and the no-daemon banner: is the database there, does the channel layer
+carry a message, does any runagentd heart-beat, how deep is the queue.
+
+The route answers without authentication, so a load balancer or a monitoring probe can use
+it: 200 `{"status": "ok"}` or 503 `{"status": "degraded"}`. Its details (each check, each
+host, the queue) go only to a logged-in user or an API token."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.db import DatabaseError, connection
+from django.http import HttpRequest, JsonResponse
+from django.utils import timezone
+from ninja import Router
+
+from agentsys.types import RequestStatus
+from scheduler_app import selectors as host_selectors
+from scheduler_app.models import ScheduleRequest
+
+CHANNEL_TIMEOUT_SECONDS = 2.0
+router = Router(tags=["health"])
+
+
+def database_check() -> dict:
+    started = time.perf_counter()
+    try:
+        connection.ensure_connection()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except DatabaseError as exc:
+        return {"ok": False, "error": str(exc).strip().splitlines()[0] if str(exc) else "down"}
+    return {"ok": True, "latency_ms": round((time.perf_counter() - started) * 1000, 2)}
+
+
+_probe: tuple[object, str] | None = None  # (the layer, its probe channel)
+RESEND_SECONDS = 0.5
+
+
+async def _round_trip() -> None:
+    """Send a marked message to this process's probe channel and wait for it to come back.
+    One channel for the process's life: channels-postgres takes a session advisory lock per
+    channel it receives on, so a new channel per probe would pile up locks. A message sent
+    before the very first receive holds its lock is dropped, hence the resend."""
+    global _probe
+    layer = get_channel_layer()
+    if _probe is None or _probe[0] is not layer:
+        _probe = (layer, await layer.new_channel("health."))
+    channel = _probe[1]
+    marker = uuid.uuid4().hex
+
+    async def wait_for_marker():
+        while (await layer.receive(channel)).get("marker") != marker:
+            pass  # a reply to an earlier probe that had given up
+
+    waiter = asyncio.ensure_future(wait_for_marker())
+    try:
+        deadline = asyncio.get_running_loop().time() + CHANNEL_TIMEOUT_SECONDS
+        while not waiter.done():
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                raise TimeoutError
+            await layer.send(channel, {"type": "health.ping", "marker": marker})
+            await asyncio.wait([waiter], timeout=min(RESEND_SECONDS, left))
+        waiter.result()
+    finally:
+        waiter.cancel()
+
+
+async def channel_layer_check() -> dict:
+    started = time.perf_counter()
+    try:
+        await _round_trip()
+    except TimeoutError:
+        return {"ok": False, "error": f"no message back within {CHANNEL_TIMEOUT_SECONDS}s"}
+    except Exception as exc:  # any transport error is the answer to this check
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    return {"ok": True, "round_trip_ms": round((time.perf_counter() - started) * 1000, 2)}
+
+
+def hosts_check() -> list[dict]:
+    now = timezone.now()
+    return [
+        {
+            "name": host.name,
+            "alive": host_selectors.host_is_alive(host, now=now),
+            "status": host.status,
+            "daemon_pid": host.daemon_pid,
+            "last_heartbeat": host.last_heartbeat.isoformat() if host.last_heartbeat else None,
+            "seconds_since_heartbeat": (
+                round((now - host.last_heartbeat).total_seconds(), 1)
+                if host.last_heartbeat
+                else None
+            ),
+        }
+        for host in host_selectors.hosts_with_gpus()
+    ]
+
+
+def queue_check() -> dict:
+    counts = {RequestStatus.QUEUED: 0, RequestStatus.RUNNING: 0}
+    for status in counts:
+        counts[status] = ScheduleRequest.objects.filter(status=status).count()
+    return {"queued": counts[RequestStatus.QUEUED], "running": counts[RequestStatus.RUNNING]}
+
+
+def no_daemon_message(hosts: list[dict]) -> str | None:
+    """The banner's text when no runagentd heart-beats; None while one does."""
+    if any(host["alive"] for host in hosts):
+        return None
+    beats = [h for h in hosts if h["last_heartbeat"]]
+    last = max(beats, key=lambda h: h["last_heartbeat"], default=None)
+    when = (
+        f"Last heartbeat: {last['last_heartbeat']} ({last['name']})."
+        if last
+        else ("No runagentd has ever heart-beaten.")
+    )
+    return f"No runagentd is running: agents and runs will not start. {when}"
+
+
+def _database_report() -> tuple[dict, list[str]]:
+    database = database_check()
+    details, problems = {"database": database}, []
+    if not database["ok"]:
+        problems.append(f"database unreachable: {database['error']}")
+    else:
+        details["hosts"] = hosts_check()
+        details["queue"] = queue_check()
+        if message := no_daemon_message(details["hosts"]):
+            problems.append(message)
+    return details, problems
+
+
+async def report() -> dict:
+    details, problems = await sync_to_async(_database_report)()
+    # On the server's own event loop: the channel layer's connections belong to it.
+    details["channel_layer"] = await channel_layer_check()
+    if not details["channel_layer"]["ok"]:
+        problems.append(f"channel layer: {details['channel_layer']['error']}")
+    return {"status": "degraded" if problems else "ok", "problems": problems, **details}
+
+
+def _caller_may_see_details(request: HttpRequest) -> bool:
+    from agents_app.consumers import api_token
+    from researchagent.auth import authenticate_token
+
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        return True
+    token = api_token(
+        x_auth_token=request.headers.get("X-Auth-Token", ""),
+        authorization=request.headers.get("Authorization", ""),
+    )
+    return authenticate_token(None, token) is not None
+
+
+@router.get(
+    "/health",
+    auth=None,
+    summary="Health: database, channel layer, runagentd hosts, queue",
+    description='No authentication needed: answers 200 `{"status": "ok"}` or 503 '
+    '`{"status": "degraded"}` (database unreachable, channel layer not carrying messages, '
+    "or no runagentd heart-beating). A logged-in user or an API token also gets `problems`, "
+    "`database` (latency), `channel_layer` (round trip), `hosts` (alive, last heartbeat) and "
+    "`queue` (queued and running requests).",
+    response={200: dict, 503: dict},
+)
+async def health(request):
+    result = await report()
+    code = 200 if result["status"] == "ok" else 503
+    detailed = await sync_to_async(_caller_may_see_details)(request)
+    body = result if detailed else {"status": result["status"]}
+    response = JsonResponse(body, status=code)
+    # A probe polls this every few seconds: its 503s are answers, not server errors to log.
+    response._has_been_logged = True
+    return response
+
+
+def daemon_banner(request: HttpRequest) -> dict:
+    """Context processor: the banner on every page while no runagentd heart-beats."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
+    try:
+        return {"daemon_banner": no_daemon_message(hosts_check())}
+    except DatabaseError:
+        return {"daemon_banner": "The database is unreachable: nothing can be shown or started."}

@@ -1,0 +1,48 @@
+"""The lines an operator follows on the console (logger `agentsys.ops`, INFO): runs queued,
+started and ended, agent state changes, alerts. One place, so their wording stays one."""
+
+from __future__ import annotations
+
+import logging
+
+logger = logging.getLogger("agentsys.ops")
+
+
+def run_queued(run) -> None:
+    logger.info(
+        "run %s (%s) %s: needs %d GPU(s); command: %s",
+        run.id,
+        run.name,
+        run.status,
+        run.gpu_required,
+        run.command[:200],
+    )
+
+
+def run_moved(*, agent_id: str, status: str, exit_code: int | None, error: str) -> None:
+    """After a run followed its executor to `status` (same transaction)."""
+    from scheduler_app.models import Run, ScheduleRequest
+
+    run = Run.objects.filter(agent_id=agent_id).values("id", "name").first()
+    if run is None:
+        return
+    request = ScheduleRequest.objects.filter(agent_id=agent_id).values("gpu_indices", "host__name")
+    placed = request.first() or {}
+    gpus = ",".join(str(i) for i in placed.get("gpu_indices") or []) or "none"
+    where = f"on {placed.get('host__name') or '?'}, GPUs {gpus}"
+    if status == "running":
+        logger.info("run %s (%s) started %s", run["id"], run["name"], where)
+        return
+    code = "no exit code" if exit_code is None else f"exit code {exit_code}"
+    reason = f": {error.splitlines()[0][:200]}" if error else ""
+    logger.info("run %s (%s) %s with %s %s%s", run["id"], run["name"], status, code, where, reason)
+
+
+def agent_moved(agent, *, old: str, new: str) -> None:
+    logger.info("agent %s (%s) %s -> %s", agent.id, agent.role, old, new)
+
+
+def alert_raised(alert) -> None:
+    logger.warning(
+        "alert %s (%s) from %s: %s", alert.id, alert.severity, alert.agent_id, alert.message
+    )

@@ -1,0 +1,71 @@
+"""A run's processes as the operating system sees them, through its run directory's job.pid
+(`<pid> <start time>`; the run leads its own session). What `serve` counts at shutdown and
+what `manage.py runs stop` ends when no runagentd is there to do it."""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.db.models import QuerySet
+
+from agents_app.runtime_store import DjangoRuntimeStore
+from agentsys.types import AgentStatus
+from researchagent import process_session
+from scheduler_app.models import Run, RunStatus
+
+TERM_GRACE_SECONDS = 5.0
+TERMINATED_CODE = 128 + signal.SIGTERM  # what job.done says for a run ended by a signal
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    run: Run
+    pid: int
+
+
+def run_pid(run: Run) -> int | None:
+    """The pid of the run's command while that very process lives, else None."""
+    if not run.run_dir:
+        return None
+    try:
+        parts = (Path(run.run_dir) / "job.pid").read_text().split()
+        pid, started = int(parts[0]), (parts[1] if len(parts) > 1 else "")
+    except (OSError, ValueError, IndexError):
+        return None
+    now_started = process_session.start_time(pid)
+    if not now_started or (started and now_started != started):
+        return None  # ended, and the pid may since belong to another process
+    return pid
+
+
+def running_runs() -> QuerySet[Run]:
+    return Run.objects.filter(status=RunStatus.RUNNING).order_by("created_at")
+
+
+def live_runs() -> list[LiveRun]:
+    """Runs recorded as running whose command is still alive."""
+    return [LiveRun(run, pid) for run in running_runs() if (pid := run_pid(run)) is not None]
+
+
+def kill_and_mark_stopped(run: Run, *, reason: str) -> bool:
+    """End the run's whole session (SIGTERM, then SIGKILL) and record it stopped, as its
+    executor would have. For when no runagentd is there to do it. True if it was alive."""
+    pid = run_pid(run)
+    if pid is not None:
+        process_session.kill_session(pid, signal.SIGTERM)
+        if not process_session.wait_session_empty(pid, TERM_GRACE_SECONDS):
+            process_session.kill_session(pid, signal.SIGKILL)
+            process_session.wait_session_empty(pid, TERM_GRACE_SECONDS)
+        done = Path(run.run_dir) / "job.done"
+        if not done.exists():  # so that a runagentd adopting it later sees it ended
+            done.write_text(f"{TERMINATED_CODE}\n")
+    if run.agent_id:
+        DjangoRuntimeStore().transition(
+            agent_id=run.agent_id,
+            status=AgentStatus.STOPPED,
+            kind=str(AgentStatus.STOPPED),
+            payload={"stopped_by": reason},
+        )
+    return pid is not None

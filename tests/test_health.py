@@ -1,0 +1,121 @@
+"""GET /api/health for probes and people, and the banner every page shows while no runagentd
+heart-beats."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from types import SimpleNamespace
+
+import channels_postgres.db
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import OperationalError
+from django.test import AsyncClient
+from django.utils import timezone
+
+from researchagent import health
+from scheduler_app.models import Host, HostStatus
+from tests.test_event_feed import TOKEN
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "channels_postgres"])
+BANNER = "No runagentd is running: agents and runs will not start."
+
+
+@pytest.fixture
+def token(agentsys_config):
+    agentsys_config(api_token=TOKEN)
+    return {"X-Auth-Token": TOKEN}
+
+
+@pytest.fixture
+async def probe(channel_layer_on_test_db, close_db_connections):
+    """GET /api/health through the ASGI stack, on this test's event loop (the view is async:
+    the channel layer's connections belong to the server's loop)."""
+    client = AsyncClient()
+
+    async def get(headers=None):
+        return await client.get("/api/health", headers=headers or {})
+
+    yield get
+    # channels-postgres's module-wide pool lock binds to the loop it was first contended on;
+    # the next test has a loop of its own (a server has one loop for its life).
+    channels_postgres.db.is_creating_connection_pool = asyncio.Lock()
+
+
+def _host_sync(name="gpu-1", *, ago=1.0, status=HostStatus.ONLINE):
+    return Host.objects.create(
+        name=name,
+        status=status,
+        daemon_pid=4242,
+        last_heartbeat=timezone.now() - timedelta(seconds=ago),
+    )
+
+
+_host = sync_to_async(_host_sync)
+
+
+async def test_healthy_with_a_heartbeating_daemon(probe, token):
+    await _host()
+    answer = await probe(token)
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["status"] == "ok" and body["problems"] == []
+    assert body["database"]["ok"] and body["database"]["latency_ms"] >= 0
+    assert body["channel_layer"]["ok"] and body["channel_layer"]["round_trip_ms"] >= 0
+    (host,) = body["hosts"]
+    assert (host["name"], host["alive"], host["daemon_pid"]) == ("gpu-1", True, 4242)
+    assert host["last_heartbeat"] and host["seconds_since_heartbeat"] < 30
+    assert body["queue"] == {"queued": 0, "running": 0}
+
+
+async def test_probe_without_credentials_gets_only_the_status(probe):
+    await _host()
+    answer = await probe()
+    assert (answer.status_code, answer.json()) == (200, {"status": "ok"})
+
+
+async def test_no_live_daemon_is_503_and_says_when_it_last_beat(probe, token):
+    await _host("gpu-1", ago=120)  # stale heartbeat: dead though still marked online
+    await _host("gpu-2", ago=5, status=HostStatus.OFFLINE)
+    answer = await probe(token)
+    assert answer.status_code == 503
+    body = answer.json()
+    assert body["status"] == "degraded"
+    assert [h["alive"] for h in body["hosts"]] == [False, False]
+    assert body["problems"][0].startswith(BANNER)
+    assert "(gpu-2)" in body["problems"][0]  # the most recent heartbeat
+    assert (await probe()).json() == {"status": "degraded"}
+
+
+async def test_no_host_ever_is_503(probe):
+    assert (await probe()).status_code == 503
+
+
+async def test_database_down_is_503_with_the_reason(probe, token, monkeypatch):
+    await _host()
+
+    def refuse(*args, **kwargs):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(health, "connection", SimpleNamespace(ensure_connection=refuse))
+    answer = await probe(token)
+    assert answer.status_code == 503
+    body = answer.json()
+    assert body["database"] == {"ok": False, "error": "connection refused"}
+    assert body["problems"] == ["database unreachable: connection refused"]
+    assert "hosts" not in body
+
+
+def test_every_page_shows_the_banner_while_no_daemon_beats(admin_client):
+    _host_sync(ago=300)
+    for path in ("/", "/admin/", "/admin/scheduler_app/run/"):
+        page = admin_client.get(path).content.decode()
+        assert BANNER in page, path
+        assert "Last heartbeat:" in page and "(gpu-1)" in page
+
+
+def test_no_banner_while_a_daemon_beats(admin_client):
+    _host_sync()
+    for path in ("/", "/admin/"):
+        assert BANNER not in admin_client.get(path).content.decode()

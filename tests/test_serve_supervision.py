@@ -1,0 +1,208 @@
+"""`manage.py serve` as an operator meets it: a killed runagentd is restarted while the web
+keeps answering; a daemon that cannot start makes serve give up, saying so; the console shows
+runs and restarts, not requests; the printed curl line starts the demo run; at shutdown serve
+says which runs it leaves going, and `manage.py runs stop --all` ends them."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from researchagent.management.commands.serve import Command
+from researchagent.process_session import session_members
+from tests.helpers import child_env, free_port, manage, pid_alive, wait_until
+from tests.test_make_run import OutputReader
+
+pytestmark = pytest.mark.slow
+
+ACCESS_LOG_LINE = re.compile(r'"(GET|POST) /\S* HTTP/1\.\d" \d{3}|\] "(GET|POST) ')
+
+
+def _serve(home, port, *extra, **env_overrides):
+    env = child_env(
+        AGENTSYS_HOME=str(home),
+        PORT=str(port),
+        DATABASE_URL=None,
+        AGENTSYS_ADMIN_PASSWORD=None,
+        AGENTSYS_WORKDIR=None,
+        AGENTSYS_HOST_NAME="serve-test",
+        AGENTSYS_ACCESS_LOG=None,
+        LOG_LEVEL="INFO",
+        **env_overrides,
+    )
+    process = manage(
+        "serve", *extra, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    return process, OutputReader(process.stdout), env
+
+
+def _child(serve: subprocess.Popen, word: str) -> psutil.Process | None:
+    for proc in psutil.Process(serve.pid).children():
+        try:
+            if word in " ".join(proc.cmdline()) and proc.status() != psutil.STATUS_ZOMBIE:
+                return proc
+        except psutil.NoSuchProcess:
+            continue
+    return None
+
+
+def _health(client: httpx.Client) -> dict:
+    return client.get("/api/health").json()
+
+
+def _daemon_pid(client: httpx.Client) -> int | None:
+    hosts = [h for h in _health(client).get("hosts", []) if h["name"] == "serve-test"]
+    return hosts[0]["daemon_pid"] if hosts and hosts[0]["alive"] else None
+
+
+def _everything(serve: subprocess.Popen) -> list[int]:
+    return [p.pid for p in psutil.Process(serve.pid).children(recursive=True)]
+
+
+def test_serve_restarts_a_killed_daemon_and_keeps_the_web_up(tmp_path):
+    home, port = tmp_path / "home", free_port()
+    serve, output, env = _serve(home, port)
+    family: list[int] = []
+    try:
+        wait_until(lambda: output.find("AgentSys is running at"), 120, 0.2, "the banner")
+        token = output.find(r"API token for 'admin' \(shown only this once\): (\S+)").group(1)
+        curl = output.find(r"^\s+(curl .*/api/runs)$").group(1)
+        base = f"http://127.0.0.1:{port}"
+        headers = {"X-Auth-Token": token}
+        with httpx.Client(base_url=base, headers=headers, timeout=10) as client:
+            first = wait_until(lambda: _daemon_pid(client), 60, 0.2, "runagentd to heart-beat")
+
+            # The printed curl line, run as a newcomer would paste it into a shell.
+            pasted = subprocess.run(
+                ["sh", "-c", curl + " -s -w '\\n%{http_code}'"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            body, code = pasted.stdout.rsplit("\n", 1)
+            assert code == "201", pasted
+            run_id = httpx.Response(201, content=body).json()["id"]
+            run = wait_until(
+                lambda: (
+                    (r := client.get(f"/api/runs/{run_id}").json())["status"]
+                    not in ("queued", "running")
+                    and r
+                ),
+                90,
+                0.3,
+                "the demo run to end",
+            )
+            assert run["status"] == "done" and run["exit_code"] == 0, run
+            wait_until(lambda: output.find(rf"run {run_id} .*done with exit code 0"), 10)
+            assert output.find(rf"run {run_id} \(demo: train.py\) queued"), output.text
+            assert output.find(rf"run {run_id} \(demo: train.py\) started on serve-test"), (
+                output.text
+            )
+            assert output.find(r"agent executor-\S+ \(executor\) \S+ -> running")
+
+            # kill -9 the daemon: the web keeps answering, a new daemon takes over.
+            os.kill(first, signal.SIGKILL)
+            web = _child(serve, "daphne")
+            deadline = time.monotonic() + 60
+            second = None
+            while time.monotonic() < deadline and not second:
+                assert client.get("/api/health").status_code in (200, 503)  # never refused
+                pid = _daemon_pid(client)
+                second = pid if pid and pid != first else None
+                time.sleep(0.2)
+            assert second, output.text
+            assert _child(serve, "daphne").pid == web.pid  # the web server was never stopped
+            assert output.find(
+                rf"runagentd \(pid {first}\) exited after \S+s with signal SIGKILL; restarting"
+            ), output.text
+            assert output.find(r"runagentd restarted \(pid \d+\)")
+            wait_until(lambda: client.get("/api/health").status_code == 200, 30, 0.2)
+
+            # A run still going when serve stops: said at shutdown, ended by `runs stop`.
+            long = client.post(
+                "/api/runs",
+                json={"name": "long", "command": "sleep 300", "auto_start": True},
+            ).json()
+            wait_until(
+                lambda: client.get(f"/api/runs/{long['id']}").json()["status"] == "running",
+                60,
+                0.2,
+                "the long run to start",
+            )
+            run_dir = client.get(f"/api/runs/{long['id']}").json()["run_dir"]
+        family = _everything(serve)
+        serve.send_signal(signal.SIGINT)
+        assert serve.wait(60) == 0, output.text
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+    wait_until(lambda: output.find("Stopped."), 10)
+    assert output.find(
+        r"1 run is still running; they will be followed again on the next start; "
+        r"`manage\.py runs stop --all` ends them"
+    ), output.text
+    assert not ACCESS_LOG_LINE.search(output.text), output.text
+
+    command_pid = int((Path(run_dir) / "job.pid").read_text().split()[0])
+    run_session = session_members(command_pid)
+    assert command_pid in run_session  # runs outlive serve on purpose
+    left = [p for p in family if pid_alive(p) and p not in run_session]
+    assert not left, [psutil.Process(p).cmdline() for p in left]
+    stopper = manage(
+        "runs",
+        "stop",
+        "--all",
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    said = stopper.communicate(timeout=120)[0]
+    assert stopper.returncode == 0, said
+    assert f"{long['id']}: stopped (its processes ended; no runagentd did it)" in said
+    assert not any(pid_alive(p) for p in run_session)
+
+
+def test_serve_gives_up_on_a_daemon_that_keeps_crashing(tmp_path):
+    home, port = tmp_path / "home", free_port()
+    serve, output, _ = _serve(
+        home,
+        port,
+        "--daemon-args=--host-name=not/valid",
+        "--max-crashes=3",
+    )
+    try:
+        code = serve.wait(180)
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+    assert code != 0
+    assert (
+        len(re.findall(r"runagentd \(pid \d+\) exited after .* with exit code", output.text)) == 2
+    )
+    assert output.find(
+        r"runagentd crashed 3 times in a row, each within 30s of its start \(last: exit code \d+\);"
+        r" giving up and stopping AgentSys"
+    ), output.text
+    assert output.find("Stopped.")
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2)
+
+
+def test_access_log_only_when_asked(agentsys_config):
+    """AGENTSYS_ACCESS_LOG=true passes daphne its access log; by default it is off (the
+    console of the first test above carries no request line)."""
+    options = {"no_daemon": True, "daemon_args": "", "max_crashes": 5, "fast_crash_seconds": 30}
+    default = Command()._plan(options)["web"].argv
+    assert default[default.index("-v") + 1] == "0" and "--access-log" not in default
+    agentsys_config(access_log=True)
+    asked = Command()._plan(options)["web"].argv
+    assert asked[asked.index("--access-log") + 1] == "-" and "-v" not in asked
