@@ -148,8 +148,10 @@ def document_common_errors(schema: dict) -> None:
         errors = {**COMMON_ERRORS, **({"404": NOT_FOUND} if "{" in path else {})}
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
+            declared = {str(code) for code in responses}  # ninja's own keys are ints
             for status, description in errors.items():
-                responses.setdefault(status, {"description": description, "content": error_body})
+                if status not in declared:
+                    responses[status] = {"description": description, "content": error_body}
 
 
 def document_event_stream(schema: dict, *, prefix: str) -> None:

@@ -10,13 +10,15 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from typing import Literal
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
-from ninja import Router
+from ninja import Router, Schema
+from pydantic import ConfigDict
 
 from agentsys.types import RequestStatus
 from scheduler_app import selectors as host_selectors
@@ -24,6 +26,15 @@ from scheduler_app.models import ScheduleRequest
 
 CHANNEL_TIMEOUT_SECONDS = 2.0
 router = Router(tags=["health"])
+
+
+class HealthOut(Schema):
+    """`status` for anyone; the details below it only for a logged-in user or a token."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: Literal["ok", "degraded"]
+    problems: list[str] | None = None
 
 
 def database_check() -> dict:
@@ -168,7 +179,7 @@ def _caller_may_see_details(request: HttpRequest) -> bool:
     "or no runagentd heart-beating). A logged-in user or an API token also gets `problems`, "
     "`database` (latency), `channel_layer` (round trip), `hosts` (alive, last heartbeat) and "
     "`queue` (queued and running requests).",
-    response={200: dict, 503: dict},
+    response={200: HealthOut, 503: HealthOut},
 )
 async def health(request):
     result = await report()

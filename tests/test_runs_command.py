@@ -20,9 +20,9 @@ def test_stop_all_cancels_queued_runs_without_a_daemon():
     assert queued.status == RunStatus.QUEUED
     out = io.StringIO()
     call_command("runs", "stop", "--all", stdout=out)
-    assert Run.objects.get(pk=queued.pk).status == RunStatus.STOPPED
+    assert Run.objects.get(pk=queued.pk).status == RunStatus.CANCELLED  # it never started
     assert Run.objects.get(pk=ready.pk).status == RunStatus.READY  # not started: left alone
-    assert f"{queued.pk}: stopped" in out.getvalue()
+    assert f"{queued.pk}: cancelled" in out.getvalue()
 
 
 def test_stop_needs_runs_or_all_and_names_unknown_ones():

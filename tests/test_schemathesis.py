@@ -70,7 +70,17 @@ def seeded_ids(agentsys_config, tmp_path, settings):
     return ids
 
 
+def _checks_for(operation) -> list:
+    # /api/health answers 503 by design while no runagentd heart-beats (none runs here):
+    # there a 503 is the documented truth, so only its conformance is checked.
+    if operation.path == "/api/health":
+        return [check for check in CHECKS if check is not not_a_server_error]
+    return CHECKS
+
+
 def _fuzz(operation, seeded_ids, seen):
+    checks = _checks_for(operation)
+
     @given(case=operation.as_strategy())
     @settings(
         max_examples=MAX_EXAMPLES,
@@ -80,13 +90,13 @@ def _fuzz(operation, seeded_ids, seen):
         database=None,
     )
     def check(case):
-        case.call_and_validate(headers=HEADERS, checks=CHECKS)
+        case.call_and_validate(headers=HEADERS, checks=checks)
         seen["cases"] += 1
         params = case.path_parameters or {}
         real = {name: seeded_ids[name] for name in params if name in seeded_ids}
         if real:
             case.path_parameters = {**params, **real}
-            case.call_and_validate(headers=HEADERS, checks=CHECKS)
+            case.call_and_validate(headers=HEADERS, checks=checks)
             seen["cases"] += 1
 
     check()
