@@ -105,7 +105,10 @@ class RunOut(Schema):
     params: dict[str, Any]
     executor_options: dict[str, Any]
     status: RunStatus = Field(
-        description=f"ready (not started), queued, running; then as its request. {END_STATE_HELP}"
+        description=(
+            "ready (not started), queued, running, paused (its processes suspended); then as "
+            f"its request. {END_STATE_HELP}"
+        )
     )
     agent_id: str | None
     run_dir: str

@@ -22,7 +22,7 @@ from agentsys.types import AgentStatus, EndState, RequestStatus
 from scheduler_app import oplog, queue
 from scheduler_app.models import GPU, Run, RunStatus, ScheduleRequest
 
-OPEN_RUN = [RunStatus.QUEUED, RunStatus.RUNNING]
+OPEN_RUN = [RunStatus.QUEUED, *RunStatus.live()]
 OPEN_REQUEST = [RequestStatus.QUEUED, RequestStatus.RUNNING]
 _EXIT_CODE = re.compile(r"exited with code (-?\d+)")
 
@@ -56,6 +56,11 @@ def follow_agent(
         )
         if previous == AgentStatus.IDLE:  # a first start: not a resume, nor a re-adoption
             oplog.run_moved(agent_id=agent_id, status=RunStatus.RUNNING, exit_code=None, error="")
+        return status
+    if status == AgentStatus.PAUSED:  # its executor suspended the run's processes
+        Run.objects.filter(agent_id=agent_id, status=RunStatus.RUNNING).update(
+            status=RunStatus.PAUSED
+        )
         return status
     if not status.is_terminal:
         return status

@@ -199,12 +199,18 @@ class RunStatus(models.TextChoices):
     READY = "ready", "Ready (not started)"
     QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
+    PAUSED = "paused", "Paused (its processes suspended; GPUs kept)"
     DONE = EndState.DONE.value, "Done (exit code 0)"
     FAILED = EndState.FAILED.value, "Failed"
     STOPPED = EndState.STOPPED.value, "Stopped (after it started)"
     CANCELLED = EndState.CANCELLED.value, "Cancelled (before it started)"
     REJECTED = EndState.REJECTED.value, "Rejected (can never run)"
     LOST = EndState.LOST.value, "Lost (ended with no exit code)"
+
+    @classmethod
+    def live(cls) -> list[RunStatus]:
+        """Started and not ended: its processes exist (suspended, when paused)."""
+        return [cls.RUNNING, cls.PAUSED]
 
 
 class Run(models.Model):

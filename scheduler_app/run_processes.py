@@ -41,7 +41,7 @@ def run_pid(run: Run) -> int | None:
 
 
 def running_runs() -> QuerySet[Run]:
-    return Run.objects.filter(status=RunStatus.RUNNING).order_by("created_at")
+    return Run.objects.filter(status__in=RunStatus.live()).order_by("created_at")
 
 
 def live_runs() -> list[LiveRun]:

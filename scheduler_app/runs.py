@@ -147,7 +147,7 @@ def stop_run(*, run_id: str):
         run.refresh_from_db()  # cancelled, or running if a claim took it first
     if run.status == RunStatus.CANCELLED:
         return run
-    if run.status != RunStatus.RUNNING:
-        raise RunRefused(f"{run_id} is {run.status}; only a queued or running run can stop")
+    if run.status not in RunStatus.live():
+        raise RunRefused(f"{run_id} is {run.status}; only a queued, running or paused run can stop")
     request_agent_command(agent_id=run.agent_id, kind=CommandKind.STOP)
     return run

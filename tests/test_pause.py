@@ -90,7 +90,7 @@ def test_pause_suspends_the_run_resume_continues_it_and_stop_ends_it_paused(api,
         assert len(stopped) >= 3 and set(stopped.values()) == {"T"}, stopped  # wrapper, 2 shells
         assert still(run_dir)
         assert GPU.objects.filter(allocated_to__isnull=False).count() == 1  # still booked
-        assert Run.objects.get(pk=run.pk).status == RunStatus.RUNNING
+        assert api("get", f"/api/runs/{run.pk}").json()["status"] == "paused"
 
         # Its worker dies while paused: the new one re-adopts the run, still paused.
         os.kill(Agent.objects.get(pk=agent_id).pid, signal.SIGKILL)
@@ -105,10 +105,12 @@ def test_pause_suspends_the_run_resume_continues_it_and_stop_ends_it_paused(api,
         assert grows(run_dir)
         assert "T" not in states(leader).values()
         assert Run.objects.get(pk=run.pk).started_at == run.started_at  # not a new start
+        assert api("get", f"/api/runs/{run.pk}").json()["status"] == "running"
 
         command(api, agent_id, "pause")
-        wait_until(lambda: api_status(api, agent_id) == "paused", 10)
-        command(api, agent_id, "stop")
+        wait_until(lambda: api("get", f"/api/runs/{run.pk}").json()["status"] == "paused", 10)
+        stop = api("post", f"/api/runs/{run.pk}/stop")  # a paused run stops like a running one
+        assert stop.status_code == 200, stop.json()
         wait_until(lambda: Run.objects.get(pk=run.pk).status == RunStatus.STOPPED, 15)
         assert states(leader) == {}
         assert not GPU.objects.filter(allocated_to__isnull=False).exists()

@@ -185,7 +185,9 @@ def test_a_dead_host_fails_run_request_and_agent_and_frees_the_gpus(host, tmp_pa
 
 
 def test_run_and_request_end_states_are_the_shared_words():
-    assert {s for s in RunStatus.values if s not in {"ready", "queued", "running"}} == set(EndState)
+    assert {
+        s for s in RunStatus.values if s not in {"ready", "queued", "running", "paused"}
+    } == set(EndState)
     assert {s for s in RequestStatus if s not in {"queued", "running"}} == set(EndState)
 
 

@@ -14,7 +14,7 @@ from tests.helpers import REPO
 ENDING = {
     "agents_app.Agent": {"idle", "running", "paused"},
     "scheduler_app.ScheduleRequest": {"queued", "running"},
-    "scheduler_app.Run": {"ready", "queued", "running"},
+    "scheduler_app.Run": {"ready", "queued", "running", "paused"},
     "scheduler_app.Sweep": {"draft", "running"},
     "sessions_app.ChatTurn": {"running"},
 }

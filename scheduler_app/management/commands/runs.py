@@ -29,14 +29,14 @@ class Command(BaseCommand):
         every = options["all"]
         if bool(run_ids) == bool(every):
             raise CommandError("name the runs to stop, or pass --all (not both)")
-        active = Run.objects.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
+        active = Run.objects.filter(status__in=[RunStatus.QUEUED, *RunStatus.live()])
         targets = list(active if every else Run.objects.filter(pk__in=run_ids))
         if missing := set(run_ids) - {run.pk for run in targets}:
             raise CommandError(f"no such run: {', '.join(sorted(missing))}")
         daemon = any(host_selectors.host_is_alive(h) for h in host_selectors.hosts_with_gpus())
         asked = []
         for run in targets:
-            if run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
+            if run.status not in (RunStatus.QUEUED, *RunStatus.live()):
                 self.stdout.write(f"{run.pk}: {run.status}, nothing to stop")
             elif run.status == RunStatus.QUEUED or daemon:
                 runs.stop_run(run_id=run.pk)  # the API's own service
@@ -49,7 +49,7 @@ class Command(BaseCommand):
 
     def _wait_for_daemon(self, run_ids: list[str]) -> None:
         deadline = time.monotonic() + DAEMON_WAIT_SECONDS
-        pending = Run.objects.filter(pk__in=run_ids, status=RunStatus.RUNNING)
+        pending = Run.objects.filter(pk__in=run_ids, status__in=RunStatus.live())
         while pending.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         for run in pending:  # runagentd did not get to it: end it here
