@@ -66,7 +66,11 @@ class ReconnectingPostgresChannelLayer(PostgresChannelLayer):
         options = dict(kwargs.pop("PSYCOPG_OPTIONS", None) or {})
         options.setdefault("check", AsyncConnectionPool.check_connection)
         super().__init__(*args, PSYCOPG_OPTIONS=options, **kwargs)
-        self.django_db = PooledDatabaseLayer(options, self.db_params, logger=logger)
+        # The library's own logger (quietened in settings): it warns on every event sent to a
+        # group nobody follows yet, which is most of them on an idle server.
+        self.django_db = PooledDatabaseLayer(
+            options, self.db_params, logger=logging.getLogger("channels_postgres.core")
+        )
         self._leave_later: set[tuple[str, str]] = set()
 
     async def group_discard(self, group: str, channel: str, expire=None) -> None:
