@@ -138,6 +138,8 @@ def test_serve_restarts_a_killed_daemon_and_keeps_the_web_up(tmp_path):
                 "the long run to start",
             )
             run_dir = client.get(f"/api/runs/{long['id']}").json()["run_dir"]
+            # `running` comes with the GPU claim; its command starts a moment later.
+            wait_until(lambda: Path(run_dir, "job.pid").exists(), 30, 0.1, "its command")
         family = _everything(serve)
         serve.send_signal(signal.SIGINT)
         assert serve.wait(60) == 0, output.text
