@@ -86,3 +86,28 @@ def describe_process(pid: int) -> str:
         f"pid {pid} state={status.get('State')} ppid={status.get('PPid')} "
         f"threads=[{', '.join(threads)}]"
     )
+
+
+def launch_run(tmp_path, command, gpu_required=0, **extra):
+    """A run of `command` in tmp_path, queued at once (a runagentd must be up to start it)."""
+    from scheduler_app import runs
+
+    return runs.create_run(
+        name="run",
+        command=command,
+        workdir=str(tmp_path),
+        gpu_required=gpu_required,
+        auto_start=True,
+        **extra,
+    )
+
+
+def run_ended(run, timeout=30):
+    """The run, re-read once it has ended (in any end state)."""
+    from scheduler_app.models import Run, RunStatus
+
+    live = {RunStatus.QUEUED, *RunStatus.live()}
+    wait_until(
+        lambda: Run.objects.get(pk=run.pk).status not in live, timeout, message=f"{run.id} to end"
+    )
+    return Run.objects.get(pk=run.pk)

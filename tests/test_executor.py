@@ -16,7 +16,7 @@ from memory_app.models import MemoryEntry
 from scheduler_app import runs
 from scheduler_app.models import GPU, Alert, Run, RunStatus, ScheduleRequest
 from tests import runtime_agents
-from tests.helpers import REPO, describe_process, pid_alive, wait_until
+from tests.helpers import REPO, describe_process, launch_run, pid_alive, run_ended, wait_until
 from tests.runtime_harness import DaemonProcess, events, wait_child, wait_event, wait_status
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -39,26 +39,6 @@ def daemons():
             daemon.stop()
 
 
-def launch(tmp_path, command, gpu_required=0, **extra) -> Run:
-    return runs.create_run(
-        name="run",
-        command=command,
-        workdir=str(tmp_path),
-        gpu_required=gpu_required,
-        auto_start=True,
-        **extra,
-    )
-
-
-def finished(run: Run, timeout=30) -> Run:
-    wait_until(
-        lambda: Run.objects.get(pk=run.pk).status not in {RunStatus.QUEUED, RunStatus.RUNNING},
-        timeout,
-        message=f"{run.id} to end",
-    )
-    return Run.objects.get(pk=run.pk)
-
-
 def test_run_dir_files_env_and_result(daemons, tmp_path):
     daemons()
     show_env = (
@@ -66,7 +46,7 @@ def test_run_dir_files_env_and_result(daemons, tmp_path):
         "print('WANDB', os.environ['WANDB_RUN_ID'], os.environ['WANDB_DIR']); "
         "print('ARGS', sys.argv[1:]); print('oops', file=sys.stderr)\""
     )
-    run = finished(launch(tmp_path, show_env, gpu_required=1, params={"lr": 0.01}))
+    run = run_ended(launch_run(tmp_path, show_env, gpu_required=1, params={"lr": 0.01}))
     assert (run.status, run.exit_code) == (RunStatus.DONE, 0)
     run_dir = Path(run.run_dir)
     assert run_dir == tmp_path / ".agents" / "runs" / run.agent_id
@@ -93,10 +73,10 @@ def test_two_runs_get_different_gpus_and_a_third_waits(daemons, tmp_path):
         f"{PY} -c \"import os,time; print('CVD=' + os.environ['CUDA_VISIBLE_DEVICES']);"
         ' time.sleep(1.5)"'
     )
-    first, second, third = (launch(tmp_path, hold, gpu_required=1) for _ in range(3))
+    first, second, third = (launch_run(tmp_path, hold, gpu_required=1) for _ in range(3))
     wait_until(lambda: Run.objects.filter(status=RunStatus.RUNNING).count() == 2, 20)
     assert Run.objects.get(pk=third.pk).status == RunStatus.QUEUED
-    done = [finished(r) for r in (first, second, third)]
+    done = [run_ended(r) for r in (first, second, third)]
     indices = [(Path(r.run_dir) / "run.log").read_text().strip() for r in done]
     assert sorted(indices[:2]) == ["CVD=0", "CVD=1"]
     assert indices[2] in {"CVD=0", "CVD=1"}
@@ -106,16 +86,16 @@ def test_two_runs_get_different_gpus_and_a_third_waits(daemons, tmp_path):
 
 def test_notifications_wake_the_queue_not_the_fallback_poll(daemons, tmp_path):
     daemons("quick", "1", "--poll", "60")
-    first = launch(tmp_path, "sleep 1", gpu_required=1)
-    second = launch(tmp_path, "true", gpu_required=1)
+    first = launch_run(tmp_path, "sleep 1", gpu_required=1)
+    second = launch_run(tmp_path, "true", gpu_required=1)
     # A 60 s poll would miss both deadlines: the submit and the freed GPU each wake it.
     wait_until(lambda: Run.objects.get(pk=first.pk).status == RunStatus.RUNNING, 10)
-    assert finished(second, timeout=15).status == RunStatus.DONE
+    assert run_ended(second, timeout=15).status == RunStatus.DONE
 
 
 def test_a_failing_command_fails_with_its_exit_code(daemons, tmp_path):
     daemons()
-    run = finished(launch(tmp_path, "echo trying; exit 3"))
+    run = run_ended(launch_run(tmp_path, "echo trying; exit 3"))
     assert (run.status, run.exit_code) == (RunStatus.FAILED, 3)
     assert "command exited with code 3" in run.error
     result = MemoryEntry.objects.get(agent_id=run.agent_id, type="result")
@@ -145,7 +125,7 @@ def test_metrics_become_entries_and_one_alert_a_person_sees(
     daemons, tmp_path, losses, severity, message
 ):
     daemons()
-    run = finished(launch(tmp_path, _writes_losses(losses)))
+    run = run_ended(launch_run(tmp_path, _writes_losses(losses)))
     assert run.status == RunStatus.DONE, (run.error, Agent.objects.get(pk=run.agent_id).error)
     metrics = MemoryEntry.objects.filter(agent_id=run.agent_id, type="metrics")
     assert metrics.count() == len(losses), (
@@ -165,12 +145,12 @@ def test_metrics_become_entries_and_one_alert_a_person_sees(
 def test_oom_fixture_is_retried_then_fails_at_the_limit(daemons, tmp_path):
     daemons()
     # The options go in with the run: an update after launch races the executor's start.
-    run = launch(
+    run = launch_run(
         tmp_path,
         f"cat {OOM_FIXTURE}; exit 1",
         executor_options={"max_retries": 2, "retry_base_delay": 0.1},
     )
-    run = finished(run)
+    run = run_ended(run)
     assert (run.status, run.exit_code) == (RunStatus.FAILED, 1)
     log = (Path(run.run_dir) / "run.log").read_text()
     assert "--- retry 1 ---" in log and "--- retry 2 ---" in log and "--- retry 3" not in log
@@ -186,8 +166,8 @@ def test_oom_fixture_is_retried_then_fails_at_the_limit(daemons, tmp_path):
 def test_bad_executor_options_fail_the_run_before_its_command_runs(daemons, tmp_path):
     daemons()
     marker = tmp_path / "ran"
-    run = launch(tmp_path, f"touch {marker}", executor_options={"thresholds": {"window": 0}})
-    run = finished(run)
+    run = launch_run(tmp_path, f"touch {marker}", executor_options={"thresholds": {"window": 0}})
+    run = run_ended(run)
     assert run.status == RunStatus.FAILED
     assert "bad executor options" in run.error and "window" in run.error
     assert not marker.exists()
@@ -195,7 +175,7 @@ def test_bad_executor_options_fail_the_run_before_its_command_runs(daemons, tmp_
 
 
 def _run_in_flight(tmp_path, seconds=6):
-    run = launch(tmp_path, f"sleep {seconds}; echo finished; exit 0", gpu_required=1)
+    run = launch_run(tmp_path, f"sleep {seconds}; echo finished; exit 0", gpu_required=1)
     wait_until(lambda: Run.objects.get(pk=run.pk).status == RunStatus.RUNNING, 20)
     wait_event(run.agent_id, "run_started")
     pid = int((Path(Run.objects.get(pk=run.pk).run_dir) / "job.pid").read_text().split()[0])
@@ -233,7 +213,7 @@ def test_sigkill_of_runagentd_during_a_20s_run_re_adopts_it_and_tells_the_parent
     except AssertionError as exc:
         raise AssertionError(f"{exc}: {describe_process(worker_pid)}") from None
     assert pid_alive(command_pid)  # the user's command outlived runagentd and its worker
-    waiting = launch(tmp_path, "true", gpu_required=1)  # the only GPU is still booked
+    waiting = launch_run(tmp_path, "true", gpu_required=1)  # the only GPU is still booked
     daemons("phoenix", "1")
     wait_event(executor.id, "run_adopted", timeout=10)
     request = ScheduleRequest.objects.get(agent_id=executor.id)
@@ -248,13 +228,13 @@ def test_sigkill_of_runagentd_during_a_20s_run_re_adopts_it_and_tells_the_parent
     assert result.data["exit_code"] == 0
     assert (run_dir / "run.log").read_text().strip().endswith("finished")
     assert ScheduleRequest.objects.get(pk=request.pk).status == RequestStatus.DONE
-    assert finished(waiting).status == RunStatus.DONE  # then the GPU went to the next one
+    assert run_ended(waiting).status == RunStatus.DONE  # then the GPU went to the next one
     assert wait_status(parent.id, AgentStatus.DONE)
 
 
 def test_a_run_that_ended_while_runagentd_was_down_keeps_its_exit_code(daemons, tmp_path):
     daemon = daemons("phoenix", "1")
-    run = launch(tmp_path, "sleep 2; exit 7", gpu_required=1)
+    run = launch_run(tmp_path, "sleep 2; exit 7", gpu_required=1)
     wait_until(lambda: Run.objects.get(pk=run.pk).status == RunStatus.RUNNING, 20)
     wait_event(run.agent_id, "run_started")
     daemon.stop(signal.SIGKILL)
@@ -262,7 +242,7 @@ def test_a_run_that_ended_while_runagentd_was_down_keeps_its_exit_code(daemons, 
     wait_until(lambda: (run_dir / "job.done").exists(), 10, message="the command to end")
     assert Run.objects.get(pk=run.pk).status == RunStatus.RUNNING  # nobody watched it end
     daemons("phoenix", "1")
-    run = finished(run)
+    run = run_ended(run)
     assert (run.status, run.exit_code) == (RunStatus.FAILED, 7)
     assert not GPU.objects.filter(allocated_to__isnull=False).exists()
 
@@ -274,7 +254,7 @@ def test_a_run_killed_with_runagentd_and_no_exit_code_is_lost(daemons, tmp_path)
     os.killpg(command_pid, signal.SIGKILL)  # the wrapper too: nothing writes job.done
     wait_until(lambda: not pid_alive(command_pid), 5)
     daemons("phoenix", "1")
-    run = finished(run)
+    run = run_ended(run)
     assert run.status == RunStatus.LOST and run.exit_code is None
     assert "lost" in run.error
     assert not GPU.objects.filter(allocated_to__isnull=False).exists()
@@ -288,13 +268,13 @@ def test_sigkill_of_the_worker_alone_re_adopts_the_run_and_its_metrics(daemons, 
         "    f = open(os.environ['AGENTSYS_RUN_DIR'] + '/agent_metrics.jsonl', 'a')\n"
         "    f.write(json.dumps({'_step': i, 'loss': 1.0}) + '\\n'); f.close(); time.sleep(0.2)\""
     )
-    run = launch(tmp_path, writer, gpu_required=1)
+    run = launch_run(tmp_path, writer, gpu_required=1)
     wait_event(run.agent_id, "metrics", timeout=20)  # some rows stored by the first worker
     command_pid = int((Path(Run.objects.get(pk=run.pk).run_dir) / "job.pid").read_text().split()[0])
     os.kill(Agent.objects.get(pk=run.agent_id).pid, signal.SIGKILL)
     wait_event(run.agent_id, "worker_restarted", timeout=10)
     assert pid_alive(command_pid)
-    run = finished(run)
+    run = run_ended(run)
     assert (run.status, run.exit_code) == (RunStatus.DONE, 0)
     assert len(events(run.agent_id, "run_adopted")) == 1
     steps = sorted(
@@ -312,8 +292,8 @@ def test_only_the_latest_attempts_output_decides_a_retry(daemons, tmp_path):
         f"if [ -e {marker} ]; then echo 'ValueError: bad config'; exit 2; fi; "
         f"touch {marker}; cat {OOM_FIXTURE}; exit 1"
     )
-    run = launch(tmp_path, command, executor_options={"retry_base_delay": 0.1})
-    run = finished(run)
+    run = launch_run(tmp_path, command, executor_options={"retry_base_delay": 0.1})
+    run = run_ended(run)
     assert (run.status, run.exit_code) == (RunStatus.FAILED, 2)
     signatures = list(Alert.objects.filter(agent_id=run.agent_id).values_list("signature"))
     assert signatures == [("gpu_conflict_retry",)]  # the OOM of attempt 0 is not retried twice
@@ -321,13 +301,13 @@ def test_only_the_latest_attempts_output_decides_a_retry(daemons, tmp_path):
 
 def test_stopping_a_run_kills_its_whole_process_group(daemons, tmp_path):
     daemons()
-    run = launch(tmp_path, "sleep 300 & sleep 300; wait")
+    run = launch_run(tmp_path, "sleep 300 & sleep 300; wait")
     wait_until(lambda: Run.objects.get(pk=run.pk).status == RunStatus.RUNNING, 20)
     wait_event(run.agent_id, "run_started")
     pid = int((Path(Run.objects.get(pk=run.pk).run_dir) / "job.pid").read_text().split()[0])
     started = time.monotonic()
     runs.stop_run(run_id=run.pk)
-    run = finished(run)
+    run = run_ended(run)
     assert run.status == RunStatus.STOPPED
     assert time.monotonic() - started < 8
     wait_until(lambda: not pid_alive(pid), 5, message="the run's shell to be gone")

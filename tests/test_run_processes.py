@@ -16,7 +16,7 @@ from agents_app.models import Agent
 from agentsys.types import AgentStatus
 from scheduler_app import runs
 from scheduler_app.models import GPU, Run, RunStatus
-from tests.helpers import wait_until
+from tests.helpers import launch_run, run_ended, wait_until
 from tests.runtime_harness import A, DaemonProcess, wait_event, wait_status
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -70,26 +70,6 @@ def session_members(session: int) -> list[int]:
     return members
 
 
-def launch(tmp_path, command, gpu_required=0, **extra) -> Run:
-    return runs.create_run(
-        name="run",
-        command=command,
-        workdir=str(tmp_path),
-        gpu_required=gpu_required,
-        auto_start=True,
-        **extra,
-    )
-
-
-def ended(run: Run, timeout=30) -> Run:
-    wait_until(
-        lambda: Run.objects.get(pk=run.pk).status not in {RunStatus.QUEUED, RunStatus.RUNNING},
-        timeout,
-        message=f"{run.id} to end",
-    )
-    return Run.objects.get(pk=run.pk)
-
-
 def gpu_free() -> bool:
     return not GPU.objects.filter(allocated_to__isnull=False).exists()
 
@@ -105,7 +85,7 @@ STUBBORN_PROCESSES = [("sleep", "3001"), ("3002",), ("sleep", "3003")]
 
 
 def test_stop_ends_every_process_of_the_run_before_its_gpu_is_released(daemon, tmp_path):
-    run = launch(tmp_path, STUBBORN, gpu_required=1)
+    run = launch_run(tmp_path, STUBBORN, gpu_required=1)
     wait_event(run.agent_id, "run_started")
     wait_until(lambda: all(processes_running(*p) for p in STUBBORN_PROCESSES), 10)
     leader = int((Path(Run.objects.get(pk=run.pk).run_dir) / "job.pid").read_text().split()[0])
@@ -118,15 +98,15 @@ def test_stop_ends_every_process_of_the_run_before_its_gpu_is_released(daemon, t
     left = {p: processes_running(*p) for p in STUBBORN_PROCESSES}
     assert left == {p: [] for p in STUBBORN_PROCESSES}
     assert session_members(leader) == []
-    run = ended(run)
+    run = run_ended(run)
     assert run.status == RunStatus.STOPPED
     assert time.monotonic() - started < 10  # 2 s after SIGTERM, then SIGKILL
     wait_status(run.agent_id, AgentStatus.STOPPED)
 
 
 def test_what_a_finished_command_left_running_ends_with_it(daemon, tmp_path):
-    run = launch(tmp_path, "(trap '' TERM; exec sleep 3004) & echo bye", gpu_required=1)
-    run = ended(run)
+    run = launch_run(tmp_path, "(trap '' TERM; exec sleep 3004) & echo bye", gpu_required=1)
+    run = run_ended(run)
     assert (run.status, run.exit_code) == (RunStatus.DONE, 0)
     assert gpu_free()
     assert processes_running("sleep", "3004") == []
@@ -175,14 +155,14 @@ MATRIX = {
 
 
 def test_commands_run_exactly_as_typed(daemon, tmp_path):
-    launched = {name: launch(tmp_path, command) for name, (command, _, _) in MATRIX.items()}
-    env_run = launch(
+    launched = {name: launch_run(tmp_path, command) for name, (command, _, _) in MATRIX.items()}
+    env_run = launch_run(
         tmp_path, 'echo "cvd=$CUDA_VISIBLE_DEVICES dir=$AGENTSYS_RUN_DIR" # env', gpu_required=1
     )
-    params_run = launch(tmp_path, "printf '%s\\n'", params={"lr": 0.1, "name": "a b"})
+    params_run = launch_run(tmp_path, "printf '%s\\n'", params={"lr": 0.1, "name": "a b"})
     outcome = {}
     for name, run in launched.items():
-        run = ended(run)
+        run = run_ended(run)
         command, _, expected = MATRIX[name]
         if expected is None:  # what /bin/sh itself makes of the text
             expected = subprocess.run(
@@ -195,9 +175,9 @@ def test_commands_run_exactly_as_typed(daemon, tmp_path):
     }
     assert Run.objects.get(pk=launched["exit 3"].pk).status == RunStatus.FAILED
     assert Run.objects.get(pk=launched["trailing comment"].pk).status == RunStatus.DONE
-    env_run = ended(env_run)
+    env_run = run_ended(env_run)
     assert (Path(env_run.run_dir) / "run.log").read_text() == f"cvd=0 dir={env_run.run_dir}\n"
-    params_run = ended(params_run)
+    params_run = run_ended(params_run)
     assert (Path(params_run.run_dir) / "run.log").read_text() == "--lr=0.1\n--name=a b\n"
 
 
