@@ -71,6 +71,8 @@ class RuntimeLink(Protocol):
 
     def emit(self, agent: Agent, kind: str, payload: dict) -> None: ...
 
+    def watch_children(self, agent: Agent, child_ids: list[str]) -> None: ...
+
 
 @dataclass
 class ChildHandle:
@@ -209,6 +211,21 @@ class Agent:
             status, error = self._early_child_status.pop(child_id)
             handle.update(status, error=error)
         return handle
+
+    def adopt_children(self, child_ids: list[str]) -> list[ChildHandle]:
+        """Handles for children spawned before this agent was resumed: the runtime tells it
+        how each ends, even one that ended while no runagentd was up."""
+        assert self._link is not None
+        handles = []
+        for child_id in child_ids:
+            handle = self.children.get(child_id) or ChildHandle(child_id, self._link)
+            self.children[child_id] = handle
+            if child_id in self._early_child_status:
+                status, error = self._early_child_status.pop(child_id)
+                handle.update(status, error=error)
+            handles.append(handle)
+        self._link.watch_children(self, list(child_ids))
+        return handles
 
     async def remember(self, type: str, data: dict, tags: list[str] | None = None) -> str | None:
         """Write a memory entry in this agent's scope (off the event loop)."""

@@ -66,6 +66,9 @@ class LocalLink:
     def emit(self, agent, kind, payload) -> None:
         self.hosted.inbox.put_nowait({"t": Ev.EMIT, "kind": kind, "payload": payload})
 
+    def watch_children(self, agent, child_ids) -> None:
+        self.supervisor.watch_children(agent.id, child_ids)
+
 
 async def wait_set(event: asyncio.Event, timeout: float) -> bool:
     """Wait for `event`; False if `timeout` seconds passed first."""

@@ -37,6 +37,7 @@ class Ev(StrEnum):
     STOP_REQUEST = "stop_request"  # {target_id}
     EMIT = "emit"  # {kind, payload}: custom events (iteration, log_entry, ...)
     ITERATION = "iteration"  # {iteration}: progress counter stored on the agent
+    WATCH_CHILDREN = "watch_children"  # {child_ids}: a resumed parent's children
 
 
 TERMINAL_EVENTS = frozenset({Ev.DONE, Ev.FAILED, Ev.STOPPED})

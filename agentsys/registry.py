@@ -9,6 +9,7 @@ import importlib
 BUILTIN_AGENT_CLASSES: frozenset[str] = frozenset(
     {
         "agentsys.agents.executor.ExecutorAgent",
+        "agentsys.agents.research.ResearchAgent",
     }
 )
 

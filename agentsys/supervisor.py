@@ -152,6 +152,13 @@ class Supervisor(SupervisorControls):
                     {"t": Cmd.CHILD_STATUS, "child_id": child_id, "status": status, "error": error},
                 )
 
+    def watch_children(self, parent_id: str, child_ids: list[str]) -> None:
+        """A resumed parent's children: whichever daemon runs them, and whether they ended
+        before the parent came back or end later, the parent is told (by the next
+        tell_parents_of_finished_children, or by the child itself when hosted here)."""
+        for child_id in child_ids:
+            self.watched[child_id] = parent_id
+
     async def launch(self, record: AgentRecord, cls: type[Agent], *, resume: bool = False):
         """Start an agent whose row exists (new, claimed, or resumed after a restart)."""
         self.watched.pop(record.id, None)  # hosted here now: its end reaches the parent directly
@@ -265,6 +272,8 @@ class Supervisor(SupervisorControls):
             await self._record(hosted.id, message["kind"], message.get("payload") or {})
         elif kind == Ev.SPAWN_REQUEST:
             await self._spawn_for(hosted, message)
+        elif kind == Ev.WATCH_CHILDREN:
+            self.watch_children(hosted.id, message.get("child_ids") or [])
         elif kind == Ev.STOP_REQUEST:
             self.background(self.stop(message["target_id"]), f"stop:{message['target_id']}")
         elif kind in TERMINAL_EVENTS:

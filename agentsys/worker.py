@@ -87,6 +87,9 @@ class WorkerLink:
     def emit(self, agent: Agent, kind: str, payload: dict) -> None:
         self.channel.send({"t": Ev.EMIT, "kind": kind, "payload": payload})
 
+    def watch_children(self, agent: Agent, child_ids: list[str]) -> None:
+        self.channel.send({"t": Ev.WATCH_CHILDREN, "child_ids": list(child_ids)})
+
 
 def run_worker(spec: WorkerSpec, conn: Connection) -> None:
     os.setsid()  # own session: the stop cascade kills the agent and its shells together

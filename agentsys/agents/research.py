@@ -1,0 +1,376 @@
+"""ResearchAgent (L2, design doc §3): plan → iterate → reflect, with its model behind OpenCode
+and its experiments run as executors through the GPU queue.
+
+Each step ends by saving the loop's state (agentsys.research.state) to its workdir and, as a
+`research_state` event, to the database. The agent is resumable: a new runagentd restarts it
+with the same id, and it picks up at its last unfinished step, re-adopting the experiments that
+step had launched instead of launching them again.
+
+A model that fails (down, timed out, an error) fails the iteration it was asked in, with the
+error in the history; the loop goes on, and fails itself only after `max_model_failures` in a
+row, saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import asdict
+
+from agentsys.agent import Agent
+from agentsys.prompts import PromptSkills
+from agentsys.research import experiments
+from agentsys.research.llm import ModelGateway, ModelReply, OpenCodeError, OpenCodeGateway
+from agentsys.research.logbook import iteration_section, reflection_section
+from agentsys.research.reply import ParsedReply, parse_reply
+from agentsys.research.results import ExperimentResult, format_history, format_results
+from agentsys.research.settings import ResearchSettings
+from agentsys.research.state import (
+    FINISHED,
+    ITERATING,
+    PLANNING,
+    REFLECTING,
+    IterationRecord,
+    ResearchState,
+)
+from agentsys.research.struggle import detect_struggle
+from agentsys.research.workspace import Workspace
+from agentsys.types import AgentRole, EntryType
+
+logger = logging.getLogger("agentsys.research")
+
+NO_RESULTS = "No experiments have run yet."
+
+
+class ResearchFailed(Exception):
+    pass
+
+
+class ResearchAgent(Agent):
+    role = AgentRole.ORCHESTRATOR
+    allowed_children = frozenset({AgentRole.EXECUTOR})
+    resumable = True
+
+    async def on_start(self) -> None:
+        self.settings = ResearchSettings.from_config(self.config)
+        self.workspace = Workspace(self.settings.workdir, self.id)
+        self.skills = PromptSkills(self.settings.skills_dir)
+        state = ResearchState.load(self.workspace.state_path) if self.config.get("resume") else None
+        if state is None:
+            state = ResearchState(
+                goal=self.goal,
+                max_iterations=self.settings.max_iterations,
+                settings=self.settings.public(),
+            )
+        self.state = state
+        self.iteration = state.iteration
+        self.gateway: ModelGateway = self.make_gateway()
+
+    def make_gateway(self) -> ModelGateway:
+        return OpenCodeGateway(
+            url=self.settings.opencode_url,
+            provider=self.settings.model_provider,
+            model=self.settings.model_id,
+            workdir=str(self.settings.workdir),
+            title=f"AgentSys research {self.id}",
+            timeouts=self.settings.timeouts,
+        )
+
+    async def run(self):
+        if not await self.workspace.git_ready():
+            self.workspace.append_log(
+                f"_{self.settings.workdir} is not a git repository: no commits are made._"
+            )
+        steps = {PLANNING: self._plan, ITERATING: self._iterate, REFLECTING: self._reflect}
+        while self.state.phase != FINISHED:
+            await self.check_pause()
+            await steps[self.state.phase]()
+        self.state.status, self.state.finished_at = "done", time.time()
+        self._save()
+        return {"iterations": self.state.iteration, "reflection": self.state.reflection}
+
+    async def on_stop(self) -> None:
+        try:
+            if not self.detached and self.state.status == "running":
+                self.state.status = "stopped" if self._stop_requested else "failed"
+                self.state.finished_at = time.time()
+                self._save()
+                await self.gateway.abort(self.state.opencode_session_id)
+        finally:
+            await self.gateway.aclose()
+
+    # -- the three steps ---------------------------------------------------------------------
+
+    async def _plan(self) -> None:
+        started = time.time()
+        reply = await self._ask("wild_v2_planning", await self._variables())
+        if reply is None:
+            return  # recorded; tried again
+        parsed = parse_reply(reply.text)
+        plan = parsed.plan or parsed.summary
+        problems = list(parsed.problems)
+        if not parsed.plan:
+            problems.append("the plan reply had no <plan> block; its text was used as the plan")
+        self.state.plan = plan
+        self.workspace.write_tasks(plan)
+        await self.remember(EntryType.PLAN, {"goal": self.state.goal, "plan": plan}, tags=["plan"])
+        record = IterationRecord(
+            iteration=0,
+            phase="plan",
+            summary=parsed.summary,
+            errors=problems,
+            started_at=started,
+            finished_at=time.time(),
+            duration_s=time.time() - started,
+            model_s=reply.model_s,
+        )
+        record.commit = await self.workspace.commit(f"AgentSys {self.id}: research plan")
+        self.workspace.append_log(f"## Plan\n\n{plan}")
+        self.state.parse_problems = problems
+        self.state.record(record)
+        self.state.phase = ITERATING
+        self._save()
+
+    async def _iterate(self) -> None:
+        progress = self.state.in_progress
+        if progress.get("children") is not None:  # resumed after its experiments started
+            n, parsed = progress["iteration"], parse_reply(progress.get("reply", ""))
+            launched, model_s = progress["children"], progress.get("model_s", 0.0)
+            before = self.workspace.load_snapshot() or {}
+        else:
+            n = self.state.iteration + 1
+            self.state.in_progress = progress = {"iteration": n, "started_at": time.time()}
+            steer = "\n".join(filter(None, [self.consume_steer(), *await self._inbox()]))
+            if steer:
+                self.state.steer_context = steer
+            before = await self.workspace.snapshot()
+            self.workspace.save_snapshot(before)
+            self._save()
+            reply = await self._ask("wild_v2_iteration", await self._variables(iteration=n))
+            if reply is None:
+                await self._failed_iteration(n, before)
+                return
+            parsed, model_s = parse_reply(reply.text), reply.model_s
+            if parsed.plan:
+                self.state.plan = parsed.plan
+                self.workspace.write_tasks(parsed.plan)
+            launched = await experiments.launch(
+                self, parsed.experiments, root=self.settings.workdir, iteration=n
+            )
+            progress.update(reply=reply.text, model_s=model_s, children=launched)
+            self._save()  # from here on, a restart waits for these instead of re-running them
+        waited = time.monotonic()
+        results = await experiments.wait_for(
+            self, launched, timeout=self.settings.experiment_timeout_s
+        )
+        experiments_s = time.monotonic() - waited if launched else 0.0
+        await self._finish_iteration(n, parsed, results, before, model_s, experiments_s)
+        await self._pause_after(parsed.promise, ran_experiments=bool(launched))
+
+    async def _finish_iteration(
+        self,
+        n: int,
+        parsed: ParsedReply,
+        results: list[ExperimentResult],
+        before: dict,
+        model_s: float,
+        experiments_s: float,
+    ) -> None:
+        started = self.state.in_progress.get("started_at", time.time())
+        files = self.workspace.changed(before, await self.workspace.snapshot())
+        errors = list(parsed.problems) + [
+            f"experiment {r.goal!r}: {r.status}" + (f" ({r.error})" if r.error else "")
+            for r in results
+            if r.status != "done"
+        ]
+        record = IterationRecord(
+            iteration=n,
+            phase="iteration",
+            promise=parsed.promise,
+            summary=parsed.summary,
+            files_changed=files,
+            runs=[r.run_id for r in results if r.run_id],
+            errors=errors,
+            started_at=started,
+            model_s=model_s,
+            experiments_s=experiments_s,
+        )
+        record.commit = await self.workspace.commit(
+            f"AgentSys {self.id}: iteration {n}: {parsed.summary[:60]}"
+        )
+        record.finished_at = time.time()
+        record.duration_s = record.finished_at - started
+        self.workspace.append_log(iteration_section(record))
+        await self.remember(
+            EntryType.CONTEXT,
+            {"iteration": n, "promise": parsed.promise, "summary": parsed.summary},
+            tags=["iteration"],
+        )
+        self._end_iteration(record, results, parsed.problems)
+        if parsed.promise == "DONE" or n >= self.state.max_iterations:
+            self.state.phase = REFLECTING
+        self._save()
+
+    async def _failed_iteration(self, n: int, before: dict) -> None:
+        """The model gave no reply: the iteration ends with the error it got."""
+        started = self.state.in_progress.get("started_at", time.time())
+        record = IterationRecord(
+            iteration=n,
+            phase="iteration",
+            summary="The model did not answer.",
+            errors=[self._last_model_error],
+            started_at=started,
+            finished_at=time.time(),
+            duration_s=time.time() - started,
+        )
+        self.workspace.append_log(iteration_section(record))
+        self._end_iteration(record, [], [])
+        if n >= self.state.max_iterations:
+            self.state.phase = REFLECTING
+        self._save()
+
+    def _end_iteration(self, record: IterationRecord, results, problems: list[str]) -> None:
+        state = self.state
+        state.record(record)
+        state.iteration = self.iteration = record.iteration
+        state.last_results = [asdict(r) for r in results] or state.last_results
+        state.parse_problems = list(problems)
+        state.in_progress, state.steer_context = {}, ""
+        self.emit_event(
+            "iteration",
+            {
+                "iteration": record.iteration,
+                "promise": record.promise,
+                "summary": record.summary,
+                "files_changed": record.files_changed,
+                "runs": record.runs,
+                "errors": record.errors,
+            },
+        )
+
+    async def _pause_after(self, promise: str | None, *, ran_experiments: bool) -> None:
+        if self.state.phase != ITERATING:
+            return
+        if promise == "WAITING" and not ran_experiments:
+            await asyncio.sleep(self.settings.wait_seconds)
+        else:
+            await asyncio.sleep(self.settings.pause_seconds)
+
+    async def _reflect(self) -> None:
+        started = time.time()
+        reply = await self._ask("wild_v2_reflection", await self._variables())
+        if reply is None:
+            return
+        parsed = parse_reply(reply.text)
+        self.state.reflection = parsed.reflection or parsed.summary
+        await self._store_memories(parsed)
+        go_on = parsed.continue_loop is True and self.state.iteration < self.state.max_iterations
+        record = IterationRecord(
+            iteration=self.state.iteration,
+            phase="reflection",
+            promise="REFLECT_CONTINUE" if go_on else "REFLECT_STOP",
+            summary=self.state.reflection[:300],
+            errors=list(parsed.problems),
+            started_at=started,
+            finished_at=time.time(),
+            duration_s=time.time() - started,
+            model_s=reply.model_s,
+        )
+        self.workspace.append_log(reflection_section(record, self.state.reflection, parsed))
+        self.state.record(record)
+        self.state.parse_problems = list(parsed.problems)
+        self.state.phase = ITERATING if go_on else FINISHED
+        self._save()
+
+    async def _store_memories(self, parsed: ParsedReply) -> None:
+        memories = parsed.memories or (
+            [("general", parsed.reflection)] if parsed.reflection else []
+        )
+        by_tag: dict[str, list[dict]] = {}
+        for tag, text in memories:
+            by_tag.setdefault(tag, []).append(
+                {"text": text, "tag": tag, "goal": self.state.goal, "iteration": self.iteration}
+            )
+        for tag, rows in by_tag.items():
+            await self.remember_many(EntryType.REFLECTION, rows, tags=[tag])
+
+    # -- the model ---------------------------------------------------------------------------
+
+    async def _ask(self, skill: str, variables: dict) -> ModelReply | None:
+        """The model's reply; None when it failed (recorded; the caller's step fails), or
+        ResearchFailed after too many failures in a row."""
+        prompt = self.skills.render(skill, variables)
+        state = self.state
+        try:
+            state.opencode_session_id = await self.gateway.ensure_session(
+                state.opencode_session_id
+            )
+            reply = await self.gateway.ask(state.opencode_session_id, prompt)
+        except OpenCodeError as error:
+            state.consecutive_model_failures += 1
+            self._last_model_error = f"model: {error}"
+            logger.warning("%s: %s", self.id, self._last_model_error)
+            self.emit_event("model_error", {"error": str(error), "skill": skill})
+            if state.consecutive_model_failures >= self.settings.max_model_failures:
+                raise ResearchFailed(
+                    f"the model failed {state.consecutive_model_failures} times in a row; "
+                    f"last: {error}"
+                ) from None
+            self._save()
+            await asyncio.sleep(self.settings.pause_seconds * state.consecutive_model_failures)
+            return None
+        state.consecutive_model_failures = 0
+        return reply
+
+    async def _variables(self, **extra) -> dict:
+        state, workspace = self.state, self.workspace
+        iterations = [h for h in state.history if h.get("phase") == "iteration"]
+        streak, shorts, warning = detect_struggle(iterations)
+        state.no_progress_streak, state.short_iteration_count = streak, shorts
+        results = [ExperimentResult(**r) for r in state.last_results]
+        return {
+            "goal": state.goal,
+            "iteration": state.iteration,
+            "max_iterations": state.max_iterations,
+            "session_id": self.id,
+            "workdir": str(self.settings.workdir),
+            "tasks_path": str(workspace.tasks_path),
+            "log_path": str(workspace.log_path),
+            "steer_context": state.steer_context,
+            "history": format_history(state.history),
+            "no_progress_streak": streak,
+            "short_iteration_count": shorts,
+            "autonomy_level": self.settings.autonomy_level,
+            "memories_text": await self._memories_text(),
+            "evo_sweep_enabled": self.settings.evo_sweep_enabled,
+            "experiment_results": format_results(results) if results else NO_RESULTS,
+            "struggle_warning": warning,
+            "parse_problems": "\n".join(f"- {p}" for p in state.parse_problems),
+            "plan": state.plan,
+            **extra,
+        }
+
+    async def _inbox(self) -> list[str]:
+        """MESSAGE-tier steers waiting in the inbox, read (acknowledged) once."""
+        try:
+            entries = await self.in_memory("read_inbox") or []
+            for entry in entries:
+                await self.in_memory("ack", key=entry.key)
+        except Exception:  # a message read late beats a loop that stops
+            logger.exception("%s: could not read its inbox", self.id)
+            return []
+        return [str((e.data or {}).get("context") or e.data) for e in entries]
+
+    async def _memories_text(self) -> str:
+        try:
+            return await self.in_memory("memory_bank") or ""
+        except Exception:  # the loop goes on without its memories
+            logger.exception("%s: could not read the memory bank", self.id)
+            return ""
+
+    def _save(self) -> None:
+        self.state.save(self.workspace.state_path)
+        self.emit_event("research_state", self.state.as_dict())
+
+    _last_model_error = ""

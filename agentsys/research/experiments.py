@@ -1,0 +1,158 @@
+"""A research iteration's experiments: each one an ExecutorAgent child that goes through the
+GPU queue (and so becomes a Run), waited on by its status events, then read back from its run
+directory (exit code, log tail, metrics) for the next prompt.
+
+An experiment may only run inside the loop's workdir: a `workdir:` that leaves it is refused
+with the reason, which the model reads in its next prompt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from agentsys.memory import EntryQuery
+from agentsys.research.reply import ExperimentSpec
+from agentsys.research.results import ExperimentResult, read_log_tail, summarize_metrics
+from agentsys.types import AgentStatus, EntryType
+
+logger = logging.getLogger("agentsys.research")
+
+EXECUTOR = "agentsys.agents.executor.ExecutorAgent"
+STOP_WAIT_SECONDS = 30.0  # after stopping a timed-out experiment, for its end to be recorded
+
+
+def resolve_workdir(root: Path, requested: str | None) -> Path:
+    """The experiment's directory: `requested` (relative to the loop's workdir, or absolute)
+    when it lies inside the workdir. ValueError saying why otherwise."""
+    if not requested or requested.strip() in {"", "."}:
+        return root
+    candidate = (root / requested.strip()).resolve()
+    if candidate != root.resolve() and root.resolve() not in candidate.parents:
+        raise ValueError(f"workdir {requested!r} is outside the project directory {root}")
+    if not candidate.is_dir():
+        raise ValueError(f"workdir {requested!r} does not exist")
+    return candidate
+
+
+async def launch(agent, specs: list[ExperimentSpec], *, root: Path, iteration: int) -> list[dict]:
+    """Spawn one executor per spec; returns one record per spec: {goal, command, parameters,
+    gpu_required, workdir, child_id} or, for one that could not start, {..., error}."""
+    launched = []
+    for index, spec in enumerate(specs, start=1):
+        record = {
+            "goal": spec.goal,
+            "command": spec.command,
+            "parameters": spec.parameters,
+            "gpu_required": spec.gpu_required,
+            "workdir": "",
+            "child_id": "",
+        }
+        try:
+            workdir = resolve_workdir(root, spec.workdir)
+            record["workdir"] = str(workdir)
+            handle = await agent.spawn_child(
+                EXECUTOR,
+                spec.goal,
+                {
+                    "command": spec.command,
+                    "workdir": str(workdir),
+                    "params": spec.parameters,
+                    "gpu_required": spec.gpu_required,
+                    "experiment": {
+                        "research_agent_id": agent.id,
+                        "iteration": iteration,
+                        "index": index,
+                    },
+                },
+            )
+            record["child_id"] = handle.id
+        except Exception as error:  # refused: a bad workdir, a bad GPU count, the runtime
+            record["error"] = f"not started: {error}"
+        launched.append(record)
+    return launched
+
+
+async def wait_for(agent, launched: list[dict], *, timeout: float) -> list[ExperimentResult]:
+    """Wait for every launched experiment to end (each at most `timeout` seconds from now; a
+    late one is stopped), then read their results."""
+    deadline = time.monotonic() + timeout
+    ids = [r["child_id"] for r in launched if r["child_id"]]
+    handles = {h.id: h for h in agent.adopt_children(ids)} if ids else {}
+    # A CRITICAL steer may respawn a child under a new id: the handle follows it.
+    by_record = [(r, handles.get(r["child_id"])) for r in launched]
+    outcomes = await asyncio.gather(*(_wait_one(h, deadline) for _, h in by_record))
+    return [
+        await _result(agent, record, handle, timed_out)
+        for (record, handle), timed_out in zip(by_record, outcomes, strict=True)
+    ]
+
+
+async def _wait_one(handle, deadline: float) -> bool:
+    """True when the experiment had to be stopped for running past its time."""
+    if handle is None:
+        return False
+    try:
+        await handle.wait(timeout=max(0.0, deadline - time.monotonic()))
+        return False
+    except TimeoutError:
+        await handle.cancel()
+        with contextlib.suppress(TimeoutError):
+            await handle.wait(timeout=STOP_WAIT_SECONDS)
+        return True
+
+
+async def _result(agent, record: dict, handle, timed_out: bool) -> ExperimentResult:
+    result = ExperimentResult(
+        goal=record["goal"],
+        run_id=handle.id if handle is not None else "",
+        command=record["command"],
+        parameters=record["parameters"],
+        gpu_required=record["gpu_required"],
+        status="not started",
+        exit_code=None,
+        error=record.get("error", ""),
+        log_tail="",
+        metrics={},
+        alerts=[],
+    )
+    if handle is None:
+        return result
+    result.status = str(handle.status)
+    result.error = handle.error
+    if timed_out:
+        result.status, result.error = "timed out", "ran past its time limit and was stopped"
+    run_dir = Path(record["workdir"]) / ".agents" / "runs" / handle.id
+    result.exit_code = _exit_code(run_dir / "job.done")
+    result.log_tail = await asyncio.to_thread(read_log_tail, run_dir / "run.log")
+    result.metrics = await asyncio.to_thread(summarize_metrics, run_dir / "agent_metrics.jsonl")
+    result.alerts = await _alerts(agent, handle.id)
+    if handle.status == AgentStatus.REJECTED and not result.error:
+        result.error = "the GPU queue can never place it"
+    return result
+
+
+def _exit_code(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+async def _alerts(agent, child_id: str) -> list[str]:
+    try:
+        entries = await agent.in_memory(
+            "query", query=EntryQuery(agent_id=child_id, types=(EntryType.ALERT,), limit=20)
+        )
+    except Exception:  # the results matter more than their alerts
+        logger.exception("%s: could not read the alerts of %s", agent.id, child_id)
+        return []
+    return [str((e.data or {}).get("message", e.data)) for e in entries or []]
+
+
+def as_dicts(results: list[ExperimentResult]) -> list[dict]:
+    return [asdict(r) for r in results]

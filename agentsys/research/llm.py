@@ -1,0 +1,64 @@
+"""The research loop's way to its model: one OpenCode session per loop (kept across
+iterations and restarts, so the model keeps its context), each prompt a fresh event stream.
+
+`ModelGateway` is what the loop needs; `OpenCodeGateway` is the real one. Failures arrive as
+`agentsys.opencode.OpenCodeError`s that say what went wrong; the loop records them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+from agentsys.opencode import OpenCodeClient, OpenCodeError, Timeouts
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    text: str
+    model_s: float  # seconds the model (and OpenCode) took
+
+
+class ModelGateway(Protocol):
+    async def ensure_session(self, session_id: str) -> str: ...
+    async def ask(self, session_id: str, text: str) -> ModelReply: ...
+    async def abort(self, session_id: str) -> None: ...
+    async def aclose(self) -> None: ...
+
+
+class OpenCodeGateway:
+    def __init__(
+        self,
+        *,
+        url: str,
+        provider: str,
+        model: str,
+        workdir: str,
+        title: str,
+        timeouts: Timeouts | None = None,
+    ):
+        self.client = OpenCodeClient(url, timeouts=timeouts, directory=workdir)
+        self.provider, self.model, self.workdir, self.title = provider, model, workdir, title
+
+    async def ensure_session(self, session_id: str) -> str:
+        if session_id:
+            return session_id
+        return await self.client.create_session(self.workdir, title=self.title)
+
+    async def ask(self, session_id: str, text: str) -> ModelReply:
+        started = time.monotonic()
+        result = await self.client.prompt(
+            session_id, text, provider=self.provider, model=self.model, directory=self.workdir
+        )
+        return ModelReply(text=result.text, model_s=time.monotonic() - started)
+
+    async def abort(self, session_id: str) -> None:
+        if session_id:
+            await self.client.abort(session_id, self.workdir)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+__all__ = ["ModelGateway", "ModelReply", "OpenCodeError", "OpenCodeGateway"]

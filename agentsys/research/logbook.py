@@ -1,0 +1,54 @@
+"""The sections of `iteration_log.md`: what a person reads to follow a loop after the fact,
+one section per iteration and one per reflection."""
+
+from __future__ import annotations
+
+import time
+
+from agentsys.research.state import IterationRecord
+
+
+def _when(stamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(stamp))
+
+
+def _list(items: list[str], empty: str) -> str:
+    return "\n".join(f"  - {item}" for item in items) if items else f"  {empty}"
+
+
+def iteration_section(record: IterationRecord) -> str:
+    return "\n".join(
+        [
+            f"## Iteration {record.iteration}",
+            "",
+            f"- started: {_when(record.started_at)}",
+            f"- duration: {record.duration_s:.1f} s",
+            f"- promise: {record.promise or '(none)'}",
+            f"- commit: {record.commit or '(none)'}",
+            f"- runs: {', '.join(record.runs) if record.runs else '(none)'}",
+            "- files modified:",
+            _list(record.files_changed, "(none)"),
+            "- errors:",
+            _list(record.errors, "(none)"),
+            "",
+            "### Summary",
+            "",
+            record.summary or "(no summary)",
+        ]
+    )
+
+
+def reflection_section(record: IterationRecord, reflection: str, parsed) -> str:
+    memories = [f"[{tag}] {text}" for tag, text in parsed.memories]
+    return "\n".join(
+        [
+            f"## Reflection after iteration {record.iteration}",
+            "",
+            f"- decision: {record.promise}",
+            f"- duration: {record.duration_s:.1f} s",
+            "- memories:",
+            _list(memories, "(none)"),
+            "",
+            reflection or "(no reflection)",
+        ]
+    )

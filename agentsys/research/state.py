@@ -1,0 +1,96 @@
+"""The research loop's state (design doc §3.5), kept so the loop can resume where it was.
+
+It lives in `.agents/wild/<agent id>/state.json` of the workdir, replaced atomically after
+every step, and a copy goes to the database (the `research_state` event) for the API.
+`in_progress` names the iteration under way: after a restart, an iteration whose experiments
+were already launched waits for them (they are re-adopted, not re-run); one that had not got
+that far is asked again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+PLANNING, ITERATING, REFLECTING, FINISHED = "planning", "iterating", "reflecting", "finished"
+PHASES = (PLANNING, ITERATING, REFLECTING, FINISHED)
+
+
+@dataclass
+class IterationRecord:
+    """One step of the loop, as the history shows it: the plan (iteration 0), an iteration,
+    or a reflection (promise REFLECT_CONTINUE / REFLECT_STOP)."""
+
+    iteration: int
+    phase: str  # "plan" | "iteration" | "reflection"
+    promise: str | None = None
+    summary: str = ""
+    files_changed: list[str] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    commit: str = ""
+    # Seconds spent waiting on the model and on experiments: the loop's own overhead is the
+    # rest (bench/research.py reports it).
+    model_s: float = 0.0
+    experiments_s: float = 0.0
+
+
+@dataclass
+class ResearchState:
+    goal: str
+    max_iterations: int = 25
+    status: str = "running"  # running | done | failed | stopped
+    phase: str = PLANNING
+    iteration: int = 0
+    plan: str = ""
+    history: list[dict] = field(default_factory=list)
+    opencode_session_id: str = ""
+    reflection: str = ""
+    no_progress_streak: int = 0
+    short_iteration_count: int = 0
+    steer_context: str = ""
+    settings: dict = field(default_factory=dict)
+    # Results of the last iteration's experiments (ExperimentResult dicts), for the next prompt.
+    last_results: list[dict] = field(default_factory=list)
+    # What was wrong with the model's last reply, told to it in the next prompt.
+    parse_problems: list[str] = field(default_factory=list)
+    # The iteration under way: {"iteration", "started_at", "reply", "children": [...]}.
+    in_progress: dict = field(default_factory=dict)
+    consecutive_model_failures: int = 0
+    started_at: float = field(default_factory=time.time)
+    finished_at: float | None = None
+
+    def record(self, entry: IterationRecord) -> None:
+        self.history.append(asdict(entry))
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ResearchState:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.as_dict(), indent=1, default=str))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: Path) -> ResearchState | None:
+        """The saved state; None when there is none or it cannot be read (the loop then
+        starts over, which it says in its log)."""
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("goal"), str):
+            return None
+        return cls.from_dict(data)

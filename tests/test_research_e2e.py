@@ -1,0 +1,356 @@
+"""The research loop end to end (issue 10): a real runagentd runs a ResearchAgent whose model
+is the project's scripted LLM behind the real OpenCode server; its experiments are real
+subprocesses that write agent_metrics.jsonl, go through the GPU queue and show up as runs."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from agents_app.models import Agent
+from memory_app.models import MemoryEntry
+from research_app.models import ResearchLoop
+from scheduler_app.models import Run
+from tests.helpers import REPO, wait_until
+from tests.runtime_harness import DaemonProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+TRAIN = REPO / "researchagent" / "demo_workspace" / "train.py"
+PY = sys.executable
+
+PLAN = """<plan>
+1. Run a baseline at lr=0.05.
+2. Try lr=0.2 on a GPU.
+3. Keep the better one.
+</plan>
+<summary>A two-run learning-rate search.</summary>"""
+
+ITERATION_1 = f"""I will run two experiments.
+<experiments>
+- goal: baseline lr 0.05
+  command: {PY} train.py --steps=40 --sleep=0
+  workdir: .
+  parameters: {{"lr": 0.05}}
+  gpu_required: 0
+- goal: lr 0.2 on a GPU
+  command: {PY} train.py --steps=40 --sleep=0 && echo "lr=0.2 ran on $CUDA_VISIBLE_DEVICES" >> findings.md
+  workdir: .
+  parameters: {{"lr": 0.2}}
+  gpu_required: 1
+</experiments>
+<summary>Launched the baseline and the GPU run.</summary>"""
+
+ITERATION_2 = """Both finished; lr=0.2 reached the lower loss.
+<promise>DONE</promise>
+<summary>lr=0.2 is best.</summary>"""
+
+REFLECTION = """<reflection>The larger learning rate converged faster on this problem.</reflection>
+<memories>
+- [hyperparams] lr=0.2 beat lr=0.05 on the linear demo
+- a plain lesson without a tag
+</memories>
+<continue>no</continue>"""
+
+
+def _turn(match: str, text: str, **extra) -> dict:
+    return {"match": match, "steps": [{"text": text}], **extra}
+
+
+def happy_script() -> dict:
+    return {
+        "turns": [
+            _turn(r"agentsys-prompt: planning", PLAN),
+            _turn(r"Iteration 1 of", ITERATION_1),
+            _turn(r"Iteration 2 of", ITERATION_2),
+            _turn(r"agentsys-prompt: reflection", REFLECTION),
+        ]
+    }
+
+
+@pytest.fixture
+def workdir(tmp_path, settings):
+    work = tmp_path / "project"
+    work.mkdir()
+    shutil.copy(TRAIN, work / "train.py")
+    for args in (["init", "-q"], ["add", "train.py"], ["commit", "-q", "-m", "start"]):
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=work, check=True
+        )
+    settings.AGENTSYS_WORKDIR = work
+    return work
+
+
+@pytest.fixture
+def make_daemon(workdir, opencode_server):
+    started = []
+
+    def start(**extra) -> DaemonProcess:
+        env = dict(
+            AGENTSYS_GPUS="1",
+            AGENTSYS_WORKDIR=str(workdir),
+            OPENCODE_URL=opencode_server.url,
+            OPENCODE_SERVER_PASSWORD=opencode_server.password,
+            MODEL_PROVIDER=opencode_server.provider,
+            MODEL_ID=opencode_server.model,
+            **extra,
+        )
+        process = DaemonProcess("research-host", **env)
+        process.env = env
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+@pytest.fixture
+def daemon(make_daemon):
+    return make_daemon()
+
+
+def start_loop(api, workdir, **overrides) -> str:
+    body = {"goal": "Find the best learning rate for train.py", "max_iterations": 5,
+            "wait_seconds": 1, "autonomy_level": "balanced", "workdir": str(workdir),
+            **overrides}
+    response = api("post", "/api/research", body)
+    assert response.status_code == 201, response.content
+    return response.json()["id"]
+
+
+def wait_finished(loop_id: str, timeout: float = 90) -> Agent:
+    return wait_until(
+        lambda: Agent.objects.filter(pk=loop_id, status__in=["done", "failed", "stopped"]).first(),
+        timeout,
+        interval=0.2,
+        message=f"research loop {loop_id} to finish",
+    )
+
+
+def prompts_seen(scripted_llm) -> list[str]:
+    """The last user message of each chat request OpenCode sent the model."""
+    requests = httpx.get(f"{scripted_llm.base_url}/_requests", timeout=5).json()
+    seen = []
+    for request in requests:
+        users = [m for m in request.get("messages", []) if m.get("role") == "user"]
+        if users:
+            content = users[-1].get("content")
+            if isinstance(content, list):
+                content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+            seen.append(content or "")
+    return seen
+
+
+def test_a_loop_plans_runs_two_experiments_finishes_and_reflects(
+    api, workdir, daemon, scripted_llm
+):
+    scripted_llm.load(happy_script())
+    loop_id = start_loop(api, workdir)
+    agent = wait_finished(loop_id)
+    assert agent.status == "done", agent.error
+
+    detail = api("get", f"/api/research/{loop_id}").json()
+    promises = [step["promise"] for step in detail["history"]]
+    assert promises[0] is None and promises[-2:] == ["DONE", "REFLECT_STOP"], promises
+    first = detail["history"][1]
+    assert len(first["runs"]) == 2
+
+    # The experiments are runs of the loop's sweep, one of them placed on the declared GPU.
+    loop = ResearchLoop.objects.get(pk=loop_id)
+    runs = {run.params["lr"]: run for run in Run.objects.filter(sweep_id=loop.sweep_id)}
+    assert set(runs) == {0.05, 0.2} and all(r.status == "done" for r in runs.values())
+    assert runs[0.2].gpu_required == 1
+    listed = api("get", f"/api/runs?sweep_id={loop.sweep_id}").json()
+    assert {r["id"] for r in listed["items"]} == {r.id for r in runs.values()}
+    for run in runs.values():
+        metrics = (workdir / ".agents" / "runs" / run.agent_id / "agent_metrics.jsonl")
+        assert metrics.read_text().count("loss") == 4
+
+    # The model saw the results of iteration 1 in iteration 2's prompt.
+    iteration_2 = next(p for p in prompts_seen(scripted_llm) if "Iteration 2 of" in p)
+    assert "## Results from Previous Experiments" in iteration_2
+    assert '"lr": 0.2' in iteration_2 and "loss last=" in iteration_2
+
+    loop_dir = workdir / ".agents" / "wild" / loop_id
+    assert "Try lr=0.2 on a GPU." in (loop_dir / "tasks.md").read_text()
+    log = (loop_dir / "iteration_log.md").read_text()
+    assert "## Iteration 1" in log and "## Iteration 2" in log and "promise: DONE" in log
+    assert "findings.md" in log  # the GPU run wrote it: iteration 1 changed that file
+
+    commits = subprocess.run(
+        ["git", "log", "--format=%s", "--name-only"], cwd=workdir, capture_output=True, text=True
+    ).stdout
+    assert "iteration 1" in commits and "findings.md" in commits
+    assert ".agents" not in commits
+
+    reflections = MemoryEntry.objects.filter(agent_id=loop_id, type="reflection")
+    texts = {(tuple(e.tags), e.data["text"]) for e in reflections}
+    assert (("hyperparams",), "lr=0.2 beat lr=0.05 on the linear demo") in texts
+    assert (("general",), "a plain lesson without a tag") in texts
+
+    log_response = api("get", f"/api/research/{loop_id}/iteration-log")
+    assert log_response.status_code == 200 and b"## Iteration 2" in log_response.content
+
+
+def _iteration_steps(detail: dict) -> list[int]:
+    return [s["iteration"] for s in detail["history"] if s.get("phase") == "iteration"]
+
+
+def test_a_priority_steer_changes_the_next_iteration_prompt(api, workdir, daemon, scripted_llm):
+    scripted_llm.load(
+        {
+            "turns": [
+                _turn(r"agentsys-prompt: planning", PLAN),
+                {
+                    "match": r"Iteration 1 of",
+                    "steps": [{"stall": 3}, {"text": "<summary>Read the code.</summary>"}],
+                },
+                _turn(r"Iteration 2 of", ITERATION_2),
+                _turn(r"agentsys-prompt: reflection", REFLECTION),
+            ]
+        }
+    )
+    loop_id = start_loop(api, workdir)
+    wait_until(
+        lambda: any("Iteration 1 of" in p for p in prompts_seen(scripted_llm)),
+        60,
+        interval=0.2,
+        message="iteration 1's prompt to reach the model",
+    )
+    steered = api(
+        "post",
+        f"/api/research/{loop_id}/steer",
+        {"context": "Focus on lr=0.3 from now on", "urgency": "priority"},
+    )
+    assert steered.status_code in (200, 202), steered.content
+    assert wait_finished(loop_id).status == "done"
+    prompts = prompts_seen(scripted_llm)
+    first = next(p for p in prompts if "Iteration 1 of" in p)
+    second = next(p for p in prompts if "Iteration 2 of" in p)
+    assert "Focus on lr=0.3" not in first
+    assert "Focus on lr=0.3 from now on" in second
+
+
+def test_a_stalled_model_times_out_and_the_iteration_fails_with_the_error(
+    api, workdir, make_daemon, scripted_llm
+):
+    make_daemon(MODEL_RESPONSE_TIMEOUT="10")
+    scripted_llm.load(
+        {
+            "turns": [
+                _turn(r"agentsys-prompt: planning", PLAN),
+                {"match": r"Iteration 1 of", "steps": [{"text": "thinking"}, {"stall": 30}]},
+                _turn(r"Iteration 2 of", ITERATION_2),
+                _turn(r"agentsys-prompt: reflection", REFLECTION),
+            ]
+        }
+    )
+    loop_id = start_loop(api, workdir)
+    assert wait_finished(loop_id).status == "done"
+    detail = api("get", f"/api/research/{loop_id}").json()
+    failed = next(s for s in detail["history"] if s["iteration"] == 1)
+    assert failed["promise"] is None
+    assert any("timed out" in e or "timeout" in e.lower() for e in failed["errors"]), failed
+    assert _iteration_steps(detail) == [1, 2]
+
+
+def test_runagentd_killed_during_iteration_2_resumes_it_and_readopts_its_run(
+    api, workdir, daemon, scripted_llm
+):
+    long_run = f"""<experiments>
+- goal: a slow check
+  command: sleep 4; echo finished-ok
+  workdir: .
+  parameters: {{}}
+  gpu_required: 0
+</experiments>
+<promise>DONE</promise>
+<summary>Ran the slow check.</summary>"""
+    scripted_llm.load(
+        {
+            "turns": [
+                _turn(r"agentsys-prompt: planning", PLAN),
+                _turn(r"Iteration 1 of", ITERATION_1),
+                _turn(r"Iteration 2 of", long_run),
+                _turn(r"agentsys-prompt: reflection", REFLECTION),
+            ]
+        }
+    )
+    loop_id = start_loop(api, workdir)
+    slow = wait_until(
+        lambda: Run.objects.filter(command__startswith="sleep 4", status="running").first(),
+        90,
+        interval=0.1,
+        message="iteration 2's run to be running",
+    )
+    daemon.stop(signal.SIGKILL)
+    make_daemon()
+    agent = wait_finished(loop_id)
+    assert agent.status == "done", agent.error
+    detail = api("get", f"/api/research/{loop_id}").json()
+    assert _iteration_steps(detail) == [1, 2]
+    prompts = prompts_seen(scripted_llm)
+    assert sum("agentsys-prompt: planning" in p for p in prompts) == 1
+    assert sum("Iteration 1 of" in p for p in prompts) == 1
+    assert sum("Iteration 2 of" in p for p in prompts) == 1
+    # The run was re-adopted, not run again: one run, which finished by itself.
+    assert Run.objects.filter(command__startswith="sleep 4").count() == 1
+    slow.refresh_from_db()
+    assert slow.status == "done" and slow.exit_code == 0
+    assert detail["history"][-1]["promise"] == "REFLECT_STOP"
+
+
+def test_opencode_killed_mid_iteration_fails_the_loop_with_an_explained_error(
+    api, workdir, scripted_llm, tmp_path
+):
+    from agentsys.opencode.server import LocalOpenCode, provider_config
+
+    password = "killed-opencode-test"
+    config = provider_config(
+        provider="demo", model="demo-research", demo_base_url=scripted_llm.base_url
+    )
+    opencode = LocalOpenCode(
+        state_dir=tmp_path / "opencode", workdir=workdir, port=None, config=config,
+        password=password,
+    )
+    url = opencode.start()
+    daemon = DaemonProcess(
+        "research-host",
+        AGENTSYS_WORKDIR=str(workdir),
+        OPENCODE_URL=url,
+        OPENCODE_SERVER_PASSWORD=password,
+        MODEL_PROVIDER="demo",
+        MODEL_ID="demo-research",
+    )
+    try:
+        scripted_llm.load(
+            {
+                "turns": [
+                    _turn(r"agentsys-prompt: planning", PLAN),
+                    {"match": r"Iteration 1 of", "steps": [{"text": "..."}, {"stall": 30}]},
+                ]
+            }
+        )
+        loop_id = start_loop(api, workdir)
+        wait_until(
+            lambda: any("Iteration 1 of" in p for p in prompts_seen(scripted_llm)),
+            60,
+            interval=0.2,
+            message="iteration 1's prompt to reach the model",
+        )
+        opencode.stop()
+        agent = wait_finished(loop_id, timeout=60)
+    finally:
+        daemon.stop()
+        opencode.stop()
+    assert agent.status == "failed"
+    assert "model failed 3 times in a row" in agent.error
+    detail = api("get", f"/api/research/{loop_id}").json()
+    first = next(s for s in detail["history"] if s["iteration"] == 1)
+    assert first["errors"] and first["errors"][0].startswith("model:")
