@@ -39,7 +39,7 @@ ITERATION_1 = f"""I will run two experiments.
   parameters: {{"lr": 0.05}}
   gpu_required: 0
 - goal: lr 0.2 on a GPU
-  command: {PY} train.py --steps=40 --sleep=0 && echo "lr=0.2 ran on $CUDA_VISIBLE_DEVICES" >> findings.md
+  command: {PY} train.py --steps=40 --sleep=0 && echo "lr=0.2 on $CUDA_VISIBLE_DEVICES" >> found.md
   workdir: .
   parameters: {{"lr": 0.2}}
   gpu_required: 1
@@ -116,9 +116,14 @@ def daemon(make_daemon):
 
 
 def start_loop(api, workdir, **overrides) -> str:
-    body = {"goal": "Find the best learning rate for train.py", "max_iterations": 5,
-            "wait_seconds": 1, "autonomy_level": "balanced", "workdir": str(workdir),
-            **overrides}
+    body = {
+        "goal": "Find the best learning rate for train.py",
+        "max_iterations": 5,
+        "wait_seconds": 1,
+        "autonomy_level": "balanced",
+        "workdir": str(workdir),
+        **overrides,
+    }
     response = api("post", "/api/research", body)
     assert response.status_code == 201, response.content
     return response.json()["id"]
@@ -169,7 +174,7 @@ def test_a_loop_plans_runs_two_experiments_finishes_and_reflects(
     listed = api("get", f"/api/runs?sweep_id={loop.sweep_id}").json()
     assert {r["id"] for r in listed["items"]} == {r.id for r in runs.values()}
     for run in runs.values():
-        metrics = (workdir / ".agents" / "runs" / run.agent_id / "agent_metrics.jsonl")
+        metrics = workdir / ".agents" / "runs" / run.agent_id / "agent_metrics.jsonl"
         assert metrics.read_text().count("loss") == 4
 
     # The model saw the results of iteration 1 in iteration 2's prompt.
@@ -181,12 +186,12 @@ def test_a_loop_plans_runs_two_experiments_finishes_and_reflects(
     assert "Try lr=0.2 on a GPU." in (loop_dir / "tasks.md").read_text()
     log = (loop_dir / "iteration_log.md").read_text()
     assert "## Iteration 1" in log and "## Iteration 2" in log and "promise: DONE" in log
-    assert "findings.md" in log  # the GPU run wrote it: iteration 1 changed that file
+    assert "found.md" in log  # the GPU run wrote it: iteration 1 changed that file
 
     commits = subprocess.run(
         ["git", "log", "--format=%s", "--name-only"], cwd=workdir, capture_output=True, text=True
     ).stdout
-    assert "iteration 1" in commits and "findings.md" in commits
+    assert "iteration 1" in commits and "found.md" in commits
     assert ".agents" not in commits
 
     reflections = MemoryEntry.objects.filter(agent_id=loop_id, type="reflection")
@@ -263,11 +268,11 @@ def test_a_stalled_model_times_out_and_the_iteration_fails_with_the_error(
 def test_runagentd_killed_during_iteration_2_resumes_it_and_readopts_its_run(
     api, workdir, daemon, scripted_llm
 ):
-    long_run = f"""<experiments>
+    long_run = """<experiments>
 - goal: a slow check
   command: sleep 4; echo finished-ok
   workdir: .
-  parameters: {{}}
+  parameters: {}
   gpu_required: 0
 </experiments>
 <promise>DONE</promise>
@@ -316,7 +321,10 @@ def test_opencode_killed_mid_iteration_fails_the_loop_with_an_explained_error(
         provider="demo", model="demo-research", demo_base_url=scripted_llm.base_url
     )
     opencode = LocalOpenCode(
-        state_dir=tmp_path / "opencode", workdir=workdir, port=None, config=config,
+        state_dir=tmp_path / "opencode",
+        workdir=workdir,
+        port=None,
+        config=config,
         password=password,
     )
     url = opencode.start()

@@ -303,9 +303,7 @@ class ResearchAgent(Agent):
         prompt = self.skills.render(skill, variables)
         state = self.state
         try:
-            state.opencode_session_id = await self.gateway.ensure_session(
-                state.opencode_session_id
-            )
+            state.opencode_session_id = await self.gateway.ensure_session(state.opencode_session_id)
             reply = await self.gateway.ask(state.opencode_session_id, prompt)
         except OpenCodeError as error:
             state.consecutive_model_failures += 1

@@ -47,8 +47,12 @@ class ResearchSettings:
                 model_provider=str(
                     config.get("model_provider") or os.environ.get("MODEL_PROVIDER") or "demo"
                 ),
-                model_id=str(config.get("model_id") or os.environ.get("MODEL_ID") or "demo-research"),
-                opencode_url=str(config.get("opencode_url") or os.environ.get("OPENCODE_URL") or ""),
+                model_id=str(
+                    config.get("model_id") or os.environ.get("MODEL_ID") or "demo-research"
+                ),
+                opencode_url=str(
+                    config.get("opencode_url") or os.environ.get("OPENCODE_URL") or ""
+                ),
                 experiment_timeout_s=_number(config, "experiment_timeout_s", 3600.0, float, 1),
                 pause_seconds=_number(config, "pause_seconds", 2.0, float, 0),
                 max_model_failures=_number(config, "max_model_failures", 3, int, 1),
@@ -72,6 +76,10 @@ class ResearchSettings:
         data = asdict(self)
         data["workdir"], data["skills_dir"] = str(self.workdir), str(self.skills_dir)
         return data
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name) or default
 
 
 def _number(config: dict, name: str, default, kind, minimum):

@@ -1,0 +1,146 @@
+"""What the model reads about finished experiments ("Results from Previous Experiments") and
+about the loop so far (the history line per step).
+
+The results section has a fixed shape (the demo model parses it): one `### Experiment k`
+block per run with its command, parameters as sorted compact JSON, status, a metrics summary
+(last/min/max of each numeric series) and the tail of its log.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STEP_KEYS = ("_step", "step")
+
+
+@dataclass
+class ExperimentResult:
+    goal: str
+    run_id: str
+    command: str
+    parameters: dict = field(default_factory=dict)
+    gpu_required: int = 0
+    status: str = ""
+    exit_code: int | None = None
+    error: str = ""
+    log_tail: str = ""
+    metrics: dict[str, dict] = field(default_factory=dict)
+    alerts: list[str] = field(default_factory=list)
+
+
+def summarize_metrics(path: Path) -> dict[str, dict]:
+    """agent_metrics.jsonl → {series: {last, min, max, first, points, last_step}} over its
+    numeric values; lines that are not JSON objects are skipped."""
+    summary: dict[str, dict] = {}
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return {}
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(row, dict):
+            continue
+        step = next((row[k] for k in STEP_KEYS if isinstance(row.get(k), int | float)), None)
+        for name, value in row.items():
+            if name in STEP_KEYS or isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            entry = summary.setdefault(
+                name, {"first": value, "last": value, "min": None, "max": None, "points": 0}
+            )
+            entry["last"] = value
+            if math.isfinite(value):  # a NaN loss is shown as the last value, not the best
+                entry["min"] = value if entry["min"] is None else min(entry["min"], value)
+                entry["max"] = value if entry["max"] is None else max(entry["max"], value)
+            entry["points"] += 1
+            entry["last_step"] = step
+    return summary
+
+
+def read_log_tail(path: Path, max_lines: int = 30, max_bytes: int = 4000) -> str:
+    try:
+        with path.open("rb") as log:
+            log.seek(0, 2)
+            size = log.tell()
+            log.seek(max(0, size - max_bytes))
+            data = log.read()
+    except OSError:
+        return ""
+    lines = data.decode(errors="replace").splitlines()
+    if size > max_bytes and lines:
+        lines = lines[1:]  # the first one was cut
+    return "\n".join(lines[-max_lines:])
+
+
+def _number(value) -> str:
+    return f"{value:.4g}" if isinstance(value, int | float) else str(value)
+
+
+def _metrics_line(metrics: dict[str, dict]) -> str:
+    if not metrics:
+        return "none recorded"
+    parts = []
+    for name, s in metrics.items():
+        fields = " ".join(
+            f"{key}={_number(s[key])}" for key in ("last", "min", "max") if s.get(key) is not None
+        )
+        step = f" last_step={_number(s['last_step'])}" if s.get("last_step") is not None else ""
+        parts.append(f"{name} {fields} points={s.get('points', 0)}{step}")
+    return "; ".join(parts)
+
+
+def _status_line(result: ExperimentResult) -> str:
+    text = result.status or "unknown"
+    if result.exit_code is not None:
+        text += f" (exit code {result.exit_code})"
+    if result.error:
+        text += f": {result.error}"
+    return text
+
+
+def format_results(results: list[ExperimentResult]) -> str:
+    blocks = ["## Results from Previous Experiments"]
+    for number, r in enumerate(results, start=1):
+        tail = "\n".join(f"    {line}" for line in r.log_tail.splitlines()) or "    (empty)"
+        blocks.append(
+            "\n".join(
+                [
+                    f"### Experiment {number}: {r.goal}",
+                    f"- run: {r.run_id or '(not started)'}",
+                    f"- command: `{r.command}`",
+                    f"- parameters: {json.dumps(r.parameters, sort_keys=True)}",
+                    f"- gpu_required: {r.gpu_required}",
+                    f"- status: {_status_line(r)}",
+                    f"- metrics: {_metrics_line(r.metrics)}",
+                    f"- alerts: {'; '.join(r.alerts) if r.alerts else 'none'}",
+                    "- log tail:",
+                    tail,
+                ]
+            )
+        )
+    return "\n\n".join(blocks)
+
+
+def format_history(history: list[dict]) -> str:
+    if not history:
+        return "No iterations yet."
+    lines = []
+    for step in history:
+        summary = " ".join(str(step.get("summary", "")).split())[:200]
+        phase = step.get("phase")
+        if phase == "plan":
+            lines.append(f"Plan: {summary}")
+        elif phase == "reflection":
+            lines.append(f"Reflection after iteration {step.get('iteration')}: {summary}")
+        else:
+            lines.append(
+                f"Iteration {step.get('iteration')} [{step.get('promise') or '-'}]: {summary} "
+                f"(files: {len(step.get('files_changed') or [])}, "
+                f"runs: {len(step.get('runs') or [])}, errors: {len(step.get('errors') or [])})"
+            )
+    return "\n".join(lines)

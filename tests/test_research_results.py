@@ -1,0 +1,143 @@
+"""What the research model reads about experiments and about the loop so far (issue 10 items
+7 and 9): metrics summaries, log tails, the results section and struggle warnings."""
+
+import json
+
+from agentsys.research.results import (
+    ExperimentResult,
+    format_history,
+    format_results,
+    read_log_tail,
+    summarize_metrics,
+)
+from agentsys.research.struggle import detect_struggle
+
+
+def test_metrics_are_summarized_per_series_skipping_bad_lines(tmp_path):
+    path = tmp_path / "agent_metrics.jsonl"
+    rows = [{"_step": 10, "loss": 4.0, "lr": 0.1}, {"_step": 20, "loss": 1.5, "lr": 0.1}]
+    path.write_text(
+        "\n".join(json.dumps(r) for r in rows)
+        + "\nnot json\n[1]\n"
+        + json.dumps({"_step": 30, "loss": 2.0, "note": "text"})
+        + "\n"
+    )
+    summary = summarize_metrics(path)
+    assert summary["loss"] == {
+        "first": 4.0,
+        "last": 2.0,
+        "min": 1.5,
+        "max": 4.0,
+        "points": 3,
+        "last_step": 30,
+    }
+    assert summary["lr"]["points"] == 2 and "note" not in summary and "_step" not in summary
+    assert summarize_metrics(tmp_path / "missing.jsonl") == {}
+
+
+def test_a_nan_loss_shows_as_last_but_not_as_the_best(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"step": 1, "loss": 1.0}\n{"step": 2, "loss": NaN}\n')
+    loss = summarize_metrics(path)["loss"]
+    assert loss["min"] == 1.0 and loss["last"] != loss["last"]  # NaN
+
+
+def test_the_log_tail_keeps_the_last_whole_lines(tmp_path):
+    path = tmp_path / "run.log"
+    path.write_text("".join(f"line {i}\n" for i in range(1000)))
+    tail = read_log_tail(path, max_lines=5)
+    assert tail.splitlines() == [f"line {i}" for i in range(995, 1000)]
+    assert read_log_tail(tmp_path / "none.log") == ""
+
+
+def test_the_results_section_has_its_fixed_shape():
+    result = ExperimentResult(
+        goal="lr 0.1",
+        run_id="executor-ab12",
+        command="python train.py",
+        parameters={"seed": 1, "lr": 0.1},
+        gpu_required=1,
+        status="done",
+        exit_code=0,
+        log_tail="step 10\ndone",
+        metrics={
+            "loss": {
+                "first": 4,
+                "last": 0.0101234,
+                "min": 0.01,
+                "max": 4.2,
+                "points": 20,
+                "last_step": 200,
+            }
+        },
+        alerts=[],
+    )
+    failed = ExperimentResult(
+        goal="bad",
+        run_id="",
+        command="false",
+        status="not started",
+        error="workdir '../x' is outside the project directory",
+    )
+    text = format_results([result, failed])
+    assert text.startswith("## Results from Previous Experiments\n\n### Experiment 1: lr 0.1\n")
+    assert '- parameters: {"lr": 0.1, "seed": 1}' in text
+    assert "- status: done (exit code 0)" in text
+    assert "- metrics: loss last=0.01012 min=0.01 max=4.2 points=20 last_step=200" in text
+    assert "- alerts: none" in text and "    step 10\n    done" in text
+    assert "### Experiment 2: bad" in text and "not started: workdir '../x' is outside" in text
+
+
+def test_the_history_has_one_line_per_step():
+    text = format_history(
+        [
+            {"phase": "plan", "iteration": 0, "summary": "two runs"},
+            {
+                "phase": "iteration",
+                "iteration": 1,
+                "promise": None,
+                "summary": "ran",
+                "files_changed": ["a.py"],
+                "runs": ["x", "y"],
+                "errors": [],
+            },
+            {"phase": "iteration", "iteration": 2, "promise": "DONE", "summary": "best lr"},
+            {"phase": "reflection", "iteration": 2, "summary": "learned"},
+        ]
+    )
+    assert text.splitlines() == [
+        "Plan: two runs",
+        "Iteration 1 [-]: ran (files: 1, runs: 2, errors: 0)",
+        "Iteration 2 [DONE]: best lr (files: 0, runs: 0, errors: 0)",
+        "Reflection after iteration 2: learned",
+    ]
+    assert format_history([]) == "No iterations yet."
+
+
+def _step(files=(), runs=(), duration=60.0, errors=()):
+    return {
+        "files_changed": list(files),
+        "runs": list(runs),
+        "duration_s": duration,
+        "errors": list(errors),
+    }
+
+
+def test_a_healthy_loop_gets_no_warning():
+    assert detect_struggle([_step(files=["a"]), _step(runs=["r"])]) == (0, 0, "")
+
+
+def test_three_iterations_without_progress_warn():
+    streak, _, warning = detect_struggle([_step(files=["a"]), _step(), _step(), _step()])
+    assert streak == 3 and "last 3 iterations changed no files" in warning
+
+
+def test_three_short_iterations_warn():
+    _, shorts, warning = detect_struggle([_step(files=["a"], duration=5)] * 3)
+    assert shorts == 3 and "under 30 s" in warning
+
+
+def test_a_repeating_error_warns():
+    error = "model: timed out"
+    _, _, warning = detect_struggle([_step(runs=["r"], errors=[error])] * 2)
+    assert "same error came back" in warning and error in warning
