@@ -39,7 +39,7 @@ ITERATION_1 = f"""I will run two experiments.
   parameters: {{"lr": 0.05}}
   gpu_required: 0
 - goal: lr 0.2 on a GPU
-  command: {PY} train.py --steps=40 --sleep=0 && echo "lr=0.2 on $CUDA_VISIBLE_DEVICES" >> found.md
+  command: echo "gpu $CUDA_VISIBLE_DEVICES" >> found.md && {PY} train.py --steps=40 --sleep=0
   workdir: .
   parameters: {{"lr": 0.2}}
   gpu_required: 1
