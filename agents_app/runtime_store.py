@@ -51,6 +51,30 @@ def _record(agent: Agent) -> AgentRecord:
     )
 
 
+def _run_for_experiment(agent_id: str) -> None:
+    """A research loop's experiment is a Run like any other (in /api/runs, under the loop's
+    sweep), whose status then moves with its executor and queue request."""
+    from scheduler_app.models import Run, Sweep
+
+    agent = Agent.objects.select_related("parent").get(pk=agent_id)
+    config = agent.config
+    chat_session_id = agent.chat_session_id or (agent.parent and agent.parent.chat_session_id)
+    run = Run.objects.create(
+        name=agent.goal[:200] or "experiment",
+        command=str(config.get("command", "")),
+        workdir=str(config.get("workdir", "")),
+        params=config.get("params") if isinstance(config.get("params"), dict) else {},
+        gpu_required=config.get("gpu_required", 0),
+        sweep=Sweep.objects.filter(pk=agent.sweep).first() if agent.sweep else None,
+        chat_session_id=chat_session_id,
+        agent=agent,
+        run_dir=f"{config.get('workdir', '')}/.agents/runs/{agent.id}",
+    )
+    agent.config = {**config, "run_id": run.id}
+    agent.run = run.id
+    agent.save(update_fields=["config", "run"])
+
+
 def _event(agent_id: str, kind: str, payload: dict) -> dict:
     event = record_event(
         stream=AGENTS_STREAM, kind=kind, agent_id=agent_id, payload=payload, publish_live=False
@@ -211,6 +235,11 @@ class DjangoRuntimeStore:
         )
 
     def record_event(self, *, agent_id: str, kind: str, payload: dict) -> dict:
+        if kind == "research_state":
+            # The whole state goes to the loop's row; the feed gets a summary of it.
+            from research_app.services import save_state
+
+            return _event(agent_id, kind, save_state(agent_id, payload))
         if kind == "iteration" and isinstance(payload.get("iteration"), int):
             Agent.objects.filter(pk=agent_id).update(iteration=payload["iteration"])
         return _event(agent_id, kind, payload)
@@ -282,6 +311,8 @@ class DjangoRuntimeStore:
         daemon would start it at once, without its GPUs. Returns {created, status, reason,
         event}."""
         created = self.create_agent(record=record)
+        if isinstance(record.config.get("experiment"), dict):
+            _run_for_experiment(created["agent_id"])
         return {"created": created, **self._submit(created["agent_id"], gpu_required)}
 
     def _submit(self, agent_id: str, gpu_required) -> dict:

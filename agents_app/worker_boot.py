@@ -13,7 +13,7 @@ django.setup()
 from django.db import connections  # noqa: E402
 
 import agentsys.agents.executor  # noqa: E402
-import agentsys.agents.research  # noqa: E402, F401
+import agentsys.agents.research  # noqa: E402
 import agentsys.worker  # noqa: E402, F401
 import memory_app.view  # noqa: E402, F401
 

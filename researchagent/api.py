@@ -10,6 +10,7 @@ from ninja.errors import ValidationError
 
 from agents_app.api import router as agents_router
 from memory_app.api import router as memory_router
+from research_app.api import router as research_router
 from researchagent.api_contract import (
     docs_access,
     document_common_errors,
@@ -57,6 +58,7 @@ api.add_router("", scheduler_router, tags=["hosts"])
 api.add_router("", runs_router)
 api.add_router("/agents", agents_router, tags=["agents"])
 api.add_router("", memory_router)
+api.add_router("", research_router)
 api.add_exception_handler(
     ValidationError, lambda request, exc: readable_validation_error(request, exc, api)
 )

@@ -99,6 +99,7 @@ INSTALLED_APPS = [
     "scheduler_app",
     "memory_app",
     "accounts_app",
+    "research_app",
 ]
 
 MIDDLEWARE = [

@@ -176,10 +176,13 @@ def create_run(request, payload: RunIn):
 def list_runs(
     request,
     status: str | None = Query(None, max_length=20),
+    sweep_id: str | None = Query(None, max_length=40, description="Only this sweep's runs"),
     limit: int = Query(50, ge=1, le=500),
     offset: int = Query(0, ge=0, le=MAX_OFFSET),
 ):
     found = Run.objects.order_by("-created_at", "id")
+    if sweep_id:
+        found = found.filter(sweep_id=sweep_id)
     if status:
         if status not in RunStatus.values:
             allowed = ", ".join(RunStatus.values)

@@ -172,7 +172,7 @@ def test_a_loop_plans_runs_two_experiments_finishes_and_reflects(
     assert set(runs) == {0.05, 0.2} and all(r.status == "done" for r in runs.values())
     assert runs[0.2].gpu_required == 1
     listed = api("get", f"/api/runs?sweep_id={loop.sweep_id}").json()
-    assert {r["id"] for r in listed["items"]} == {r.id for r in runs.values()}
+    assert {r["id"] for r in listed} == {r.id for r in runs.values()}
     for run in runs.values():
         metrics = workdir / ".agents" / "runs" / run.agent_id / "agent_metrics.jsonl"
         assert metrics.read_text().count("loss") == 4

@@ -1,0 +1,160 @@
+"""REST for research loops (the original's /wild/v2/*): start one, list them, read one with
+its history and runs, its iteration log, and steer / pause / resume / stop it (the agents'
+commands, answered 202 the same way)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from django.http import HttpResponse
+from ninja import Field, Query, Router, Schema, Status
+from pydantic import ConfigDict, StringConstraints
+
+from agents_app import api as agents_api
+from agents_app.schemas import CommandOut, ErrorOut, SteerIn, SteerOut
+from research_app import selectors, services
+from researchagent.api_contract import MAX_OFFSET
+
+router = Router(tags=["research"])
+
+
+class ResearchIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    goal: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=5000)]
+    max_iterations: int = Field(25, ge=1, le=1000)
+    wait_seconds: float = Field(30, ge=0, le=86400)
+    autonomy_level: Literal["cautious", "balanced", "full"] = "balanced"
+    workdir: Annotated[str, StringConstraints(max_length=1000)] | None = None
+    chat_session_id: Annotated[str, StringConstraints(max_length=40)] | None = None
+
+
+class ResearchOut(Schema):
+    id: str
+    goal: str
+    status: str
+    error: str
+    iteration: int
+    max_iterations: int
+    phase: str
+    sweep_id: str | None
+    chat_session_id: str | None
+    superseded_by: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class RunRef(Schema):
+    id: str | None
+    agent_id: str
+    name: str
+    status: str
+    exit_code: int | None = None
+    gpu_required: int | None = None
+
+
+class HistoryStep(Schema):
+    iteration: int | None
+    phase: str | None
+    promise: str | None
+    summary: str | None
+    files_changed: list[str] | None
+    errors: list[str] | None
+    duration_s: float | None
+    commit: str | None
+    runs: list[RunRef]
+
+
+class ResearchDetailOut(ResearchOut):
+    plan: str
+    reflection: str
+    opencode_session_id: str
+    settings: dict
+    history: list[HistoryStep]
+
+
+def _no_loop(loop_id: str) -> Status:
+    return Status(404, {"detail": f"No research loop {loop_id!r}"})
+
+
+@router.post(
+    "/research", response={201: ResearchDetailOut, 422: ErrorOut}, summary="Start a research loop"
+)
+def start_research(request, payload: ResearchIn):
+    try:
+        loop = services.start_research(**payload.dict())
+    except services.ResearchRefused as refused:
+        return Status(422, {"detail": str(refused)})
+    return Status(201, selectors.detail(selectors.loop(loop.agent_id)))
+
+
+@router.get("/research", response=list[ResearchOut], summary="Research loops, newest first")
+def list_research(
+    request,
+    limit: int = Query(50, ge=1, le=500),
+    offset: int = Query(0, ge=0, le=MAX_OFFSET),
+):
+    return [selectors.summary(loop) for loop in selectors.loops(limit=limit, offset=offset)]
+
+
+@router.get(
+    "/research/{loop_id}",
+    response={200: ResearchDetailOut, 404: ErrorOut},
+    summary="A research loop: status, plan, reflection, and each step with its runs",
+)
+def get_research(request, loop_id: str):
+    loop = selectors.loop(loop_id)
+    return selectors.detail(loop) if loop is not None else _no_loop(loop_id)
+
+
+@router.get(
+    "/research/{loop_id}/iteration-log",
+    response={200: str, 404: ErrorOut},
+    summary="The loop's iteration_log.md (markdown)",
+)
+def iteration_log(request, loop_id: str):
+    loop = selectors.loop(loop_id)
+    if loop is None:
+        return _no_loop(loop_id)
+    path = selectors.iteration_log_path(loop)
+    if path is None:
+        return Status(404, {"detail": f"{loop_id} has written no iteration log yet"})
+    return HttpResponse(path.read_text(errors="replace"), content_type="text/markdown")
+
+
+def _known(loop_id: str) -> bool:
+    return selectors.loop(loop_id) is not None
+
+
+@router.post(
+    "/research/{loop_id}/steer",
+    response={202: SteerOut, 404: ErrorOut, 409: ErrorOut},
+    summary="Steer: critical (restart with it), priority (next iteration), message (inbox)",
+)
+def steer_research(request, loop_id: str, payload: SteerIn):
+    if not _known(loop_id):
+        return _no_loop(loop_id)
+    return agents_api.steer_agent(request, loop_id, payload)
+
+
+COMMAND_RESPONSES = {202: CommandOut, 404: ErrorOut, 409: ErrorOut}
+
+
+@router.post("/research/{loop_id}/pause", response=COMMAND_RESPONSES, summary="Pause the loop")
+def pause_research(request, loop_id: str):
+    return agents_api.pause_agent(request, loop_id) if _known(loop_id) else _no_loop(loop_id)
+
+
+@router.post("/research/{loop_id}/resume", response=COMMAND_RESPONSES, summary="Resume it")
+def resume_research(request, loop_id: str):
+    return agents_api.resume_agent(request, loop_id) if _known(loop_id) else _no_loop(loop_id)
+
+
+@router.post(
+    "/research/{loop_id}/stop",
+    response=COMMAND_RESPONSES,
+    summary="Stop the loop, its experiments and its model session",
+)
+def stop_research(request, loop_id: str):
+    return agents_api.stop_agent(request, loop_id) if _known(loop_id) else _no_loop(loop_id)

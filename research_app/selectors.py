@@ -1,0 +1,92 @@
+"""Reads for research loops: the list, and one loop with its history joined to its runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from research_app.models import ResearchLoop
+from scheduler_app.models import Run
+
+HISTORY_KEYS = (
+    "iteration",
+    "phase",
+    "promise",
+    "summary",
+    "files_changed",
+    "errors",
+    "duration_s",
+    "commit",
+)
+
+
+def loops(*, limit: int, offset: int) -> list[ResearchLoop]:
+    return list(
+        ResearchLoop.objects.select_related("agent").order_by("-created_at")[
+            offset : offset + limit
+        ]
+    )
+
+
+def loop(agent_id: str) -> ResearchLoop | None:
+    return ResearchLoop.objects.select_related("agent").filter(agent_id=agent_id).first()
+
+
+def summary(loop: ResearchLoop) -> dict:
+    agent = loop.agent
+    return {
+        "id": loop.agent_id,
+        "goal": loop.goal,
+        "status": agent.status,
+        "error": agent.error,
+        "iteration": loop.iteration,
+        "max_iterations": int(loop.settings.get("max_iterations") or 0),
+        "phase": str(loop.state.get("phase") or ""),
+        "sweep_id": loop.sweep_id,
+        "chat_session_id": loop.chat_session_id,
+        "superseded_by": agent.superseded_by_id,
+        "created_at": loop.created_at,
+        "updated_at": loop.updated_at,
+    }
+
+
+def detail(loop: ResearchLoop) -> dict:
+    history = [h for h in loop.state.get("history") or [] if isinstance(h, dict)]
+    agent_ids = {i for h in history for i in h.get("runs") or [] if isinstance(i, str)}
+    runs = {r.agent_id: r for r in Run.objects.filter(agent_id__in=agent_ids)}
+    steps = []
+    for step in history:
+        item = {key: step.get(key) for key in HISTORY_KEYS}
+        item["runs"] = [_run(runs.get(i), i) for i in step.get("runs") or [] if isinstance(i, str)]
+        steps.append(item)
+    return {
+        **summary(loop),
+        "plan": loop.plan,
+        "reflection": loop.reflection,
+        "opencode_session_id": loop.opencode_session_id,
+        "settings": loop.settings,
+        "history": steps,
+    }
+
+
+def _run(run: Run | None, agent_id: str) -> dict:
+    if run is None:
+        return {"id": None, "agent_id": agent_id, "name": "", "status": "unknown"}
+    return {
+        "id": run.id,
+        "agent_id": agent_id,
+        "name": run.name,
+        "status": run.status,
+        "exit_code": run.exit_code,
+        "gpu_required": run.gpu_required,
+    }
+
+
+def iteration_log_path(loop: ResearchLoop) -> Path | None:
+    """The loop's iteration_log.md, when it exists inside its workdir."""
+    workdir = Path(str(loop.settings.get("workdir") or "")).resolve()
+    if not str(loop.settings.get("workdir") or ""):
+        return None
+    path = (workdir / ".agents" / "wild" / loop.agent_id / "iteration_log.md").resolve()
+    if workdir not in path.parents or not path.is_file():
+        return None
+    return path

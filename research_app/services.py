@@ -1,0 +1,151 @@
+"""Writes for research loops: starting one (its sweep, agent and row in one transaction) and
+saving the state its agent reports after every step."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+from agents_app.models import Agent
+from agents_app.services import AGENTS_CHANNEL
+from agentsys.types import AgentRole, new_agent_id
+from research_app.models import ResearchLoop
+from researchagent.ids import create_with_unique_id
+from scheduler_app.models import Sweep, SweepStatus
+
+logger = logging.getLogger("research_app")
+
+RESEARCH_AGENT = "agentsys.agents.research.ResearchAgent"
+AUTONOMY_LEVELS = ("cautious", "balanced", "full")
+MAX_GOAL = 5000
+STATE_TEXT_LIMIT = 200_000  # plan / reflection kept in their columns
+
+
+class ResearchRefused(ValueError):
+    """The loop cannot start as asked (the message says which field and why)."""
+
+
+def _checked(goal, max_iterations, wait_seconds, autonomy_level, workdir) -> tuple[str, str]:
+    goal = (goal or "").strip()
+    if not 1 <= len(goal) <= MAX_GOAL:
+        raise ResearchRefused(f"goal: must be 1 to {MAX_GOAL} characters")
+    if not 1 <= max_iterations <= 1000:
+        raise ResearchRefused("max_iterations: must be between 1 and 1000")
+    if not 0 <= wait_seconds <= 86400:
+        raise ResearchRefused("wait_seconds: must be between 0 and 86400")
+    if autonomy_level not in AUTONOMY_LEVELS:
+        raise ResearchRefused(f"autonomy_level: must be one of {', '.join(AUTONOMY_LEVELS)}")
+    workdir = workdir or str(settings.AGENTSYS_WORKDIR)
+    if not Path(workdir).is_absolute() or not Path(workdir).is_dir():
+        raise ResearchRefused(f"workdir: {workdir!r} is not an existing absolute directory")
+    return goal, workdir
+
+
+@transaction.atomic
+def start_research(
+    *,
+    goal: str,
+    max_iterations: int = 25,
+    wait_seconds: float = 30,
+    autonomy_level: str = "balanced",
+    workdir: str | None = None,
+    chat_session_id: str | None = None,
+    extra_config: dict | None = None,
+) -> ResearchLoop:
+    """A new research loop: a sweep for its runs, the research agent (claimed by a runagentd
+    at once) and its row. Raises ResearchRefused saying what is wrong."""
+    from django.db import connection
+
+    from sessions_app.models import ChatSession
+
+    goal, workdir = _checked(goal, max_iterations, wait_seconds, autonomy_level, workdir)
+    if chat_session_id and not ChatSession.objects.filter(pk=chat_session_id).exists():
+        raise ResearchRefused(f"chat_session_id: no chat session {chat_session_id!r}")
+    agentsys = settings.AGENTSYS
+    loop_settings = {
+        "workdir": workdir,
+        "max_iterations": max_iterations,
+        "wait_seconds": wait_seconds,
+        "autonomy_level": autonomy_level,
+        "model_provider": agentsys.model_provider,
+        "model_id": agentsys.model_id,
+    }
+    sweep = Sweep.objects.create(
+        name=f"Research: {goal[:180]}",
+        goal=goal,
+        status=SweepStatus.RUNNING,
+        chat_session_id=chat_session_id,
+    )
+    agent = create_with_unique_id(
+        Agent,
+        lambda: new_agent_id(AgentRole.ORCHESTRATOR),
+        role=AgentRole.ORCHESTRATOR,
+        cls_path=RESEARCH_AGENT,
+        goal=goal,
+        config={
+            **loop_settings,
+            "opencode_url": agentsys.opencode_url or "",
+            "chat_session_id": chat_session_id,
+            **(extra_config or {}),
+        },
+        project=agentsys.project,
+        session=chat_session_id or "",
+        sweep=sweep.id,
+        chat_session_id=chat_session_id,
+    )
+    loop = ResearchLoop.objects.create(
+        agent=agent,
+        sweep=sweep,
+        chat_session_id=chat_session_id,
+        goal=goal,
+        settings=loop_settings,
+    )
+    with connection.cursor() as cursor:  # a runagentd claims it at commit
+        cursor.execute("SELECT pg_notify(%s, %s)", [AGENTS_CHANNEL, agent.id])
+    return loop
+
+
+def save_state(agent_id: str, state: dict) -> dict:
+    """Store the state a research agent reported; returns the small summary the event feed
+    carries. A malformed field is left as it was, never a crash of the daemon."""
+    if not isinstance(state, dict):
+        logger.warning("%s: research state is not an object; ignored", agent_id)
+        return {}
+    agent = Agent.objects.filter(pk=agent_id).first()
+    if agent is None:
+        return {}
+    loop = ResearchLoop.objects.filter(agent_id=agent_id).first()
+    if loop is None:  # a CRITICAL steer respawned the agent under a new id
+        loop = ResearchLoop(
+            agent=agent,
+            sweep=Sweep.objects.filter(pk=agent.sweep).first(),
+            chat_session_id=agent.chat_session_id,
+            goal=agent.goal,
+            settings=state.get("settings") if isinstance(state.get("settings"), dict) else {},
+        )
+    loop.state = state
+    iteration = state.get("iteration")
+    if isinstance(iteration, int) and not isinstance(iteration, bool) and iteration >= 0:
+        loop.iteration = iteration
+        Agent.objects.filter(pk=agent_id).update(iteration=iteration)
+    for name in ("plan", "reflection"):
+        if isinstance(state.get(name), str):
+            setattr(loop, name, state[name][:STATE_TEXT_LIMIT])
+    if isinstance(state.get("opencode_session_id"), str):
+        loop.opencode_session_id = state["opencode_session_id"][:100]
+    loop.save()
+    _end_sweep(loop, state.get("status"))
+    return {
+        "iteration": loop.iteration,
+        "status": state.get("status") if isinstance(state.get("status"), str) else "",
+        "phase": state.get("phase") if isinstance(state.get("phase"), str) else "",
+    }
+
+
+def _end_sweep(loop: ResearchLoop, status) -> None:
+    ends = {"done": SweepStatus.DONE, "failed": SweepStatus.FAILED, "stopped": SweepStatus.STOPPED}
+    if loop.sweep_id and status in ends:
+        Sweep.objects.filter(pk=loop.sweep_id).update(status=ends[status])
