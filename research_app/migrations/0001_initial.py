@@ -5,34 +5,65 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('agents_app', '0003_one_word_for_each_end_state'),
-        ('scheduler_app', '0005_run_paused'),
-        ('sessions_app', '0002_turn_done_not_completed'),
+        ("agents_app", "0003_one_word_for_each_end_state"),
+        ("scheduler_app", "0005_run_paused"),
+        ("sessions_app", "0002_turn_done_not_completed"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ResearchLoop',
+            name="ResearchLoop",
             fields=[
-                ('agent', models.OneToOneField(help_text="The research agent; its status is the loop's", on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='research_loop', serialize=False, to='agents_app.agent')),
-                ('goal', models.TextField()),
-                ('settings', models.JSONField(blank=True, default=dict)),
-                ('state', models.JSONField(blank=True, default=dict, help_text='Saved after every step')),
-                ('iteration', models.PositiveIntegerField(default=0)),
-                ('plan', models.TextField(blank=True)),
-                ('reflection', models.TextField(blank=True)),
-                ('opencode_session_id', models.CharField(blank=True, max_length=100)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('chat_session', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='research_loops', to='sessions_app.chatsession')),
-                ('sweep', models.ForeignKey(blank=True, help_text='Every experiment of the loop is a run of this sweep', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='research_loops', to='scheduler_app.sweep')),
+                (
+                    "agent",
+                    models.OneToOneField(
+                        help_text="The research agent; its status is the loop's",
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="research_loop",
+                        serialize=False,
+                        to="agents_app.agent",
+                    ),
+                ),
+                ("goal", models.TextField()),
+                ("settings", models.JSONField(blank=True, default=dict)),
+                (
+                    "state",
+                    models.JSONField(blank=True, default=dict, help_text="Saved after every step"),
+                ),
+                ("iteration", models.PositiveIntegerField(default=0)),
+                ("plan", models.TextField(blank=True)),
+                ("reflection", models.TextField(blank=True)),
+                ("opencode_session_id", models.CharField(blank=True, max_length=100)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "chat_session",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="research_loops",
+                        to="sessions_app.chatsession",
+                    ),
+                ),
+                (
+                    "sweep",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="Every experiment of the loop is a run of this sweep",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="research_loops",
+                        to="scheduler_app.sweep",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
     ]

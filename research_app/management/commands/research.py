@@ -1,0 +1,86 @@
+"""`manage.py research start [GOAL] --follow`: start a research loop from the shell (the demo
+loop when no goal is given) and watch it step by step until it ends; `research list`."""
+
+from __future__ import annotations
+
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from agents_app.models import Agent
+from agentsys.types import TERMINAL_AGENT_STATUSES
+from research_app import selectors, services
+
+DEMO_GOAL = (
+    "Find the learning rate that gives train.py the lowest final loss, with a few short runs."
+)
+
+
+class Command(BaseCommand):
+    help = "Start a research loop (the demo one by default) and follow it; or list them."
+
+    def add_arguments(self, parser):
+        actions = parser.add_subparsers(dest="action", required=True)
+        start = actions.add_parser("start", help="Start a research loop")
+        start.add_argument("goal", nargs="?", default=DEMO_GOAL)
+        start.add_argument("--max-iterations", type=int, default=5)
+        start.add_argument("--wait-seconds", type=float, default=5)
+        start.add_argument("--autonomy", default="balanced", choices=services.AUTONOMY_LEVELS)
+        start.add_argument("--workdir", default=None, help="Default: AGENTSYS_WORKDIR")
+        start.add_argument("--follow", action="store_true", help="Print each step until it ends")
+        start.add_argument("--timeout", type=float, default=1800, help="Seconds to follow")
+        actions.add_parser("list", help="Research loops, newest first")
+
+    def handle(self, *args, action, **options):
+        if action == "list":
+            for loop in selectors.loops(limit=50, offset=0):
+                s = selectors.summary(loop)
+                self.stdout.write(
+                    f"{s['id']}  {s['status']:8} it {s['iteration']:>3}  {s['goal'][:70]}"
+                )
+            return
+        try:
+            loop = services.start_research(
+                goal=options["goal"],
+                max_iterations=options["max_iterations"],
+                wait_seconds=options["wait_seconds"],
+                autonomy_level=options["autonomy"],
+                workdir=options["workdir"],
+            )
+        except services.ResearchRefused as refused:
+            raise CommandError(str(refused)) from None
+        self.stdout.write(f"research loop {loop.agent_id} started in {loop.settings['workdir']}")
+        self.stdout.write(f"  follow it: GET /api/research/{loop.agent_id}")
+        if options["follow"]:
+            self._follow(loop.agent_id, options["timeout"])
+
+    def _follow(self, loop_id: str, timeout: float) -> None:
+        shown = 0
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            loop = selectors.loop(loop_id)
+            history = selectors.detail(loop)["history"]
+            for step in history[shown:]:
+                self.stdout.write(_line(step))
+            shown = len(history)
+            agent = Agent.objects.get(pk=loop_id)
+            if agent.status in TERMINAL_AGENT_STATUSES:
+                self.stdout.write(f"research loop {loop_id}: {agent.status} {agent.error}".rstrip())
+                if agent.status != "done":
+                    raise CommandError(f"the loop ended {agent.status}: {agent.error}")
+                return
+            time.sleep(0.5)
+        raise CommandError(f"still running after {timeout:.0f} s; see GET /api/research/{loop_id}")
+
+
+def _line(step: dict) -> str:
+    runs = ", ".join(f"{r['id']} {r['status']}" for r in step["runs"])
+    label = {"plan": "plan", "reflection": "reflection"}.get(step["phase"] or "", "iteration")
+    head = (
+        f"[{label} {step['iteration']}] {step['promise'] or '-'}: {(step['summary'] or '')[:120]}"
+    )
+    return (
+        head
+        + (f"\n    runs: {runs}" if runs else "")
+        + "".join(f"\n    error: {e}" for e in step["errors"] or [])
+    )
