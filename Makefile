@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock | cksum | cut -d' ' -f1)
+# OpenCode (the agents' LLM gateway) comes pinned from npm, like the venv from the lock.
+NODE_STAMP := node_modules/.installed-$(shell cat package-lock.json | cksum | cut -d' ' -f1)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 # check --deploy runs with the settings a production deployment uses.
@@ -12,7 +14,14 @@ DEPLOY_ENV := DEBUG=false AGENTSYS_HTTPS=true ALLOWED_HOSTS=agentsys.example.org
 
 .PHONY: setup run test lint check-deploy bench lock clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(NODE_STAMP)
+
+$(NODE_STAMP): package.json package-lock.json
+	@command -v npm >/dev/null || { echo "AgentSys needs Node.js and npm (for OpenCode): install them, e.g. apt install nodejs npm"; exit 1; }
+	npm ci --no-audit --no-fund --loglevel=error
+	@test -x node_modules/opencode-linux-x64/bin/opencode -o -x node_modules/opencode-linux-arm64/bin/opencode || { echo "npm ci did not install the OpenCode binary"; exit 1; }
+	@rm -f node_modules/.installed-*
+	@touch $@
 
 $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "AgentSys needs Python 3.11 or newer")'
@@ -46,4 +55,4 @@ lock:
 	/tmp/agentsys-lock/bin/pip freeze --exclude-editable > requirements.lock
 
 clean:
-	rm -rf $(VENV) staticfiles
+	rm -rf $(VENV) staticfiles node_modules

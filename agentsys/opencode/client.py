@@ -1,0 +1,241 @@
+"""An async client for the OpenCode server (design doc §3.3, opencode-notes.md).
+
+A prompt opens the global event stream first, then posts the prompt, then reads events of
+its session until it is idle: no event can be missed between the two. Every failure becomes
+an OpenCodeError saying what happened; once a prompt was sent, a failure (or the caller
+being cancelled) also aborts the OpenCode session, so it does not go on working for nobody.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx
+
+from agentsys.opencode.errors import (
+    OpenCodeAuthError,
+    OpenCodeError,
+    OpenCodeSessionError,
+    OpenCodeStreamLost,
+    OpenCodeStuckRetrying,
+    OpenCodeTimeout,
+    OpenCodeUnavailable,
+)
+from agentsys.opencode.events import PromptAccumulator, parse_sse_line
+
+CALL_TIMEOUT = 30.0  # plain calls (create, abort, health)
+ABORT_TIMEOUT = 5.0
+
+
+@dataclass
+class Timeouts:
+    first_token: float = 180.0
+    total: float = 600.0
+    idle: float = 120.0
+
+
+@dataclass
+class PromptResult:
+    text: str
+    session_id: str
+    reasoning: str = ""
+    tool_calls: list[dict] = field(default_factory=list)
+    title: str | None = None
+    tokens: dict = field(default_factory=dict)
+    duration_s: float = 0.0
+
+
+class OpenCodeClient:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        timeouts: Timeouts | None = None,
+        directory: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        retry_limit_s: float = 90.0,
+    ):
+        self.base_url = base_url.rstrip("/")
+        self.timeouts = timeouts or Timeouts()
+        self.directory = directory
+        self.retry_limit_s = retry_limit_s
+        password = password if password is not None else os.environ.get("OPENCODE_SERVER_PASSWORD")
+        username = username or os.environ.get("OPENCODE_SERVER_USERNAME") or "opencode"
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            auth=httpx.BasicAuth(username, password) if password else None,
+            transport=transport,
+            timeout=httpx.Timeout(CALL_TIMEOUT),
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # -- plain calls -------------------------------------------------------------------------
+
+    async def _call(self, method: str, path: str, **kwargs) -> httpx.Response:
+        try:
+            response = await self._http.request(method, path, **kwargs)
+        except httpx.TimeoutException:
+            raise OpenCodeUnavailable(
+                f"OpenCode at {self.base_url} did not answer {path}"
+            ) from None
+        except httpx.HTTPError as error:
+            raise OpenCodeUnavailable(
+                f"OpenCode at {self.base_url} cannot be reached ({type(error).__name__}: {error})"
+            ) from None
+        _check_status(response, self.base_url, path)
+        return response
+
+    async def health(self) -> dict:
+        return (await self._call("GET", "/global/health")).json()
+
+    async def create_session(self, directory: str | None = None, title: str | None = None) -> str:
+        body = {"title": title} if title else {}
+        response = await self._call("POST", "/session", params=self._where(directory), json=body)
+        try:
+            return str(response.json()["id"])
+        except (ValueError, KeyError, TypeError):
+            raise OpenCodeError("OpenCode answered POST /session without a session id") from None
+
+    async def abort(self, session_id: str, directory: str | None = None) -> None:
+        """Stop whatever the session is doing; never raises (it is called on the way out)."""
+        with contextlib.suppress(Exception):
+            await self._http.post(
+                f"/session/{session_id}/abort",
+                params=self._where(directory),
+                timeout=ABORT_TIMEOUT,
+            )
+
+    def _where(self, directory: str | None) -> dict:
+        directory = directory or self.directory
+        return {"directory": directory} if directory else {}
+
+    # -- a prompt ----------------------------------------------------------------------------
+
+    async def prompt(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        provider: str,
+        model: str,
+        directory: str | None = None,
+        on_delta: Callable[[str, str], None] | None = None,
+    ) -> PromptResult:
+        started = time.monotonic()
+        sent = False
+        try:
+            async with self._http.stream(
+                "GET", "/global/event", timeout=httpx.Timeout(CALL_TIMEOUT, read=None)
+            ) as stream:
+                _check_status(stream, self.base_url, "/global/event")
+                body = {
+                    "model": {"providerID": provider, "modelID": model},
+                    "parts": [{"type": "text", "text": text}],
+                }
+                await self._call(
+                    "POST",
+                    f"/session/{session_id}/prompt_async",
+                    params=self._where(directory),
+                    json=body,
+                )
+                sent = True
+                acc = await self._read_until_idle(stream, session_id, started, on_delta)
+        except httpx.HTTPError as error:
+            if sent:
+                await self.abort(session_id, directory)
+                raise OpenCodeStreamLost(
+                    f"the event stream from {self.base_url} broke mid-response ({error})"
+                ) from None
+            raise OpenCodeUnavailable(
+                f"OpenCode at {self.base_url} cannot be reached ({type(error).__name__}: {error})"
+            ) from None
+        except (OpenCodeError, asyncio.CancelledError):
+            if sent:
+                await asyncio.shield(self.abort(session_id, directory))
+            raise
+        return PromptResult(
+            text=acc.text_of("text"),
+            session_id=session_id,
+            reasoning=acc.text_of("reasoning"),
+            tool_calls=list(acc.tool_calls.values()),
+            title=acc.title,
+            tokens=acc.tokens,
+            duration_s=time.monotonic() - started,
+        )
+
+    async def _read_until_idle(self, stream, session_id, started, on_delta) -> PromptAccumulator:
+        acc = PromptAccumulator(session_id)
+        lines = stream.aiter_lines()
+        while True:
+            wait = self._next_wait(acc, started)
+            try:
+                line = await asyncio.wait_for(anext(lines), wait[0])
+            except StopAsyncIteration:
+                raise OpenCodeStreamLost(
+                    f"OpenCode at {self.base_url} closed the event stream before the answer "
+                    "was complete"
+                ) from None
+            except TimeoutError:
+                raise OpenCodeTimeout(wait[1], getattr(self.timeouts, wait[1])) from None
+            event = parse_sse_line(line)
+            if event is None:
+                continue
+            was = {k: len(v) for k, v in acc.deltas.items()}
+            acc.feed(event)
+            if on_delta is not None and event.get("type") == "message.part.delta":
+                props = event["properties"]
+                if len(acc.deltas.get(props.get("partID"), [])) > was.get(props.get("partID"), 0):
+                    on_delta(str(props.get("field") or "text"), props["delta"])
+            if acc.error is not None:
+                raise OpenCodeSessionError(*acc.error)
+            if acc.retrying_since is not None and (
+                time.monotonic() - acc.retrying_since > self.retry_limit_s
+            ):
+                raise OpenCodeStuckRetrying(
+                    f"the model provider kept failing for {self.retry_limit_s:g} s and OpenCode "
+                    f"kept retrying: {acc.retry_message or 'no reason given'}"
+                )
+            if acc.idle and (acc.busy_seen or acc.got_output):
+                return acc
+
+    def _next_wait(self, acc: PromptAccumulator, started: float) -> tuple[float, str]:
+        """How long to wait for the next line, and which timeout that is."""
+        elapsed = time.monotonic() - started
+        limits = [(self.timeouts.total - elapsed, "total"), (self.timeouts.idle, "idle")]
+        if not acc.got_output:
+            limits.append((self.timeouts.first_token - elapsed, "first_token"))
+        if acc.retrying_since is not None:  # wake up to notice an endless retry
+            limits.append((self.retry_limit_s - (time.monotonic() - acc.retrying_since), "idle"))
+        seconds, which = min(limits)
+        if seconds <= 0 and which == "idle":
+            raise OpenCodeStuckRetrying(
+                f"the model provider kept failing and OpenCode kept retrying: "
+                f"{acc.retry_message or 'no reason given'}"
+            )
+        return max(seconds, 0.0), which
+
+
+def _check_status(response: httpx.Response, base_url: str, path: str) -> None:
+    if response.status_code == 401:
+        raise OpenCodeAuthError(
+            f"OpenCode at {base_url} refused the credentials (401): set "
+            "OPENCODE_SERVER_USERNAME / OPENCODE_SERVER_PASSWORD to the server's"
+        )
+    if response.status_code >= 500:
+        raise OpenCodeUnavailable(
+            f"OpenCode at {base_url} failed on {path}: {response.status_code}"
+        )
+    if response.status_code >= 400:
+        detail = ""
+        with contextlib.suppress(Exception):
+            detail = response.text[:300] if hasattr(response, "text") else ""
+        raise OpenCodeError(f"OpenCode refused {path} ({response.status_code}) {detail}".strip())

@@ -1,0 +1,172 @@
+"""OpenCode's global event stream, read for one session (opencode-notes.md).
+
+`parse_sse_line` turns a `data:` line into the event payload ({"type", "properties"}), or
+None for anything else (comments, `sync` wrappers, malformed JSON). `PromptAccumulator`
+builds the answer to one prompt from the events of its session: the assistant's text parts
+in order (the last snapshot of each part wins; streamed deltas fill in a part never
+snapshotted), reasoning apart, tool calls with their states, the title, the tokens, and
+whether the session is idle again, failed, or retrying.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+IGNORED_TYPES = {"sync"}
+
+
+def parse_sse_line(line: str) -> dict | None:
+    if not line.startswith("data:"):
+        return None
+    try:
+        envelope = json.loads(line[5:].strip())
+    except ValueError:
+        return None
+    if not isinstance(envelope, dict):
+        return None
+    payload = envelope.get("payload", envelope)
+    if not isinstance(payload, dict) or payload.get("type") in IGNORED_TYPES:
+        return None
+    if not isinstance(payload.get("properties"), dict):
+        payload = {**payload, "properties": {}}
+    return payload
+
+
+def session_of(event: dict) -> str | None:
+    props = event["properties"]
+    for holder in (props, props.get("part"), props.get("info")):
+        if isinstance(holder, dict):
+            sid = holder.get("sessionID")
+            if isinstance(sid, str):
+                return sid
+    info = props.get("info")
+    if event.get("type") == "session.updated" and isinstance(info, dict):
+        return info.get("id")
+    return None
+
+
+@dataclass
+class PromptAccumulator:
+    session_id: str
+    parts: dict[str, dict] = field(default_factory=dict)  # part id → {"type", "text"}
+    order: list[str] = field(default_factory=list)
+    deltas: dict[str, list[str]] = field(default_factory=dict)
+    tool_calls: dict[str, dict] = field(default_factory=dict)
+    assistant_messages: set[str] = field(default_factory=set)
+    user_messages: set[str] = field(default_factory=set)
+    title: str | None = None
+    tokens: dict = field(default_factory=dict)
+    idle: bool = False
+    busy_seen: bool = False
+    error: tuple[str, str] | None = None
+    retrying_since: float | None = None
+    retry_message: str = ""
+    got_output: bool = False
+
+    def feed(self, event: dict) -> None:
+        if session_of(event) != self.session_id:
+            return
+        kind, props = event.get("type"), event["properties"]
+        handler = getattr(self, "_on_" + str(kind).replace(".", "_"), None)
+        if handler is not None:
+            handler(props)
+
+    def _on_message_updated(self, props: dict) -> None:
+        info = props.get("info") or {}
+        role, message_id = info.get("role"), info.get("id")
+        if role == "assistant":
+            self.assistant_messages.add(message_id)
+            error = info.get("error")
+            if isinstance(error, dict) and self.error is None:
+                self.error = _error_of(error)
+        elif role == "user":
+            self.user_messages.add(message_id)
+
+    def _on_message_part_updated(self, props: dict) -> None:
+        part = props.get("part") or {}
+        part_id, kind = part.get("id"), part.get("type")
+        if not isinstance(part_id, str) or part.get("messageID") in self.user_messages:
+            return
+        if kind in ("text", "reasoning"):
+            if part_id not in self.parts:
+                self.order.append(part_id)
+            self.parts[part_id] = {
+                "type": kind,
+                "text": str(part.get("text") or ""),
+                "message": part.get("messageID"),
+            }
+            self.got_output = self.got_output or bool(part.get("text"))
+        elif kind == "tool":
+            state = part.get("state") or {}
+            self.tool_calls[part_id] = {
+                "tool": part.get("tool"),
+                "call_id": part.get("callID"),
+                "status": state.get("status"),
+                "input": state.get("input"),
+                "output": state.get("output"),
+                "title": state.get("title"),
+            }
+            self.got_output = True
+        elif kind == "step-finish":
+            tokens = part.get("tokens")
+            if isinstance(tokens, dict):
+                self.tokens = tokens
+
+    def _on_message_part_delta(self, props: dict) -> None:
+        part_id, delta = props.get("partID"), props.get("delta")
+        if not isinstance(part_id, str) or not isinstance(delta, str):
+            return
+        if props.get("messageID") in self.user_messages:
+            return
+        if part_id not in self.parts:
+            self.order.append(part_id)
+            self.parts[part_id] = {
+                "type": props.get("field") or "text",
+                "text": None,
+                "message": props.get("messageID"),
+            }
+        self.deltas.setdefault(part_id, []).append(delta)
+        self.got_output = True
+
+    def _on_session_status(self, props: dict) -> None:
+        status = props.get("status") or {}
+        kind = status.get("type")
+        if kind == "busy":
+            self.busy_seen, self.retrying_since = True, None
+        elif kind == "retry":
+            self.busy_seen = True
+            if self.retrying_since is None:
+                self.retrying_since = time.monotonic()
+            self.retry_message = str(status.get("message") or "")
+        elif kind == "idle":
+            self.idle = True
+
+    def _on_session_idle(self, props: dict) -> None:
+        self.idle = True
+
+    def _on_session_updated(self, props: dict) -> None:
+        title = (props.get("info") or {}).get("title")
+        if isinstance(title, str) and title:
+            self.title = title
+
+    def _on_session_error(self, props: dict) -> None:
+        error = props.get("error")
+        self.error = _error_of(error if isinstance(error, dict) else {})
+
+    def text_of(self, kind: str) -> str:
+        pieces = []
+        for part_id in self.order:
+            part = self.parts[part_id]
+            # The prompt itself arrives as a user message's part: never part of the answer.
+            if part["type"] != kind or part.get("message") in self.user_messages:
+                continue
+            snapshot = part["text"]
+            pieces.append(snapshot if snapshot is not None else "".join(self.deltas[part_id]))
+        return "".join(pieces) if kind == "reasoning" else "\n".join(p for p in pieces if p)
+
+
+def _error_of(error: dict) -> tuple[str, str]:
+    data = error.get("data") if isinstance(error.get("data"), dict) else {}
+    return str(error.get("name") or "UnknownError"), str(data.get("message") or "")

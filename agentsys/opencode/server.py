@@ -1,0 +1,193 @@
+"""A real OpenCode server, started and stopped by AgentSys (`make run`, tests, benchmarks).
+
+The binary is the one `npm ci` installed from the project's package-lock.json. Its state (its
+own SQLite, config, caches) lives under `state_dir`, with HOME and the XDG dirs pointed there:
+it never reads or writes the person's own OpenCode setup, and nothing phones home.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import secrets
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+OFFLINE_ENV = {
+    "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    "OPENCODE_DISABLE_MODELS_FETCH": "1",
+    "OPENCODE_DISABLE_SHARE": "1",
+    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+    "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+    "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
+    "OPENCODE_DISABLE_CLAUDE_CODE": "1",
+    "OPENCODE_DISABLE_EMBEDDED_WEB_UI": "1",
+    "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
+}
+DEMO_PROVIDER, DEMO_MODEL = "demo", "demo-research"
+
+
+class OpenCodeStartError(RuntimeError):
+    pass
+
+
+def opencode_binary(root: Path = REPO) -> Path:
+    arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(
+        platform.machine().lower(), platform.machine().lower()
+    )
+    return root / "node_modules" / f"opencode-linux-{arch}" / "bin" / "opencode"
+
+
+def provider_config(*, provider: str, model: str, demo_base_url: str | None = None) -> dict:
+    """OpenCode's config: the demo provider (the project's scripted model at
+    `demo_base_url`, the /v1 URL) or a provider OpenCode knows (its key from the env)."""
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "permission": {"bash": "allow", "edit": "allow"},
+        "lsp": False,
+        "formatter": False,
+        "model": f"{provider}/{model}",
+        "small_model": f"{provider}/{model}",
+        "enabled_providers": [provider],
+    }
+    if provider == DEMO_PROVIDER or demo_base_url:
+        config["provider"] = {
+            provider: {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "AgentSys demo model" if provider == DEMO_PROVIDER else provider,
+                "options": {"baseURL": demo_base_url, "apiKey": "sk-local"},
+                "models": {
+                    model: {
+                        "name": model,
+                        "tool_call": True,
+                        "reasoning": True,
+                        "limit": {"context": 128000, "output": 8192},
+                    }
+                },
+            }
+        }
+    return config
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LocalOpenCode:
+    def __init__(
+        self,
+        *,
+        state_dir: Path,
+        workdir: Path,
+        config: dict,
+        password: str | None = None,
+        port: int | None = None,
+        binary: Path | None = None,
+    ):
+        self.state_dir, self.workdir, self.config = Path(state_dir), Path(workdir), config
+        self.password = password or secrets.token_urlsafe(24)
+        self.port = port or free_port()
+        self.binary = binary or opencode_binary()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def environment(self) -> dict[str, str]:
+        home = self.state_dir / "home"
+        dirs = {
+            "HOME": home,
+            "XDG_CONFIG_HOME": home / ".config",
+            "XDG_DATA_HOME": home / ".local" / "share",
+            "XDG_CACHE_HOME": home / ".cache",
+            "XDG_STATE_HOME": home / ".local" / "state",
+        }
+        for path in dirs.values():
+            path.mkdir(parents=True, exist_ok=True)
+        return {
+            **os.environ,
+            **{k: str(v) for k, v in dirs.items()},
+            **OFFLINE_ENV,
+            "OPENCODE_CONFIG_CONTENT": json.dumps(self.config),
+            "OPENCODE_SERVER_PASSWORD": self.password,
+            "OPENCODE_SERVER_USERNAME": "opencode",
+        }
+
+    def command(self) -> list[str]:
+        return [str(self.binary), "serve", "--port", str(self.port), "--hostname", "127.0.0.1"]
+
+    def start(self, timeout: float = 60.0) -> str:
+        if not self.binary.exists():
+            raise OpenCodeStartError(
+                f"the OpenCode binary is missing ({self.binary}): run `make setup` (npm ci)"
+            )
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        log = (self.state_dir / "opencode.log").open("ab")
+        self.process = subprocess.Popen(
+            self.command(),
+            cwd=self.workdir,
+            env=self.environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # stop() ends it with everything it started
+        )
+        log.close()
+        self.wait_healthy(timeout)
+        return self.url
+
+    def wait_healthy(self, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        auth = ("opencode", self.password)
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise OpenCodeStartError(
+                    f"OpenCode exited with code {self.process.returncode} on start:\n"
+                    + self.log_tail()
+                )
+            try:
+                answer = httpx.get(f"{self.url}/global/health", auth=auth, timeout=1.0)
+                if answer.status_code == 200:
+                    return answer.json()
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise OpenCodeStartError(
+            f"OpenCode did not answer within {timeout:g} s:\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = (self.state_dir / "opencode.log").read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, grace: float = 5.0) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(process.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                process.wait(wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue

@@ -1,0 +1,147 @@
+"""The demo brain: answers the research loop's prompts like a careful researcher running a
+learning-rate search on the demo workspace's train.py, so a newcomer sees every part of the
+loop work with no API key. It reads only the prompt (phase marker, results, history)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+MARKER = re.compile(r"<!-- agentsys-prompt: (planning|iteration|reflection) -->")
+FIRST_LRS = (0.01, 0.1, 0.5)
+COMMAND = "python train.py --steps=150 --sleep=0.005"
+BEST_SO_FAR = re.compile(r"best so far lr=([0-9.e-]+) loss=([0-9.e+-]+|nan|inf)")
+
+
+def demo_reply(prompt: str) -> str:
+    phases = MARKER.findall(prompt)
+    if not phases:
+        return _chat(prompt)
+    phase = phases[-1]
+    if phase == "planning":
+        return _plan()
+    if phase == "reflection":
+        return _reflection(prompt)
+    return _iteration(prompt)
+
+
+def _chat(prompt: str) -> str:
+    return (
+        "I am the AgentSys demo model: I run a learning-rate search on the demo workspace. "
+        "Start a research loop (`make demo`, or the admin's 'Start a research loop') to watch "
+        "a whole loop; set MODEL_PROVIDER and MODEL_ID to use a real model."
+    )
+
+
+def _plan() -> str:
+    return (
+        "<plan>\n"
+        "1. Read train.py: it fits y = 3x + 2 by SGD and logs `loss` every 10 steps.\n"
+        "2. Run three short trainings at lr = 0.01, 0.1 and 0.5 to bracket a good rate.\n"
+        "3. Refine around the best of them with one more run.\n"
+        "4. Report the learning rate with the lowest final loss.\n"
+        "</plan>\n"
+        "<summary>A learning-rate search: three bracketing runs, one refinement, then the "
+        "answer.</summary>"
+    )
+
+
+def _experiment(lr: float, goal: str) -> str:
+    return (
+        f"- goal: {goal}\n"
+        f'  command: echo "- lr={lr:g}: run started" >> results.md && {COMMAND}\n'
+        "  workdir: .\n"
+        f'  parameters: {{"lr": {lr:g}}}\n'
+        "  gpu_required: 0"
+    )
+
+
+def parse_results(prompt: str) -> list[dict]:
+    """The experiments in the LAST results section: lr, status, exit code, final loss."""
+    start = prompt.rfind("## Results from Previous Experiments")
+    if start < 0:
+        return []
+    found = []
+    for block in prompt[start:].split("### Experiment ")[1:]:
+        entry = {"goal": block.split("\n", 1)[0].split(": ", 1)[-1].strip()}
+        params = re.search(r"^- parameters: (\{.*\})$", block, re.MULTILINE)
+        try:
+            entry["lr"] = float(json.loads(params.group(1)).get("lr")) if params else None
+        except (ValueError, TypeError):
+            entry["lr"] = None
+        status = re.search(r"^- status: (\S+)(?: \(exit code (-?\d+)\))?", block, re.MULTILINE)
+        entry["ok"] = bool(status) and status.group(1) == "done"
+        loss = re.search(r"loss last=(\S+)", block)
+        try:
+            entry["loss"] = float(loss.group(1)) if loss else None
+        except ValueError:
+            entry["loss"] = None
+        found.append(entry)
+    return found
+
+
+def _iteration(prompt: str) -> str:
+    results = parse_results(prompt)
+    if not results:
+        runs = "\n".join(_experiment(lr, f"lr={lr:g} bracket") for lr in FIRST_LRS)
+        return (
+            "I read train.py and launch three bracketing runs.\n"
+            f"<experiments>\n{runs}\n</experiments>\n"
+            "<summary>Launched lr = 0.01, 0.1 and 0.5 to bracket the learning rate.</summary>\n"
+            "<promise>WAITING</promise>"
+        )
+    good = [r for r in results if r["ok"] and r["lr"] is not None and _finite(r["loss"])]
+    failed = [r for r in results if not r["ok"]]
+    note = (
+        f" {len(failed)} run(s) failed: {', '.join(r['goal'] for r in failed)}." if failed else ""
+    )
+    previous = BEST_SO_FAR.findall(prompt)
+    candidates = [(r["loss"], r["lr"]) for r in good]
+    if previous:
+        lr, loss = previous[-1]
+        if _finite(float(loss)):
+            candidates.append((float(loss), float(lr)))
+    if not candidates:
+        return (
+            f"No run produced a usable loss.{note}\n<summary>Every run failed; see the logs."
+            "</summary>\n<promise>DONE</promise>"
+        )
+    loss, lr = min(candidates)
+    refined = any("refine" in r["goal"] for r in results)
+    if refined:
+        return (
+            f"The refinement is in. The best learning rate is lr={lr:g} with a final loss of "
+            f"{loss:.4g}.{note}\n"
+            f"<summary>Done: best so far lr={lr:g} loss={loss:.6g}; lr={lr:g} is the answer."
+            "</summary>\n<promise>DONE</promise>"
+        )
+    tried = sorted(r["lr"] for r in good)
+    higher = [x for x in tried if x > lr]
+    target = (lr * higher[0]) ** 0.5 if higher else lr * 1.5
+    return (
+        f"Of the bracketing runs, lr={lr:g} reached the lowest final loss ({loss:.4g}).{note} "
+        "I refine between it and its neighbour.\n"
+        f"<experiments>\n{_experiment(round(target, 4), f'refine at lr={target:.3g}')}\n"
+        "</experiments>\n"
+        f"<summary>best so far lr={lr:g} loss={loss:.6g}; refining at lr={target:.3g}."
+        "</summary>\n<promise>WAITING</promise>"
+    )
+
+
+def _finite(value) -> bool:
+    return isinstance(value, float) and value == value and abs(value) != float("inf")
+
+
+def _reflection(prompt: str) -> str:
+    best = BEST_SO_FAR.findall(prompt)
+    lr, loss = best[-1] if best else ("unknown", "unknown")
+    return (
+        f"<reflection>The search bracketed the learning rate with three runs and refined once. "
+        f"lr={lr} gave the lowest final loss ({loss}). Larger rates converge faster on this "
+        "small linear problem until they overshoot.</reflection>\n"
+        "<memories>\n"
+        f"- [hyperparams] on train.py, lr={lr} gave the lowest final loss ({loss}) in 150 steps\n"
+        "- [process] bracket with a few short runs an order of magnitude apart, then refine\n"
+        "</memories>\n"
+        "<continue>no</continue>"
+    )

@@ -1,0 +1,246 @@
+"""The scripted LLM: an OpenAI-compatible chat-completions server that answers from a script
+(tests) or from the demo brain (`--demo`, for a newcomer with no API key). OpenCode is
+configured to use it as the provider `demo`.
+
+Side calls OpenCode makes on its own (a session title) are answered without using a turn.
+Every request received is kept for tests to read (`GET /_requests`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+from agentsys.scripted_llm.demo import demo_reply
+from agentsys.scripted_llm.script import BadScript, Script, Turn, parse_script
+
+MODEL = "demo-research"
+CHUNK_CHARS = 24
+DEMO_CHUNK_DELAY = 0.005
+NO_MATCH = "(scripted LLM: no scripted turn matched this request)"
+
+
+def _text_of(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def last_user_text(body: dict) -> str:
+    for message in reversed(body.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return _text_of(message.get("content"))
+    return ""
+
+
+def is_title_call(body: dict) -> bool:
+    if body.get("tools"):
+        return False
+    system = " ".join(
+        _text_of(m.get("content"))
+        for m in body.get("messages") or []
+        if isinstance(m, dict) and m.get("role") == "system"
+    )
+    return "title" in system.lower()
+
+
+class ScriptedLLM:
+    def __init__(self, script: dict | None = None, *, demo: bool = False):
+        self.demo = demo
+        self.script: Script = parse_script(script or {"turns": []})
+        self.requests: list[dict] = []
+        self.base_url = ""
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._completions, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+                Route("/_script", self._load, methods=["POST"]),
+                Route("/_requests", self._requests, methods=["GET"]),
+                Route("/_reset", self._reset, methods=["POST"]),
+            ]
+        )
+
+    # -- control -----------------------------------------------------------------------------
+
+    def load(self, script: dict) -> None:
+        self.script = parse_script(script)
+        self.requests = []
+
+    async def _load(self, request: Request):
+        try:
+            self.load(await request.json())
+        except (BadScript, ValueError) as error:
+            return JSONResponse({"error": str(error)}, status_code=400)
+        return JSONResponse({"turns": len(self.script.turns)})
+
+    async def _requests(self, request: Request):
+        return JSONResponse(self.requests)
+
+    async def _reset(self, request: Request):
+        self.load({"turns": []})
+        return JSONResponse({})
+
+    async def _models(self, request: Request):
+        return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+
+    # -- answers -----------------------------------------------------------------------------
+
+    def _turn_for(self, body: dict) -> Turn:
+        if is_title_call(body):
+            return self.script.default or Turn(steps=[{"text": "Research loop"}])
+        if self.demo:
+            return Turn(
+                steps=[
+                    {"chunk_delay": DEMO_CHUNK_DELAY},
+                    {"text": demo_reply(last_user_text(body))},
+                ]
+            )
+        return self.script.take(last_user_text(body)) or Turn(steps=[{"text": NO_MATCH}])
+
+    async def _completions(self, request: Request):
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error(400, "the body is not JSON")
+        if not isinstance(body, dict):
+            return _error(400, "the body must be a JSON object")
+        self.requests.append(body)
+        turn = self._turn_for(body)
+        for step in turn.steps:
+            if "error" in step:
+                return _error(step["error"]["status"], str(step["error"].get("message", "")))
+        if not body.get("stream"):
+            return JSONResponse(await _whole(turn, body))
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return StreamingResponse(_stream(turn, body, include_usage), media_type="text/event-stream")
+
+    # -- serving -----------------------------------------------------------------------------
+
+    def serve_in_thread(self, port: int = 0, host: str = "127.0.0.1") -> str:
+        config = uvicorn.Config(self.app, host=host, port=port, log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True, name="scripted-llm")
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the scripted LLM did not start")
+            time.sleep(0.01)
+        bound = self._server.servers[0].sockets[0].getsockname()[1]
+        self.base_url = f"http://{host}:{bound}"
+        return self.base_url
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(5)
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"message": message, "type": "scripted_error", "code": status}},
+        status_code=status,
+    )
+
+
+def _chunk(body: dict, delta: dict, finish: str | None = None, **extra) -> str:
+    data = {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": body.get("model") or MODEL,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
+    return f"data: {json.dumps(data)}\n\n"
+
+
+async def _stream(turn: Turn, body: dict, include_usage: bool):
+    delay, calls, produced = 0.0, 0, 0
+    yield _chunk(body, {"role": "assistant", "content": ""})
+    for step in turn.steps:
+        kind, value = next(iter(step.items()))
+        if kind == "chunk_delay":
+            delay = float(value)
+        elif kind == "stall":
+            await asyncio.sleep(float(value))
+        elif kind in ("text", "reasoning"):
+            field = "content" if kind == "text" else "reasoning_content"
+            for start in range(0, len(value), CHUNK_CHARS):
+                yield _chunk(body, {field: value[start : start + CHUNK_CHARS]})
+                produced += 1
+                if delay:
+                    await asyncio.sleep(delay)
+        elif kind == "tool_call":
+            call = {
+                "index": calls,
+                "id": f"call_{uuid.uuid4().hex[:12]}",
+                "type": "function",
+                "function": {
+                    "name": value["name"],
+                    "arguments": json.dumps(value.get("arguments") or {}),
+                },
+            }
+            calls += 1
+            yield _chunk(body, {"tool_calls": [call]})
+    yield _chunk(body, {}, "tool_calls" if calls else "stop")
+    if include_usage:
+        usage = {"prompt_tokens": 10, "completion_tokens": produced, "total_tokens": 10 + produced}
+        data = {
+            "id": "chatcmpl-scripted",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": body.get("model") or MODEL,
+            "choices": [],
+            "usage": usage,
+        }
+        yield f"data: {json.dumps(data)}\n\n"
+    yield "data: [DONE]\n\n"
+
+
+async def _whole(turn: Turn, body: dict) -> dict:
+    text, calls = "", []
+    for step in turn.steps:
+        kind, value = next(iter(step.items()))
+        if kind == "stall":
+            await asyncio.sleep(float(value))
+        elif kind == "text":
+            text += value
+        elif kind == "tool_call":
+            calls.append(
+                {
+                    "id": f"call_{len(calls)}",
+                    "type": "function",
+                    "function": {
+                        "name": value["name"],
+                        "arguments": json.dumps(value.get("arguments") or {}),
+                    },
+                }
+            )
+    message = {"role": "assistant", "content": text}
+    if calls:
+        message["tool_calls"] = calls
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model") or MODEL,
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+    }
