@@ -18,8 +18,10 @@ setup: $(STAMP) $(NODE_STAMP)
 
 $(NODE_STAMP): package.json package-lock.json
 	@command -v npm >/dev/null || { echo "AgentSys needs Node.js and npm (for OpenCode): install them, e.g. apt install nodejs npm"; exit 1; }
-	npm ci --no-audit --no-fund --loglevel=error
-	@test -x node_modules/opencode-linux-x64/bin/opencode -o -x node_modules/opencode-linux-arm64/bin/opencode || { echo "npm ci did not install the OpenCode binary"; exit 1; }
+	@# `npm install` (not ci): the registry mirror serves only this platform's binary, which
+	@# npm ci refuses as a lock out of sync; the lock still pins every version and hash.
+	npm install --no-audit --no-fund --loglevel=error
+	@test -x node_modules/opencode-linux-x64/bin/opencode -o -x node_modules/opencode-linux-arm64/bin/opencode || { echo "npm did not install the OpenCode binary"; exit 1; }
 	@rm -f node_modules/.installed-*
 	@touch $@
 

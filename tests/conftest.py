@@ -1,3 +1,5 @@
+pytest_plugins = ["tests.opencode_fixtures"]  # the real OpenCode + scripted model, on demand
+
 import dataclasses
 
 import pytest
