@@ -63,7 +63,7 @@ def detail(loop: ResearchLoop) -> dict:
         "plan": loop.plan,
         "reflection": loop.reflection,
         "opencode_session_id": loop.opencode_session_id,
-        "settings": loop.settings,
+        "settings": {**loop.settings, **(loop.state.get("settings") or {})},
         "history": steps,
     }
 

@@ -65,13 +65,13 @@ def start_research(
     if chat_session_id and not ChatSession.objects.filter(pk=chat_session_id).exists():
         raise ResearchRefused(f"chat_session_id: no chat session {chat_session_id!r}")
     agentsys = settings.AGENTSYS
+    # The model and the OpenCode server are the host's (runagentd's environment): each host
+    # may reach its own. The agent reports what it used in its state's settings.
     loop_settings = {
         "workdir": workdir,
         "max_iterations": max_iterations,
         "wait_seconds": wait_seconds,
         "autonomy_level": autonomy_level,
-        "model_provider": agentsys.model_provider,
-        "model_id": agentsys.model_id,
     }
     sweep = Sweep.objects.create(
         name=f"Research: {goal[:180]}",
@@ -87,7 +87,6 @@ def start_research(
         goal=goal,
         config={
             **loop_settings,
-            "opencode_url": agentsys.opencode_url or "",
             "chat_session_id": chat_session_id,
             **(extra_config or {}),
         },

@@ -1,8 +1,8 @@
-pytest_plugins = ["tests.opencode_fixtures"]  # the real OpenCode + scripted model, on demand
-
 import dataclasses
 
 import pytest
+
+pytest_plugins = ["tests.opencode_fixtures"]  # the real OpenCode + scripted model, on demand
 
 
 @pytest.fixture
