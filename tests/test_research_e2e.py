@@ -266,8 +266,9 @@ def test_a_stalled_model_times_out_and_the_iteration_fails_with_the_error(
 
 
 def test_runagentd_killed_during_iteration_2_resumes_it_and_readopts_its_run(
-    api, workdir, daemon, scripted_llm
+    api, workdir, make_daemon, scripted_llm
 ):
+    daemon = make_daemon()
     long_run = """<experiments>
 - goal: a slow check
   command: sleep 4; echo finished-ok
@@ -318,7 +319,7 @@ def test_opencode_killed_mid_iteration_fails_the_loop_with_an_explained_error(
 
     password = "killed-opencode-test"
     config = provider_config(
-        provider="demo", model="demo-research", demo_base_url=scripted_llm.base_url
+        provider="demo", model="demo-research", demo_base_url=scripted_llm.base_url + "/v1"
     )
     opencode = LocalOpenCode(
         state_dir=tmp_path / "opencode",
