@@ -39,11 +39,18 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "AGENTSYS_HSTS_SECONDS": ("31536000", "HSTS max-age when AGENTSYS_HTTPS is on"),
     "CHANNEL_LAYER": ("postgres", "Live event transport: postgres (default), redis or memory"),
     "REDIS_URL": ("redis://127.0.0.1:6379/0", "Redis server when CHANNEL_LAYER=redis"),
-    "MODEL_PROVIDER": ("opencode", "LLM provider id passed to OpenCode"),
-    "MODEL_ID": ("minimax-m2.5-free", "LLM model id passed to OpenCode"),
-    "OPENCODE_URL": ("http://127.0.0.1:4096", "OpenCode server the agents talk to"),
+    "MODEL_PROVIDER": ("demo", "LLM provider for OpenCode; demo = the built-in scripted model"),
+    "MODEL_ID": ("demo-research", "LLM model id at that provider"),
+    "MODEL_BASE_URL": ("", "OpenAI-compatible server of your own (vLLM, Ollama): its /v1 URL"),
+    "OPENCODE_URL": ("", "OpenCode server the agents talk to; unset = make run starts one"),
     "OPENCODE_SERVER_USERNAME": ("opencode", "OpenCode basic-auth user"),
-    "OPENCODE_SERVER_PASSWORD": ("", "OpenCode basic-auth password"),
+    "OPENCODE_SERVER_PASSWORD": ("", "OpenCode basic-auth password; unset = generated per start"),
+    "MODEL_FIRST_TOKEN_TIMEOUT": (
+        "180",
+        "Seconds a research agent waits for the model's first output",
+    ),
+    "MODEL_RESPONSE_TIMEOUT": ("600", "Seconds a whole model response may take"),
+    "MODEL_IDLE_TIMEOUT": ("120", "Seconds the OpenCode event stream may stay silent"),
     "RESEARCH_AGENT_USER_AUTH_TOKEN": ("", "API token for scripts (X-Auth-Token or Bearer)"),
     "RESEARCH_AGENT_TMUX_SESSION": ("research-agent", "tmux session name for run terminals"),
     "SERVER_CALLBACK_URL": ("", "URL agents and MCP tools use to reach the API; unset = from PORT"),
@@ -91,6 +98,7 @@ class Config:
     redis_url: str
     model_provider: str
     model_id: str
+    model_base_url: str
     opencode_url: str
     opencode_username: str
     opencode_password: str
@@ -223,6 +231,8 @@ def load(environment: dict[str, str] | None = None) -> Config:
         check_host_name(host_name)
     except ConfigError as exc:
         raise ConfigError(f"AGENTSYS_HOST_NAME: {exc}") from None
+    for name in ("MODEL_FIRST_TOKEN_TIMEOUT", "MODEL_RESPONSE_TIMEOUT", "MODEL_IDLE_TIMEOUT"):
+        _int(env, name, low=1, high=86400)
     secret_key = _raw(env, "SECRET_KEY") or None
     if secret_key is not None and len(secret_key) < 32:
         raise ConfigError("SECRET_KEY: too short; use at least 32 random characters")
@@ -243,7 +253,8 @@ def load(environment: dict[str, str] | None = None) -> Config:
         redis_url=_url(env, "REDIS_URL", {"redis", "rediss", "unix"}),
         model_provider=_raw(env, "MODEL_PROVIDER"),
         model_id=_raw(env, "MODEL_ID"),
-        opencode_url=_url(env, "OPENCODE_URL", {"http", "https"}),
+        model_base_url=_url(env, "MODEL_BASE_URL", {"http", "https"}, required=False),
+        opencode_url=_url(env, "OPENCODE_URL", {"http", "https"}, required=False),
         opencode_username=_raw(env, "OPENCODE_SERVER_USERNAME"),
         opencode_password=_raw(env, "OPENCODE_SERVER_PASSWORD"),
         api_token=_raw(env, "RESEARCH_AGENT_USER_AUTH_TOKEN") or None,

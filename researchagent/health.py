@@ -25,6 +25,7 @@ from scheduler_app import selectors as host_selectors
 from scheduler_app.models import ScheduleRequest
 
 CHANNEL_TIMEOUT_SECONDS = 2.0
+OPENCODE_TIMEOUT_SECONDS = 1.0
 router = Router(tags=["health"])
 
 
@@ -147,13 +148,51 @@ def _database_report() -> tuple[dict, list[str]]:
     return details, problems
 
 
+async def opencode_check() -> dict:
+    """Can agents reach their model? OpenCode's answer, its version, and the configured model;
+    or why not."""
+    import httpx
+    from django.conf import settings
+
+    config = settings.AGENTSYS
+    found = {"url": config.opencode_url, "model": f"{config.model_provider}/{config.model_id}"}
+    if not config.opencode_url:
+        return {**found, "ok": False, "error": "OPENCODE_URL is not set (make run sets it)"}
+    auth = (config.opencode_username, config.opencode_password)
+    try:
+        async with httpx.AsyncClient(timeout=OPENCODE_TIMEOUT_SECONDS) as client:
+            answer = await client.get(
+                f"{config.opencode_url}/global/health",
+                auth=auth if config.opencode_password else None,
+            )
+    except httpx.HTTPError as error:
+        return {**found, "ok": False, "error": f"unreachable: {type(error).__name__} {error}"}
+    if answer.status_code != 200:
+        why = "wrong OPENCODE_SERVER_PASSWORD" if answer.status_code == 401 else "an error"
+        return {**found, "ok": False, "error": f"answered {answer.status_code} ({why})"}
+    try:
+        version = str(answer.json().get("version", ""))
+    except (ValueError, AttributeError):
+        version = ""
+    return {**found, "ok": True, "version": version}
+
+
 async def report() -> dict:
     details, problems = await sync_to_async(_database_report)()
     # On the server's own event loop: the channel layer's connections belong to it.
     details["channel_layer"] = await channel_layer_check()
     if not details["channel_layer"]["ok"]:
         problems.append(f"channel layer: {details['channel_layer']['error']}")
-    return {"status": "degraded" if problems else "ok", "problems": problems, **details}
+    # Without OpenCode the agents' model is unreachable, but runs, the queue and the pages
+    # work: a warning the person sees, not a 503 that takes the app out of a load balancer.
+    details["opencode"] = await opencode_check()
+    warnings = [] if details["opencode"]["ok"] else [f"opencode: {details['opencode']['error']}"]
+    return {
+        "status": "degraded" if problems else "ok",
+        "problems": problems,
+        "warnings": warnings,
+        **details,
+    }
 
 
 def _caller_may_see_details(request: HttpRequest) -> bool:
@@ -178,7 +217,8 @@ def _caller_may_see_details(request: HttpRequest) -> bool:
     '`{"status": "degraded"}` (database unreachable, channel layer not carrying messages, '
     "or no runagentd heart-beating). A logged-in user or an API token also gets `problems`, "
     "`database` (latency), `channel_layer` (round trip), `hosts` (alive, last heartbeat) and "
-    "`queue` (queued and running requests).",
+    "`queue` (queued and running requests), `opencode` (reachable, version, model; its "
+    "failure is listed in `warnings`, not a 503).",
     response={200: HealthOut, 503: HealthOut},
 )
 async def health(request):

@@ -119,3 +119,22 @@ def test_no_banner_while_a_daemon_beats(admin_client):
     _host_sync()
     for path in ("/", "/admin/"):
         assert BANNER not in admin_client.get(path).content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_health_shows_whether_opencode_answers(client, api, agentsys_config, opencode_server):
+    agentsys_config(opencode_url=opencode_server.url, opencode_password=opencode_server.password)
+    found = api("get", "/api/health").json()["opencode"]
+    assert found["ok"] is True and found["version"] == "1.18.33"
+    assert found["url"] == opencode_server.url
+
+    agentsys_config(opencode_password="wrong")
+    body = api("get", "/api/health").json()
+    assert body["opencode"]["ok"] is False and "401" in body["opencode"]["error"]
+    assert any("opencode" in w for w in body["warnings"])
+
+    from tests.helpers import free_port
+
+    agentsys_config(opencode_url=f"http://127.0.0.1:{free_port()}")
+    down = api("get", "/api/health").json()["opencode"]
+    assert down["ok"] is False and "unreachable" in down["error"]

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
+import secrets
 import shlex
 import signal
 import socket
@@ -54,6 +56,8 @@ class Child:
     started_at: float = 0.0
     restart_at: float | None = None  # set while it waits out its backoff
     sessions: list[int] = field(default_factory=list)  # every session it ever led
+    env: dict[str, str] | None = None
+    cwd: str | None = None
 
 
 class Command(BaseCommand):
@@ -91,6 +95,7 @@ class Command(BaseCommand):
             self._spawn(child)
         try:
             self._wait_for_port(settings.AGENTSYS.host, settings.AGENTSYS.port)
+            self._wait_for_opencode()
             self._announce(login, token)
             exit_code = self._supervise()
         finally:
@@ -105,10 +110,13 @@ class Command(BaseCommand):
             )
 
         config = settings.AGENTSYS
+        children, shared_env = self._plan_model(policy)
         web = [sys.executable, "-m", "daphne", "-b", config.host, "-p", str(config.port)]
         # daphne's default verbosity prints a line per request: only when asked for.
         web += ["--access-log", "-"] if config.access_log else ["-v", "0"]
-        children = {"web": Child("web", [*web, "researchagent.asgi:application"], policy())}
+        children["web"] = Child(
+            "web", [*web, "researchagent.asgi:application"], policy(), env=shared_env
+        )
         if not options["no_daemon"]:
             daemon = [
                 sys.executable,
@@ -116,8 +124,65 @@ class Command(BaseCommand):
                 "runagentd",
                 *shlex.split(options["daemon_args"]),
             ]
-            children["runagentd"] = Child("runagentd", daemon, policy())
+            children["runagentd"] = Child("runagentd", daemon, policy(), env=shared_env)
         return children
+
+    def _plan_model(self, policy) -> tuple[dict[str, Child], dict[str, str]]:
+        """The model side: with OPENCODE_URL set, that server (nothing is started); otherwise a
+        local OpenCode, and with MODEL_PROVIDER=demo the project's scripted model behind it.
+        Ports are chosen once, so a restarted child keeps its address."""
+        from agentsys.opencode.server import LocalOpenCode, free_port, provider_config
+
+        config = settings.AGENTSYS
+        password = config.opencode_password or secrets.token_urlsafe(24)
+        env = {
+            **os.environ,
+            "OPENCODE_SERVER_USERNAME": config.opencode_username,
+            "OPENCODE_SERVER_PASSWORD": password,
+            "MODEL_PROVIDER": config.model_provider,
+            "MODEL_ID": config.model_id,
+        }
+        self._opencode = None
+        if config.opencode_url:
+            env["OPENCODE_URL"] = config.opencode_url
+            self._say(f"OpenCode: {config.opencode_url} (OPENCODE_URL; not started here)")
+            return {}, env
+        children: dict[str, Child] = {}
+        base_url = config.model_base_url or None
+        if config.model_provider == "demo":
+            port = free_port()
+            model = [sys.executable, "-m", "agentsys.scripted_llm", "--demo", "--port", str(port)]
+            children["model"] = Child("model", model, policy())
+            base_url = f"http://127.0.0.1:{port}/v1"
+        opencode = LocalOpenCode(
+            state_dir=config.home / "opencode",
+            workdir=settings.AGENTSYS_WORKDIR,
+            config=provider_config(
+                provider=config.model_provider, model=config.model_id, demo_base_url=base_url
+            ),
+            password=password,
+        )
+        self._opencode = opencode
+        children["opencode"] = Child(
+            "opencode",
+            opencode.command(),
+            policy(),
+            env=opencode.environment(),
+            cwd=str(settings.AGENTSYS_WORKDIR),
+        )
+        env["OPENCODE_URL"] = opencode.url
+        model = "the demo model" if config.model_provider == "demo" else config.model_provider
+        self._say(f"OpenCode: {opencode.url} (started here, state in {opencode.state_dir})")
+        self._say(f"Model: {config.model_provider}/{config.model_id} ({model})")
+        return children, env
+
+    def _wait_for_opencode(self, timeout: float = 60) -> None:
+        if self._opencode is None:
+            return
+        try:
+            self._opencode.wait_healthy(timeout)
+        except Exception as error:  # the web and the daemon still work; agents will say why
+            self.stderr.write(f"OpenCode is not answering: {error}")
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -136,7 +201,11 @@ class Command(BaseCommand):
     def _spawn(self, child: Child) -> None:
         # Own session: a terminal's Ctrl-C reaches only us, and we stop the children in order.
         child.process = subprocess.Popen(
-            child.argv, cwd=settings.BASE_DIR, start_new_session=True, preexec_fn=_die_with_parent
+            child.argv,
+            cwd=child.cwd or settings.BASE_DIR,
+            env=child.env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         child.started_at, child.restart_at = time.monotonic(), None
         child.sessions.append(child.process.pid)
@@ -220,7 +289,7 @@ class Command(BaseCommand):
 
     def _stop_children(self) -> None:
         # The daemon first (it may still write to the database), then the web server.
-        for name in ("runagentd", "web"):
+        for name in ("runagentd", "web", "opencode", "model"):
             child = self._children.get(name) if hasattr(self, "_children") else None
             if child is not None:
                 self._stop(child)
