@@ -12,7 +12,7 @@ DEPLOY_ENV := DEBUG=false AGENTSYS_HTTPS=true ALLOWED_HOSTS=agentsys.example.org
 	SECRET_KEY=deploy-check-$(shell printf '%064d' 0 | tr 0 x) \
 	DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres
 
-.PHONY: setup run test lint check-deploy bench lock clean
+.PHONY: setup run demo test lint check-deploy bench lock clean
 
 setup: $(STAMP) $(NODE_STAMP)
 
@@ -34,6 +34,10 @@ $(STAMP): requirements.lock pyproject.toml
 
 run: setup
 	$(PY) manage.py serve
+
+# With `make run` going (in another terminal): a whole research loop on the demo workspace.
+demo: setup
+	$(PY) manage.py research start --follow
 
 lint: setup
 	$(PY) -m ruff check .

