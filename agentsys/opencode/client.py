@@ -185,6 +185,8 @@ class OpenCodeClient:
                     "was complete"
                 ) from None
             except TimeoutError:
+                if wait[1] == "retry":
+                    raise self._stuck(acc) from None
                 raise OpenCodeTimeout(wait[1], getattr(self.timeouts, wait[1])) from None
             event = parse_sse_line(line)
             if event is None:
@@ -200,28 +202,27 @@ class OpenCodeClient:
             if acc.retrying_since is not None and (
                 time.monotonic() - acc.retrying_since > self.retry_limit_s
             ):
-                raise OpenCodeStuckRetrying(
-                    f"the model provider kept failing for {self.retry_limit_s:g} s and OpenCode "
-                    f"kept retrying: {acc.retry_message or 'no reason given'}"
-                )
+                raise self._stuck(acc)
             if acc.idle and (acc.busy_seen or acc.got_output):
                 return acc
 
     def _next_wait(self, acc: PromptAccumulator, started: float) -> tuple[float, str]:
-        """How long to wait for the next line, and which timeout that is."""
+        """How long to wait for the next line, and which limit that is."""
         elapsed = time.monotonic() - started
         limits = [(self.timeouts.total - elapsed, "total"), (self.timeouts.idle, "idle")]
         if not acc.got_output:
             limits.append((self.timeouts.first_token - elapsed, "first_token"))
         if acc.retrying_since is not None:  # wake up to notice an endless retry
-            limits.append((self.retry_limit_s - (time.monotonic() - acc.retrying_since), "idle"))
+            retrying = time.monotonic() - acc.retrying_since
+            limits.append((self.retry_limit_s - retrying, "retry"))
         seconds, which = min(limits)
-        if seconds <= 0 and which == "idle":
-            raise OpenCodeStuckRetrying(
-                f"the model provider kept failing and OpenCode kept retrying: "
-                f"{acc.retry_message or 'no reason given'}"
-            )
         return max(seconds, 0.0), which
+
+    def _stuck(self, acc: PromptAccumulator) -> OpenCodeStuckRetrying:
+        return OpenCodeStuckRetrying(
+            f"the model provider kept failing for {self.retry_limit_s:g} s and OpenCode kept "
+            f"retrying: {acc.retry_message or 'no reason given'}"
+        )
 
 
 def _check_status(response: httpx.Response, base_url: str, path: str) -> None:

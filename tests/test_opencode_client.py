@@ -1,0 +1,208 @@
+"""The OpenCode gateway client against a fake OpenCode the project owns (issue 10 item 1):
+the answer built from the event stream, and every failure typed, explained, and followed by
+an abort of the OpenCode session."""
+
+import asyncio
+import time
+
+import pytest
+
+from agentsys.opencode import (
+    OpenCodeAuthError,
+    OpenCodeClient,
+    OpenCodeSessionError,
+    OpenCodeStreamLost,
+    OpenCodeStuckRetrying,
+    OpenCodeTimeout,
+    OpenCodeUnavailable,
+    Timeouts,
+)
+from tests.fake_opencode import (
+    SESSION,
+    FakeOpenCode,
+    delta,
+    event,
+    message,
+    snapshot,
+    status,
+)
+from tests.helpers import free_port
+
+ABORT = f"POST /session/{SESSION}/abort"
+
+
+@pytest.fixture
+def fake():
+    server = FakeOpenCode()
+    server.url = server.serve()
+    yield server
+    server.stop()
+
+
+async def ask(fake, *, timeouts=None, password="pw", **kwargs):  # noqa: S107
+    client = OpenCodeClient(fake.url, password=password, timeouts=timeouts, **kwargs)
+    try:
+        return await client.prompt(SESSION, "hello", provider="demo", model="m", directory="/w")
+    finally:
+        await client.aclose()
+
+
+def finish(*events):
+    return [
+        (0, e)
+        for e in (status("busy"), *events, status("idle"), event("session.idle", sessionID=SESSION))
+    ]
+
+
+async def test_the_answer_is_the_text_snapshots_with_deltas_as_fallback(fake):
+    fake.events = finish(
+        message("user", "msg_u"),
+        snapshot("hello", part="prt_u", message="msg_u"),  # the prompt itself
+        message("assistant", "msg_a"),
+        delta("Hel"),
+        delta("lo"),
+        snapshot("Hello, world", part="prt_1"),
+        delta("only ", part="prt_2"),
+        delta("deltas", part="prt_2"),
+        snapshot("thinking hard", part="prt_r", kind="reasoning"),
+    )
+    result = await ask(fake)
+    assert result.text == "Hello, world\nonly deltas"
+    assert result.reasoning == "thinking hard"
+    assert result.session_id == SESSION
+
+
+async def test_other_sessions_sync_wrappers_and_a_second_idle_are_ignored(fake):
+    fake.events = [
+        (0, status("busy")),
+        (0, snapshot("not mine", part="x", session="ses_other")),
+        (0, status("idle", session="ses_other")),
+        (0, {"type": "sync", "properties": {"event": snapshot("dup")}}),
+        (0, snapshot("mine")),
+        (0, event("session.updated", info={"id": SESSION, "title": "A title"})),
+        (
+            0,
+            event(
+                "message.part.updated",
+                part={
+                    "id": "prt_t",
+                    "messageID": "msg_a",
+                    "sessionID": SESSION,
+                    "type": "tool",
+                    "tool": "bash",
+                    "callID": "c1",
+                    "state": {"status": "completed", "input": {"cmd": "ls"}, "output": "a.py"},
+                },
+            ),
+        ),
+        (0, status("idle")),
+        (0, status("idle")),
+    ]
+    result = await ask(fake)
+    assert result.text == "mine" and result.title == "A title"
+    assert result.tool_calls == [
+        {
+            "tool": "bash",
+            "call_id": "c1",
+            "status": "completed",
+            "input": {"cmd": "ls"},
+            "output": "a.py",
+            "title": None,
+        }
+    ]
+
+
+async def test_the_event_stream_opens_before_the_prompt_and_auth_is_sent(fake):
+    fake.events = finish(snapshot("ok"))
+    await ask(fake, password="s3cret")
+    assert fake.paths()[:2] == ["GET /global/event", f"POST /session/{SESSION}/prompt_async"]
+    assert all(auth.startswith("Basic ") for _, _, auth in fake.requests)
+
+
+async def test_a_session_error_is_typed_and_the_session_aborted(fake):
+    fake.events = [
+        (0, status("busy")),
+        (
+            0,
+            event(
+                "session.error",
+                sessionID=SESSION,
+                error={
+                    "name": "APIError",
+                    "data": {"message": "model overloaded", "statusCode": 400},
+                },
+            ),
+        ),
+    ]
+    with pytest.raises(OpenCodeSessionError, match="APIError: model overloaded"):
+        await ask(fake)
+    assert ABORT in fake.paths()
+
+
+async def test_wrong_credentials_are_an_auth_error(fake):
+    fake.unauthorized = True
+    with pytest.raises(OpenCodeAuthError, match="OPENCODE_SERVER_PASSWORD"):
+        await ask(fake)
+
+
+async def test_a_server_that_is_not_there_fails_fast_naming_it():
+    url = f"http://127.0.0.1:{free_port()}"
+    client = OpenCodeClient(url, password="")
+    started = time.monotonic()
+    with pytest.raises(OpenCodeUnavailable, match=url):
+        await client.prompt(SESSION, "hi", provider="demo", model="m")
+    assert time.monotonic() - started < 2
+    await client.aclose()
+
+
+async def test_a_dropped_stream_is_stream_lost_and_aborts(fake):
+    fake.events, fake.drop_after_events = [(0, status("busy")), (0, delta("par"))], True
+    with pytest.raises(OpenCodeStreamLost, match="closed the event stream"):
+        await ask(fake)
+    assert ABORT in fake.paths()
+
+
+async def test_no_first_token_in_time_times_out_and_aborts(fake):
+    fake.events = [(0, status("busy"))]
+    with pytest.raises(OpenCodeTimeout) as caught:
+        await ask(fake, timeouts=Timeouts(first_token=0.3, total=5, idle=5))
+    assert caught.value.which == "first_token" and "0.3 s" in str(caught.value)
+    assert ABORT in fake.paths()
+
+
+async def test_a_response_that_never_ends_hits_the_total_timeout(fake):
+    fake.events = [(0, status("busy"))] + [(0.1, delta("x")) for _ in range(30)]
+    with pytest.raises(OpenCodeTimeout) as caught:
+        await ask(fake, timeouts=Timeouts(first_token=5, total=0.5, idle=5))
+    assert caught.value.which == "total"
+    assert ABORT in fake.paths()
+
+
+async def test_a_silent_stream_hits_the_idle_timeout(fake):
+    fake.events = [(0, status("busy")), (0, delta("x"))]
+    with pytest.raises(OpenCodeTimeout) as caught:
+        await ask(fake, timeouts=Timeouts(first_token=5, total=5, idle=0.3))
+    assert caught.value.which == "idle"
+
+
+async def test_a_retry_that_never_ends_is_stuck_retrying(fake):
+    fake.events = [(0, status("retry", attempt=1, message="rate limited"))]
+    with pytest.raises(OpenCodeStuckRetrying, match="rate limited"):
+        await ask(fake, retry_limit_s=0.3)
+    assert ABORT in fake.paths()
+
+
+async def test_a_refused_prompt_is_explained(fake):
+    fake.prompt_status = 400
+    with pytest.raises(Exception, match="refused"):
+        await ask(fake)
+
+
+async def test_a_cancelled_prompt_aborts_the_session(fake):
+    fake.events = [(0, status("busy"))]
+    task = asyncio.create_task(ask(fake))
+    await asyncio.sleep(0.3)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ABORT in fake.paths()
