@@ -1,0 +1,63 @@
+"""OpenCode is a real component the project installs and starts (issue 10 item 2): the pinned
+binary from npm, its state isolated, behind a password, stopped with nothing left."""
+
+import httpx
+
+from agentsys.opencode.server import LocalOpenCode, opencode_binary, provider_config
+from tests.helpers import REPO, pid_alive, wait_until
+
+
+def test_the_pinned_binary_is_installed_by_setup():
+    lock = (REPO / "package-lock.json").read_text()
+    assert '"node_modules/opencode-ai": {\n      "version": "1.18.33"' in lock
+    assert opencode_binary().exists(), "make setup installs it (npm)"
+
+
+def test_the_server_answers_with_its_version_only_with_the_password(opencode_server):
+    url = opencode_server.url
+    health = httpx.get(f"{url}/global/health", auth=("opencode", opencode_server.password))
+    assert health.json() == {"healthy": True, "version": "1.18.33"}
+    assert httpx.get(f"{url}/global/health").status_code == 401
+    assert httpx.get(f"{url}/global/health", auth=("opencode", "wrong")).status_code == 401
+
+
+def test_its_state_stays_in_its_own_directory(opencode_server):
+    state = opencode_server.process.state_dir
+    assert (state / "home" / ".local" / "share" / "opencode").is_dir()
+
+
+def test_a_missing_binary_says_to_run_make_setup(tmp_path):
+    server = LocalOpenCode(
+        state_dir=tmp_path / "s",
+        workdir=tmp_path,
+        config=provider_config(provider="demo", model="demo-research", demo_base_url="http://x/v1"),
+        binary=tmp_path / "nope",
+    )
+    try:
+        server.start(timeout=5)
+    except RuntimeError as error:
+        assert "make setup" in str(error)
+    else:
+        raise AssertionError("started without a binary")
+
+
+def test_stop_leaves_no_process(tmp_path, scripted_llm):
+    server = LocalOpenCode(
+        state_dir=tmp_path / "s",
+        workdir=tmp_path,
+        config=provider_config(
+            provider="demo", model="demo-research", demo_base_url=scripted_llm.base_url + "/v1"
+        ),
+    )
+    server.start()
+    pid = server.pid
+    server.stop()
+    wait_until(lambda: not pid_alive(pid), 10, message="opencode to exit")
+
+
+def test_a_provider_of_its_own_or_a_local_server():
+    hosted = provider_config(provider="anthropic", model="claude-sonnet-4-5")
+    assert hosted["model"] == "anthropic/claude-sonnet-4-5" and "provider" not in hosted
+    local = provider_config(provider="local", model="qwen", demo_base_url="http://h:11434/v1")
+    assert local["provider"]["local"]["options"]["baseURL"] == "http://h:11434/v1"
+    assert local["enabled_providers"] == ["local"]

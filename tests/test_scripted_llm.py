@@ -1,0 +1,209 @@
+"""The project's scripted model (issue 10 item 3): an OpenAI-compatible streaming server,
+scripted per test, and the demo brain that drives a believable research loop."""
+
+import json
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from agentsys.research.reply import parse_reply
+from agentsys.research.results import ExperimentResult, format_results
+from agentsys.scripted_llm import ScriptedLLM
+from agentsys.scripted_llm.demo import demo_reply
+from tests.helpers import REPO
+
+
+@pytest.fixture
+def llm():
+    server = ScriptedLLM()
+    server.serve_in_thread()
+    yield server
+    server.stop()
+
+
+def chat(llm, text, *, stream=True, system="You are opencode", tools=True, **extra):
+    body = {
+        "model": "demo-research",
+        "stream": stream,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": text}],
+        **({"tools": [{"type": "function", "function": {"name": "bash"}}]} if tools else {}),
+        **extra,
+    }
+    return httpx.post(f"{llm.base_url}/v1/chat/completions", json=body, timeout=30)
+
+
+def chunks(response) -> list[dict]:
+    lines = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    return [json.loads(line) for line in lines[:-1]]
+
+
+def streamed(response, field="content") -> str:
+    return "".join(
+        c["choices"][0]["delta"].get(field) or "" for c in chunks(response) if c["choices"]
+    )
+
+
+def test_text_streams_in_several_chunks_in_order(llm):
+    llm.load({"turns": [{"steps": [{"text": "x" * 30 + "y" * 30}]}]})
+    response = chat(llm, "hi", stream_options={"include_usage": True})
+    parts = chunks(response)
+    assert len(parts) > 3 and streamed(response) == "x" * 30 + "y" * 30
+    assert parts[-2]["choices"][0]["finish_reason"] == "stop"
+    assert parts[-1]["choices"] == [] and parts[-1]["usage"]["total_tokens"] > 0
+
+
+def test_reasoning_and_tool_calls(llm):
+    llm.load(
+        {
+            "turns": [
+                {
+                    "steps": [
+                        {"reasoning": "think"},
+                        {"tool_call": {"name": "bash", "arguments": {"command": "ls"}}},
+                    ]
+                }
+            ]
+        }
+    )
+    response = chat(llm, "hi")
+    assert streamed(response, "reasoning_content") == "think"
+    calls = [
+        c for c in chunks(response) if c["choices"] and c["choices"][0]["delta"].get("tool_calls")
+    ]
+    call = calls[0]["choices"][0]["delta"]["tool_calls"][0]
+    assert call["function"] == {"name": "bash", "arguments": '{"command": "ls"}'}
+    assert chunks(response)[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_an_error_step_answers_with_that_status(llm):
+    llm.load({"turns": [{"steps": [{"error": {"status": 503, "message": "overloaded"}}]}]})
+    response = chat(llm, "hi")
+    assert response.status_code == 503 and response.json()["error"]["message"] == "overloaded"
+
+
+def test_a_stall_delays_the_reply(llm):
+    llm.load({"turns": [{"steps": [{"text": "a"}, {"stall": 0.5}, {"text": "b"}]}]})
+    started = time.monotonic()
+    assert streamed(chat(llm, "hi")) == "ab"
+    assert time.monotonic() - started >= 0.5
+
+
+def test_turns_match_the_last_user_message_first_unused_first(llm):
+    llm.load(
+        {
+            "turns": [
+                {"match": "Iteration 2", "steps": [{"text": "second"}]},
+                {"match": "Iteration \\d", "steps": [{"text": "first"}]},
+                {"match": "Iteration \\d", "steps": [{"text": "again"}]},
+            ]
+        }
+    )
+    assert streamed(chat(llm, "Iteration 1 of 5")) == "first"
+    assert streamed(chat(llm, "Iteration 2 of 5")) == "second"
+    assert streamed(chat(llm, "Iteration 3 of 5")) == "again"
+    assert "no scripted turn matched" in streamed(chat(llm, "Iteration 4 of 5"))
+
+
+def test_a_title_call_uses_no_turn(llm):
+    llm.load({"turns": [{"steps": [{"text": "the answer"}]}]})
+    title = chat(llm, "hi", system="You are a title generator.", tools=False)
+    assert streamed(title) == "Research loop"
+    assert streamed(chat(llm, "hi")) == "the answer"
+    assert len(httpx.get(f"{llm.base_url}/_requests").json()) == 2
+
+
+def test_a_malformed_script_is_400_with_the_reason(llm):
+    bad = httpx.post(f"{llm.base_url}/_script", json={"turns": [{"steps": [{"stall": -1}]}]})
+    assert bad.status_code == 400 and "stall" in bad.json()["error"]
+    bad = httpx.post(f"{llm.base_url}/_script", json={"turns": [{"match": "(", "steps": []}]})
+    assert bad.status_code == 400 and "regex" in bad.json()["error"]
+
+
+def test_non_streaming_answers_one_json(llm):
+    llm.load({"turns": [{"steps": [{"text": "whole"}]}]})
+    body = chat(llm, "hi", stream=False).json()
+    assert body["choices"][0]["message"]["content"] == "whole"
+
+
+def test_the_command_line_server_answers_with_the_demo_brain():
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentsys.scripted_llm", "--port", "0", "--demo"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline()
+        assert line.startswith("listening on http://127.0.0.1:") and line.strip().endswith("/v1")
+        base = line.split()[-1]
+        body = {
+            "model": "demo-research",
+            "stream": False,
+            "messages": [
+                {"role": "user", "content": "<!-- agentsys-prompt: planning -->\nGoal: lr"}
+            ],
+        }
+        answer = httpx.post(f"{base}/chat/completions", json=body, timeout=10).json()
+        assert "<plan>" in answer["choices"][0]["message"]["content"]
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def _results(*rows) -> str:
+    return format_results(
+        [
+            ExperimentResult(
+                goal=goal,
+                run_id=f"executor-{n}",
+                command="python train.py",
+                parameters={"lr": lr},
+                status="done" if loss is not None else "failed",
+                exit_code=0 if loss is not None else 1,
+                metrics={"loss": {"last": loss, "min": loss, "max": 4.0, "points": 15}}
+                if loss is not None
+                else {},
+            )
+            for n, (goal, lr, loss) in enumerate(rows)
+        ]
+    )
+
+
+def test_the_demo_brain_runs_a_learning_rate_search():
+    plan = parse_reply(demo_reply("<!-- agentsys-prompt: planning -->\n# Research planning"))
+    assert plan.plan and "learning" in plan.summary.lower()
+
+    first = parse_reply(
+        demo_reply(
+            "<!-- agentsys-prompt: iteration -->\nIteration 1 of 5\nNo experiments have run yet."
+        )
+    )
+    assert [e.parameters["lr"] for e in first.experiments] == [0.01, 0.1, 0.5]
+    assert first.promise == "WAITING" and not first.problems
+
+    results = _results(("lr=0.01", 0.01, 0.9), ("lr=0.1", 0.1, 0.011), ("lr=0.5", 0.5, None))
+    second = parse_reply(
+        demo_reply(f"<!-- agentsys-prompt: iteration -->\nIteration 2 of 5\n{results}")
+    )
+    assert second.promise == "WAITING" and "best so far lr=0.1 " in second.summary
+    assert len(second.experiments) == 1 and 0.1 < second.experiments[0].parameters["lr"] < 0.5
+    assert "1 run(s) failed" in demo_reply(f"<!-- agentsys-prompt: iteration -->\n{results}")
+
+    history = f"Iteration 2 [WAITING]: {second.summary}"
+    refined = _results(("refine at lr=0.224", 0.2236, 0.02))
+    third = parse_reply(
+        demo_reply(f"<!-- agentsys-prompt: iteration -->\nIteration 3 of 5\n{history}\n{refined}")
+    )
+    assert third.promise == "DONE" and "lr=0.1 is the answer" in third.summary
+
+    reflection = parse_reply(demo_reply(f"<!-- agentsys-prompt: reflection -->\n{history}"))
+    assert reflection.continue_loop is False and reflection.reflection
+    assert [tag for tag, _ in reflection.memories] == ["hyperparams", "process"]
+
+
+def test_the_demo_brain_answers_a_chat_without_a_marker():
+    assert "demo model" in demo_reply("What can you do?")
