@@ -363,3 +363,43 @@ def test_opencode_killed_mid_iteration_fails_the_loop_with_an_explained_error(
     detail = api("get", f"/api/research/{loop_id}").json()
     first = next(s for s in detail["history"] if s["iteration"] == 1)
     assert first["errors"] and first["errors"][0].startswith("model:")
+
+
+def test_stopping_a_loop_stops_its_running_experiment(api, workdir, daemon, scripted_llm):
+    slow = """<experiments>
+- goal: a long training
+  command: sleep 60
+  gpu_required: 0
+</experiments>
+<summary>Started a long run.</summary>"""
+    scripted_llm.load(
+        {
+            "turns": [
+                _turn(r"agentsys-prompt: planning", PLAN),
+                _turn(r"Iteration 1 of", slow),
+            ]
+        }
+    )
+    loop_id = start_loop(api, workdir)
+    run = wait_until(
+        lambda: Run.objects.filter(command="sleep 60", status="running").first(),
+        60,
+        interval=0.1,
+        message="the long run to be running",
+    )
+    paused = api("post", f"/api/research/{loop_id}/pause")
+    assert paused.status_code == 202
+    wait_until(
+        lambda: Run.objects.filter(pk=run.pk, status="paused").exists(),
+        20,
+        message="the loop's run to be paused with it",
+    )
+    assert api("post", f"/api/research/{loop_id}/resume").status_code == 202
+    wait_until(lambda: Run.objects.filter(pk=run.pk, status="running").exists(), 20)
+    assert api("post", f"/api/research/{loop_id}/stop").status_code == 202
+    agent = wait_finished(loop_id, timeout=30)
+    assert agent.status == "stopped"
+    run.refresh_from_db()
+    assert run.status == "stopped"
+    state = ResearchLoop.objects.get(pk=loop_id).state
+    assert state["status"] == "stopped"
