@@ -245,12 +245,12 @@ def test_a_priority_steer_changes_the_next_iteration_prompt(api, workdir, daemon
 def test_a_stalled_model_times_out_and_the_iteration_fails_with_the_error(
     api, workdir, make_daemon, scripted_llm
 ):
-    make_daemon(MODEL_RESPONSE_TIMEOUT="10")
+    make_daemon(MODEL_RESPONSE_TIMEOUT="15")
     scripted_llm.load(
         {
             "turns": [
                 _turn(r"agentsys-prompt: planning", PLAN),
-                {"match": r"Iteration 1 of", "steps": [{"text": "thinking"}, {"stall": 30}]},
+                {"match": r"Iteration 1 of", "steps": [{"text": "thinking"}, {"stall": 60}]},
                 _turn(r"Iteration 2 of", ITERATION_2),
                 _turn(r"agentsys-prompt: reflection", REFLECTION),
             ]
