@@ -2,7 +2,7 @@ from django.contrib import admin, messages
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from research_app import services
 from research_app.forms import StartResearchForm
@@ -21,6 +21,7 @@ class ResearchLoopAdmin(MachineManagedAdmin):
         "iteration",
         "sweep_link",
         "plan",
+        "history_view",
         "reflection",
         "opencode_session_id",
         "settings_view",
@@ -32,6 +33,33 @@ class ResearchLoopAdmin(MachineManagedAdmin):
     settings_view = json_display("settings")
     state_view = json_display("state")
     change_list_template = "admin/research_app/researchloop/change_list.html"
+
+    @admin.display(description="history")
+    def history_view(self, obj):
+        steps = [h for h in obj.state.get("history") or [] if isinstance(h, dict)]
+        if not steps:
+            return "-"
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    step.get("iteration"),
+                    step.get("phase"),
+                    step.get("promise") or "-",
+                    f"{float(step.get('duration_s') or 0):.1f} s",
+                    str(step.get("summary") or "")[:200],
+                    ", ".join(step.get("runs") or []) or "-",
+                    "; ".join(step.get("errors") or []) or "-",
+                )
+                for step in steps
+            ),
+        )
+        head = "".join(
+            f"<th>{name}</th>"
+            for name in ("#", "step", "promise", "took", "summary", "runs", "errors")
+        )
+        return format_html("<table><tr>{}</tr>{}</table>", format_html(head), rows)
 
     @admin.display(description="goal")
     def goal_short(self, obj):
