@@ -234,12 +234,21 @@ def test_a_priority_steer_changes_the_next_iteration_prompt(api, workdir, daemon
         {"context": "Focus on lr=0.3 from now on", "urgency": "priority"},
     )
     assert steered.status_code in (200, 202), steered.content
+    messaged = api(
+        "post",
+        f"/api/research/{loop_id}/steer",
+        {"context": "Also record the seed of each run", "urgency": "message"},
+    )
+    assert messaged.status_code == 202 and messaged.json()["status"] == "delivered_to_inbox"
     assert wait_finished(loop_id).status == "done"
     prompts = prompts_seen(scripted_llm)
     first = next(p for p in prompts if "Iteration 1 of" in p)
     second = next(p for p in prompts if "Iteration 2 of" in p)
     assert "Focus on lr=0.3" not in first
     assert "Focus on lr=0.3 from now on" in second
+    assert "Also record the seed of each run" in second  # the inbox, read once
+    reflection = next(p for p in prompts if "agentsys-prompt: reflection" in p)
+    assert "Also record the seed" not in reflection
 
 
 def test_a_stalled_model_times_out_and_the_iteration_fails_with_the_error(
