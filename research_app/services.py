@@ -145,6 +145,13 @@ def save_state(agent_id: str, state: dict) -> dict:
 
 
 def _end_sweep(loop: ResearchLoop, status) -> None:
-    ends = {"done": SweepStatus.DONE, "failed": SweepStatus.FAILED, "stopped": SweepStatus.STOPPED}
-    if loop.sweep_id and status in ends:
-        Sweep.objects.filter(pk=loop.sweep_id).update(status=ends[status])
+    """The sweep says what its loop does; a loop respawned by a CRITICAL steer (the old one
+    stopped, the new one running in the same sweep) sets it running again."""
+    statuses = {
+        "running": SweepStatus.RUNNING,
+        "done": SweepStatus.DONE,
+        "failed": SweepStatus.FAILED,
+        "stopped": SweepStatus.STOPPED,
+    }
+    if loop.sweep_id and status in statuses:
+        Sweep.objects.filter(pk=loop.sweep_id).update(status=statuses[status])
