@@ -412,3 +412,46 @@ def test_stopping_a_loop_stops_its_running_experiment(api, workdir, daemon, scri
     assert run.status == "stopped"
     state = ResearchLoop.objects.get(pk=loop_id).state
     assert state["status"] == "stopped"
+
+
+def test_a_critical_steer_restarts_the_loop_with_the_steer_in_its_goal(
+    api, workdir, daemon, scripted_llm
+):
+    scripted_llm.load(
+        {
+            "turns": [
+                _turn(r"agentsys-prompt: planning", PLAN),
+                {"match": r"Iteration 1 of", "steps": [{"stall": 3}, {"text": "<summary>x"}]},
+                _turn(r"agentsys-prompt: planning", PLAN),
+                _turn(r"Iteration 1 of", ITERATION_2),
+                _turn(r"agentsys-prompt: reflection", REFLECTION),
+            ]
+        }
+    )
+    old_id = start_loop(api, workdir)
+    wait_until(
+        lambda: any("Iteration 1 of" in p for p in prompts_seen(scripted_llm)),
+        60,
+        interval=0.2,
+        message="iteration 1's prompt to reach the model",
+    )
+    steered = api(
+        "post",
+        f"/api/research/{old_id}/steer",
+        {"context": "Use lr=0.3 only", "urgency": "critical"},
+    )
+    assert steered.status_code == 202
+    old = wait_until(
+        lambda: Agent.objects.filter(pk=old_id, superseded_by__isnull=False).first(),
+        30,
+        message="the loop to be superseded",
+    )
+    new_id = old.superseded_by_id
+    assert wait_finished(new_id).status == "done"
+    assert Agent.objects.get(pk=old_id).status == "stopped"
+    assert api("get", f"/api/research/{old_id}").json()["superseded_by"] == new_id
+    new = api("get", f"/api/research/{new_id}").json()
+    assert "[STEER: Use lr=0.3 only]" in new["goal"] and new["status"] == "done"
+    assert new["sweep_id"] == ResearchLoop.objects.get(pk=old_id).sweep_id
+    plans = [p for p in prompts_seen(scripted_llm) if "agentsys-prompt: planning" in p]
+    assert len(plans) == 2 and "Use lr=0.3 only" in plans[1]
