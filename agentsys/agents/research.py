@@ -27,7 +27,7 @@ from agentsys.research.reply import ParsedReply, parse_reply
 from agentsys.research.results import ExperimentResult, format_history, format_results
 from agentsys.research.settings import ResearchSettings
 from agentsys.research.state import (
-    FINISHED,
+    ENDED,
     ITERATING,
     PLANNING,
     REFLECTING,
@@ -83,7 +83,7 @@ class ResearchAgent(Agent):
                 f"_{self.settings.workdir} is not a git repository: no commits are made._"
             )
         steps = {PLANNING: self._plan, ITERATING: self._iterate, REFLECTING: self._reflect}
-        while self.state.phase != FINISHED:
+        while self.state.phase != ENDED:
             await self.check_pause()
             await steps[self.state.phase]()
         self.state.status, self.state.finished_at = "done", time.time()
@@ -280,7 +280,7 @@ class ResearchAgent(Agent):
         self.workspace.append_log(reflection_section(record, self.state.reflection, parsed))
         self.state.record(record)
         self.state.parse_problems = list(parsed.problems)
-        self.state.phase = ITERATING if go_on else FINISHED
+        self.state.phase = ITERATING if go_on else ENDED
         self._save()
 
     async def _store_memories(self, parsed: ParsedReply) -> None:

@@ -15,8 +15,8 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-PLANNING, ITERATING, REFLECTING, FINISHED = "planning", "iterating", "reflecting", "finished"
-PHASES = (PLANNING, ITERATING, REFLECTING, FINISHED)
+PLANNING, ITERATING, REFLECTING, ENDED = "planning", "iterating", "reflecting", "ended"
+PHASES = (PLANNING, ITERATING, REFLECTING, ENDED)
 
 
 @dataclass
