@@ -1,6 +1,8 @@
 """Reading the research model's replies (issue 10 item 6): the cases of the design doc and
 the original, and nothing a model writes can crash the loop."""
 
+import time
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -291,3 +293,21 @@ def test_numbered_memories_are_read():
 def test_parse_reply_never_raises_on_any_text(text):
     reply = parse_reply(text)
     assert isinstance(reply.summary, str) and len(reply.summary) <= 300
+
+
+def test_text_whose_lower_case_is_longer_does_not_shift_the_tags():
+    # "İ".lower() is two characters: positions must come from the text itself
+    reply = parse_reply("İİİİ <promise>DONE</promise> <summary>Ölçüm İyi</summary>")
+    assert (reply.promise, reply.summary) == ("DONE", "Ölçüm İyi")
+
+
+def test_a_degenerate_reply_of_many_unclosed_tags_is_read_quickly():
+    started = time.monotonic()
+    reply = parse_reply("<a><summary>" * 40000 + "<plan>p</plan>" * 20000)
+    assert time.monotonic() - started < 5
+    assert reply.plan == "p" and any("<summary> was opened" in p for p in reply.problems)
+
+
+def test_absurdly_nested_parameters_are_a_problem_not_a_crash():
+    reply = _experiments("- goal: deep\n  command: c\n  parameters: " + "[" * 100000)
+    assert reply.experiments == [] and "not valid JSON" in reply.problems[0]

@@ -53,31 +53,35 @@ class ParsedReply:
     problems: list[str] = field(default_factory=list)
 
 
-def _tag_spans(text: str, name: str) -> tuple[int, int]:
-    """(start of the last `<name>`, start of the last `</name>`); -1 when absent."""
-    lower = text.lower()
-    return lower.rfind(f"<{name}>"), lower.rfind(f"</{name}>")
+def _starts(text: str, token: str, end: int | None = None) -> list[int]:
+    """Where `token` starts in text[:end], case-insensitively. Positions come from the text
+    itself: `text.lower()` may change its length (e.g. "İ")."""
+    return [m.start() for m in re.finditer(re.escape(token), text[:end], re.IGNORECASE)]
+
+
+def _block_span(text: str, name: str) -> tuple[int, int] | None:
+    """(content start, content end) of the last complete `<name>...</name>`. The opening tag
+    is the last one before the last closing tag, so a tag merely mentioned earlier in prose
+    ("answer in a <plan> tag") does not swallow the text up to the block."""
+    closes = _starts(text, f"</{name}>")
+    if not closes:
+        return None
+    opens = _starts(text, f"<{name}>", closes[-1])
+    if not opens:
+        return None
+    return opens[-1] + len(name) + 2, closes[-1]
 
 
 def last_tag(text: str, name: str) -> str | None:
-    """The content of the last complete `<name>...</name>`, stripped; None when absent.
-
-    The opening tag is the last one before the last closing tag, so a tag merely mentioned
-    earlier in prose ("answer in a <plan> tag") does not swallow the text up to the block."""
-    lower = text.lower()
-    close = lower.rfind(f"</{name}>")
-    if close < 0:
-        return None
-    opening = lower.rfind(f"<{name}>", 0, close)
-    if opening < 0:
-        return None
-    return text[opening + len(name) + 2 : close].strip()
+    """The content of the last complete `<name>...</name>`, stripped; None when absent."""
+    span = _block_span(text, name)
+    return None if span is None else text[span[0] : span[1]].strip()
 
 
 def _unclosed(text: str, name: str) -> bool:
     """The reply's last `<name>` has no `</name>` after it (a cut-off or forgotten tag)."""
-    opening, close = _tag_spans(text, name)
-    return opening > close
+    opens, closes = _starts(text, f"<{name}>"), _starts(text, f"</{name}>")
+    return bool(opens) and (not closes or opens[-1] > closes[-1])
 
 
 def parse_reply(text: str) -> ParsedReply:
@@ -117,8 +121,17 @@ def _promise(raw: str | None) -> str | None:
 
 
 def _fallback_summary(text: str) -> str:
-    bare = re.sub(r"<(\w+)>.*?</\1>", "", text, flags=re.DOTALL)
-    bare = re.sub(r"</?\w+>", "", bare)
+    """The first characters of the text without its tag blocks and tag marks. Linear: a reply
+    of thousands of unclosed tags must not take minutes."""
+    for name in (*TAGS, "continue"):
+        kept, pos = [], 0
+        opening = re.compile(re.escape(f"<{name}>"), re.IGNORECASE)
+        closing = re.compile(re.escape(f"</{name}>"), re.IGNORECASE)
+        while (start := opening.search(text, pos)) and (end := closing.search(text, start.end())):
+            kept.append(text[pos : start.start()])
+            pos = end.end()
+        text = "".join(kept) + text[pos:]
+    bare = re.sub(r"</?\w+>", "", text)
     return " ".join(bare.split())[:SUMMARY_FALLBACK_CHARS]
 
 
@@ -198,7 +211,7 @@ def _spec(number: int, values: dict[str, str], problems: list[str]) -> Experimen
     raw = _unwrap(values.get("parameters", ""))
     try:
         parameters = {} if raw.lower() in _EMPTY_PARAMETERS else json.loads(raw)
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:  # RecursionError: absurdly deep nesting
         problems.append(f"{name}: parameters is not valid JSON ({error}); it was not run")
         return None
     if not isinstance(parameters, dict):
