@@ -311,3 +311,8 @@ def test_a_degenerate_reply_of_many_unclosed_tags_is_read_quickly():
 def test_absurdly_nested_parameters_are_a_problem_not_a_crash():
     reply = _experiments("- goal: deep\n  command: c\n  parameters: " + "[" * 100000)
     assert reply.experiments == [] and "not valid JSON" in reply.problems[0]
+
+
+def test_a_command_block_written_without_indentation_still_takes_its_lines():
+    reply = _experiments("- goal: g\n  command: |\n  python a.py\n  python b.py\n  gpu_required: 0")
+    assert reply.experiments[0].command == "python a.py\npython b.py"

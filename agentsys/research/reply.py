@@ -177,7 +177,8 @@ def _entries(block: str) -> list[dict[str, str]]:
             key, indent = name, len(match.group(1))
             style = {"|": "lines", "|-": "lines", ">": "folded", ">-": "folded"}.get(value, "plain")
             entries[-1][key] = "" if style != "plain" else value
-        elif key is not None and (deeper or key == "parameters"):
+        elif key is not None and (deeper or key == "parameters" or style != "plain"):
+            # a block takes its lines even when the model did not indent them
             entries[-1][key] = _continue(entries[-1][key], line.strip(), key, style)
     return entries
 
