@@ -316,3 +316,13 @@ def test_absurdly_nested_parameters_are_a_problem_not_a_crash():
 def test_a_command_block_written_without_indentation_still_takes_its_lines():
     reply = _experiments("- goal: g\n  command: |\n  python a.py\n  python b.py\n  gpu_required: 0")
     assert reply.experiments[0].command == "python a.py\npython b.py"
+
+
+def test_a_command_block_keeps_the_indentation_inside_it():
+    reply = _experiments(
+        "- goal: inline script\n  command: |\n    python - <<'EOF'\n    for i in range(2):\n"
+        "        print(i)\n    EOF\n  gpu_required: 0"
+    )
+    assert reply.experiments[0].command == (
+        "python - <<'EOF'\nfor i in range(2):\n    print(i)\nEOF"
+    )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from dataclasses import dataclass, field
 
 SUMMARY_FALLBACK_CHARS = 300
@@ -179,14 +180,16 @@ def _entries(block: str) -> list[dict[str, str]]:
             entries[-1][key] = "" if style != "plain" else value
         elif key is not None and (deeper or key == "parameters" or style != "plain"):
             # a block takes its lines even when the model did not indent them
-            entries[-1][key] = _continue(entries[-1][key], line.strip(), key, style)
+            entries[-1][key] = _continue(entries[-1][key], line.rstrip(), key, style)
     return entries
 
 
 def _continue(value: str, line: str, key: str, style: str) -> str:
+    """`line` keeps its indentation: a block is dedented as a whole (in `_spec`), so the
+    indentation inside a heredoc survives."""
     if style == "lines" or key == "parameters":  # one shell line each; JSON over lines
         return value + "\n" + line if value else line
-    return (value.removesuffix("\\").rstrip() + " " + line).strip()  # a wrapped line, folded
+    return (value.removesuffix("\\").rstrip() + " " + line.strip()).strip()  # folded
 
 
 def parse_experiments(block: str) -> tuple[list[ExperimentSpec], list[str]]:
@@ -205,7 +208,7 @@ def _spec(number: int, values: dict[str, str], problems: list[str]) -> Experimen
     """The entry as a spec, or None after adding a problem that says what was wrong."""
     goal = _unwrap(values.get("goal", ""))
     name = f"experiment {number} ({goal[:60]!r})"
-    command = _unwrap(values.get("command", ""))
+    command = _unwrap(textwrap.dedent(values.get("command", "")))
     if not command:
         problems.append(f"{name}: no command; it was not run")
         return None
