@@ -3,7 +3,9 @@ shared by the research loop and the chat agent.
 
 - `{{name}}` takes the variable's text (booleans as true/false, None as nothing); a name with
   no value is removed, so a template never shows the model a raw placeholder.
-- `{{#if name}}...{{/if}}` keeps its text only when the variable is non-empty.
+- `{{#if name}}...{{/if}}` keeps its text only when the variable is non-empty (after
+  stripping; False, 0 and None count as empty); blocks may nest. A stray `{{#if}}`/`{{/if}}`
+  left unmatched is removed like any unknown placeholder.
 - Values are inserted once and never expanded again: a goal containing `{{x}}` stays as typed.
 """
 
@@ -12,9 +14,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-_BLOCK = re.compile(r"\{\{#if\s+(\w+)\s*\}\}(.*?)\{\{/if\}\}", re.DOTALL)
+# An innermost block: its body holds no other `{{#if`, so nested blocks resolve inside out.
+_BLOCK = re.compile(
+    r"\{\{\s*#if\s+(\w+)\s*\}\}((?:(?!\{\{\s*#if\s).)*?)\{\{\s*/if\s*\}\}", re.DOTALL
+)
+_STRAY_BLOCK_TAG = re.compile(r"\{\{\s*(?:#if\s+\w*|/if)\s*\}\}")
 _PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}")
-_FRONT_MATTER = re.compile(r"\A---\n.*?\n---\n", re.DOTALL)
+_FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\n.*?\n---[ \t]*(?:\n|\Z)", re.DOTALL)
 
 
 class SkillNotFound(FileNotFoundError):
@@ -29,11 +35,23 @@ def _text(value) -> str:
     return str(value)
 
 
+def _shown(value) -> bool:
+    """Whether an `{{#if}}` block on this value is kept: False and 0 hide it like "" does."""
+    if value is None or value is False or (isinstance(value, int | float) and value == 0):
+        return False
+    return bool(_text(value).strip())
+
+
 def render(template: str, variables: dict) -> str:
     def block(match: re.Match) -> str:
-        return match.group(2) if _text(variables.get(match.group(1))).strip() else ""
+        return match.group(2) if _shown(variables.get(match.group(1))) else ""
 
-    shown = _BLOCK.sub(block, template)
+    shown, count = template, 1
+    while count:  # innermost blocks first; each pass removes at least one block
+        shown, count = _BLOCK.subn(block, shown)
+    # A hidden block leaves its surrounding blank lines: collapse runs of them (template text
+    # only, before values go in, so a value's own blank lines are kept).
+    shown = re.sub(r"\n{3,}", "\n\n", _STRAY_BLOCK_TAG.sub("", shown))
     # One pass over the template: text coming from a value is never scanned again.
     return _PLACEHOLDER.sub(lambda m: _text(variables.get(m.group(1))), shown)
 
@@ -43,18 +61,27 @@ class PromptSkills:
 
     def __init__(self, skills_dir: Path):
         self.skills_dir = Path(skills_dir)
-        self._cache: dict[str, tuple[float, str]] = {}
+        self._cache: dict[str, tuple[tuple[int, int], str]] = {}
 
     def get(self, name: str) -> str:
         path = self.skills_dir / name / "SKILL.md"
         try:
-            mtime = path.stat().st_mtime
+            info = path.stat()
         except OSError:
             raise SkillNotFound(f"prompt template {name!r} not found: no file {path}") from None
+        # Size too: an edit within the filesystem's timestamp resolution still shows.
+        version = (info.st_mtime_ns, info.st_size)
         cached = self._cache.get(name)
-        if cached is None or cached[0] != mtime:
-            body = _FRONT_MATTER.sub("", path.read_text(), count=1).lstrip("\n")
-            self._cache[name] = cached = (mtime, body)
+        if cached is None or cached[0] != version:
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError as error:
+                raise SkillNotFound(
+                    f"prompt template {name!r}: cannot read {path}: {error}"
+                ) from None
+            text = text.replace("\r\n", "\n")
+            body = _FRONT_MATTER.sub("", text, count=1).lstrip("\n")
+            self._cache[name] = cached = (version, body)
         return cached[1]
 
     def render(self, name: str, variables: dict) -> str:

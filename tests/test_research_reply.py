@@ -1,10 +1,14 @@
 """Reading the research model's replies (issue 10 item 6): the cases of the design doc and
 the original, and nothing a model writes can crash the loop."""
 
+import time
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentsys.research.reply import parse_reply
+from agentsys.prompts import PromptSkills
+from agentsys.research.reply import END_MARKER, parse_reply
+from tests.helpers import REPO
 
 EXPERIMENTS = """<experiments>
 - goal: baseline
@@ -134,6 +138,10 @@ PIECES = [
     "<experiment>",
     "  ",
     "|",
+    "`",
+    END_MARKER,
+    "<plan>",
+    "</plan>",
 ]
 
 
@@ -143,3 +151,178 @@ def test_parse_reply_never_raises(text):
     reply = parse_reply(text)
     assert isinstance(reply.problems, list)
     assert all(isinstance(e.gpu_required, int) and e.command for e in reply.experiments)
+
+
+# -- echoes, prose mentions and the end marker ---------------------------------------------
+
+
+def test_a_tag_named_in_prose_does_not_swallow_the_text_before_the_block():
+    reply = parse_reply("Answer in a <plan> tag, like so.\n<plan>1. measure</plan>")
+    assert reply.plan == "1. measure"
+    assert reply.problems == []
+
+
+def test_an_echoed_prompt_before_the_end_marker_is_never_read():
+    skills = PromptSkills(REPO / "skills")
+    prompt = skills.render("wild_v2_iteration", {"goal": "g", "iteration": 1})
+    assert "<experiments>" in prompt  # the example the model is shown
+    reply = parse_reply(prompt + "\nI only read the code.\n<summary>read it</summary>")
+    assert reply.experiments == [] and reply.promise is None
+    assert reply.summary == "read it" and reply.problems == []
+
+
+def test_a_reply_that_ends_with_the_marker_itself_is_still_read():
+    reply = parse_reply(f"<promise>DONE</promise>\n{END_MARKER}\n")
+    assert reply.promise == "DONE"
+
+
+def test_an_unclosed_tag_after_a_complete_one_is_reported_and_not_taken_from_the_echo():
+    reply = parse_reply("<promise>WAITING</promise> (example)\nreal: <promise>DONE")
+    assert any("<promise> was opened but never closed" in p for p in reply.problems)
+
+
+def test_promise_emphasis_and_full_stop_are_dropped():
+    assert parse_reply("<promise>**Done.**</promise>").promise == "DONE"
+    assert parse_reply("<promise>  </promise>").promise is None
+
+
+def test_an_empty_summary_tag_falls_back_to_the_text():
+    reply = parse_reply("<summary></summary> Ran the baseline. <promise>CONTINUE</promise>")
+    assert reply.summary == "Ran the baseline."
+
+
+# -- experiment entries the way models write them --------------------------------------------
+
+
+def _experiments(body: str):
+    return parse_reply(f"<experiments>\n{body}\n</experiments>")
+
+
+def test_backticked_commands_and_quoted_values_are_unwrapped():
+    reply = _experiments(
+        '- goal: "baseline"\n  command: `python train.py --steps=10`\n  workdir: "."\n'
+        '  gpu_required: "1"'
+    )
+    spec = reply.experiments[0]
+    assert (spec.goal, spec.command, spec.workdir, spec.gpu_required) == (
+        "baseline",
+        "python train.py --steps=10",
+        ".",
+        1,
+    )
+
+
+def test_a_wrapped_command_is_folded_and_a_note_between_fields_is_ignored():
+    reply = _experiments(
+        "- goal: long one\n  command: python train.py --steps=100 \\\n"
+        "      --log-every=10\n  Note: this one is cheap\n  gpu_required: 0"
+    )
+    assert reply.experiments[0].command == "python train.py --steps=100 --log-every=10"
+    assert reply.problems == []
+
+
+def test_a_command_block_keeps_its_lines_even_when_they_look_like_fields():
+    reply = _experiments(
+        "- goal: prep then train\n  command: |\n    python prep.py\n    goal: not a field\n"
+        "  parameters: {}\n- goal: second\n  command: echo 2"
+    )
+    assert [e.command for e in reply.experiments] == [
+        "python prep.py\ngoal: not a field",
+        "echo 2",
+    ]
+
+
+def test_parameters_may_span_lines():
+    reply = _experiments(
+        '- goal: g\n  command: c\n  parameters: {\n    "lr": 0.1,\n'
+        '    "seed": 2\n  }\n  gpu_required: 0'
+    )
+    assert reply.experiments[0].parameters == {"lr": 0.1, "seed": 2}
+
+
+def test_entries_without_dashes_or_with_a_dash_per_field_split_right():
+    plain = _experiments("goal: a\ncommand: echo a\n\ngoal: b\ncommand: echo b")
+    assert [(e.goal, e.command) for e in plain.experiments] == [("a", "echo a"), ("b", "echo b")]
+    dashed = _experiments("- goal: a\n- command: echo a\n- goal: b\n- command: echo b")
+    assert [(e.goal, e.command) for e in dashed.experiments] == [("a", "echo a"), ("b", "echo b")]
+
+
+def test_empty_parameters_words_mean_no_parameters():
+    for word in ("none", "null", "{}", "-", ""):
+        reply = _experiments(f"- goal: g\n  command: c\n  parameters: {word}")
+        assert reply.experiments[0].parameters == {}, word
+
+
+def test_parameters_that_are_not_an_object_or_have_unsafe_names_are_refused():
+    reply = _experiments(
+        "- goal: list\n  command: c\n  parameters: [1, 2]\n"
+        '- goal: unsafe\n  command: c\n  parameters: {"lr; rm -rf ~": 1}'
+    )
+    assert reply.experiments == []
+    problems = "\n".join(reply.problems)
+    assert "experiment 1 ('list'): parameters must be a JSON object" in problems
+    assert "experiment 2 ('unsafe')" in problems and "'lr; rm -rf ~'" in problems
+
+
+def test_a_negative_or_fractional_gpu_count_is_refused():
+    reply = _experiments(
+        "- goal: neg\n  command: c\n  gpu_required: -1\n"
+        "- goal: half\n  command: c\n  gpu_required: 0.5"
+    )
+    assert reply.experiments == []
+    assert ["'-1'" in reply.problems[0], "'0.5'" in reply.problems[1]] == [True, True]
+
+
+def test_a_goal_less_entry_uses_its_command_as_goal():
+    reply = _experiments("- command: python sweep.py\n  gpu_required: 0")
+    assert reply.experiments[0].goal == "python sweep.py"
+
+
+def test_no_experiments_said_in_words_is_not_a_problem_but_prose_is():
+    assert _experiments("none").problems == []
+    assert "held no `- goal:` entries" in _experiments("run train.py twice").problems[0]
+
+
+def test_numbered_memories_are_read():
+    reply = parse_reply("<memories>\n1. [Data] shuffle first\n2) keep seeds\n</memories>")
+    assert reply.memories == [("data", "shuffle first"), ("general", "keep seeds")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400))
+def test_parse_reply_never_raises_on_any_text(text):
+    reply = parse_reply(text)
+    assert isinstance(reply.summary, str) and len(reply.summary) <= 300
+
+
+def test_text_whose_lower_case_is_longer_does_not_shift_the_tags():
+    # "İ".lower() is two characters: positions must come from the text itself
+    reply = parse_reply("İİİİ <promise>DONE</promise> <summary>Ölçüm İyi</summary>")
+    assert (reply.promise, reply.summary) == ("DONE", "Ölçüm İyi")
+
+
+def test_a_degenerate_reply_of_many_unclosed_tags_is_read_quickly():
+    started = time.monotonic()
+    reply = parse_reply("<a><summary>" * 40000 + "<plan>p</plan>" * 20000)
+    assert time.monotonic() - started < 5
+    assert reply.plan == "p" and any("<summary> was opened" in p for p in reply.problems)
+
+
+def test_absurdly_nested_parameters_are_a_problem_not_a_crash():
+    reply = _experiments("- goal: deep\n  command: c\n  parameters: " + "[" * 100000)
+    assert reply.experiments == [] and "not valid JSON" in reply.problems[0]
+
+
+def test_a_command_block_written_without_indentation_still_takes_its_lines():
+    reply = _experiments("- goal: g\n  command: |\n  python a.py\n  python b.py\n  gpu_required: 0")
+    assert reply.experiments[0].command == "python a.py\npython b.py"
+
+
+def test_a_command_block_keeps_the_indentation_inside_it():
+    reply = _experiments(
+        "- goal: inline script\n  command: |\n    python - <<'EOF'\n    for i in range(2):\n"
+        "        print(i)\n    EOF\n  gpu_required: 0"
+    )
+    assert reply.experiments[0].command == (
+        "python - <<'EOF'\nfor i in range(2):\n    print(i)\nEOF"
+    )

@@ -141,3 +141,41 @@ def test_a_repeating_error_warns():
     error = "model: timed out"
     _, _, warning = detect_struggle([_step(runs=["r"], errors=[error])] * 2)
     assert "same error came back" in warning and error in warning
+
+
+def test_odd_metric_values_are_skipped_without_crashing(tmp_path):
+    path = tmp_path / "agent_metrics.jsonl"
+    huge = "9" * 400
+    path.write_text(
+        f'{{"step": 1, "loss": 2.0, "flag": true, "big": {huge}}}\n'
+        + "[" * 100000
+        + '\n{"step": 2, "loss": 1.0}\n'
+    )
+    summary = summarize_metrics(path)
+    assert set(summary) == {"loss"} and summary["loss"]["points"] == 2
+    assert summary["loss"]["last_step"] == 2
+
+
+def test_multi_line_values_stay_on_their_line_of_the_section():
+    result = ExperimentResult(
+        goal="two\nlines",
+        run_id="executor-1",
+        command="python prep.py\npython train.py",
+        parameters={"when": object()},
+        status="failed",
+        exit_code=1,
+        error="Traceback\n  boom",
+        alerts=["loss\nspiked"],
+    )
+    lines = format_results([result]).splitlines()
+    assert "### Experiment 1: two lines" in lines
+    assert "- command: `python prep.py\\npython train.py`" in lines
+    assert "- status: failed (exit code 1): Traceback boom" in lines
+    assert "- alerts: loss spiked" in lines
+    assert any(line.startswith('- parameters: {"when": "<object') for line in lines)
+    assert lines[-1] == "    (empty)"
+
+
+def test_the_history_skips_junk_and_shows_a_missing_summary_as_empty():
+    text = format_history([{"phase": "iteration", "iteration": 1, "summary": None}, "junk"])
+    assert text == "Iteration 1 [-]:  (files: 0, runs: 0, errors: 0)"

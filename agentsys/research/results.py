@@ -36,30 +36,41 @@ def summarize_metrics(path: Path) -> dict[str, dict]:
     numeric values; lines that are not JSON objects are skipped."""
     summary: dict[str, dict] = {}
     try:
-        lines = path.read_text(errors="replace").splitlines()
+        with path.open(errors="replace") as lines:  # streamed: a metrics file may be large
+            for line in lines:
+                _add_row(summary, line)
     except OSError:
         return {}
-    for line in lines:
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(row, dict):
-            continue
-        step = next((row[k] for k in STEP_KEYS if isinstance(row.get(k), int | float)), None)
-        for name, value in row.items():
-            if name in STEP_KEYS or isinstance(value, bool) or not isinstance(value, int | float):
-                continue
-            entry = summary.setdefault(
-                name, {"first": value, "last": value, "min": None, "max": None, "points": 0}
-            )
-            entry["last"] = value
-            if math.isfinite(value):  # a NaN loss is shown as the last value, not the best
-                entry["min"] = value if entry["min"] is None else min(entry["min"], value)
-                entry["max"] = value if entry["max"] is None else max(entry["max"], value)
-            entry["points"] += 1
-            entry["last_step"] = step
     return summary
+
+
+def _add_row(summary: dict[str, dict], line: str) -> None:
+    try:
+        row = json.loads(line)
+    except (ValueError, RecursionError):  # RecursionError: a deeply nested line
+        return
+    if not isinstance(row, dict):
+        return
+    step = next((row[k] for k in STEP_KEYS if _is_number(row.get(k))), None)
+    for name, value in row.items():
+        if name in STEP_KEYS or not _is_number(value):
+            continue
+        entry = summary.setdefault(
+            name, {"first": value, "last": value, "min": None, "max": None, "points": 0}
+        )
+        entry["last"] = value
+        if math.isfinite(value):  # a NaN loss is shown as the last value, not the best
+            entry["min"] = value if entry["min"] is None else min(entry["min"], value)
+            entry["max"] = value if entry["max"] is None else max(entry["max"], value)
+        entry["points"] += 1
+        entry["last_step"] = step
+
+
+def _is_number(value) -> bool:
+    """A plottable number: not a bool, and an int small enough to be a float."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return isinstance(value, float) or abs(value) < 2**1000
 
 
 def read_log_tail(path: Path, max_lines: int = 30, max_bytes: int = 4000) -> str:
@@ -75,6 +86,11 @@ def read_log_tail(path: Path, max_lines: int = 30, max_bytes: int = 4000) -> str
     if size > max_bytes and lines:
         lines = lines[1:]  # the first one was cut
     return "\n".join(lines[-max_lines:])
+
+
+def _one_line(text) -> str:
+    """A value on one line of the section (the demo model and the reader parse it by lines)."""
+    return " ".join(str(text).split())
 
 
 def _number(value) -> str:
@@ -99,7 +115,7 @@ def _status_line(result: ExperimentResult) -> str:
     if result.exit_code is not None:
         text += f" (exit code {result.exit_code})"
     if result.error:
-        text += f": {result.error}"
+        text += f": {_one_line(result.error)}"
     return text
 
 
@@ -110,14 +126,15 @@ def format_results(results: list[ExperimentResult]) -> str:
         blocks.append(
             "\n".join(
                 [
-                    f"### Experiment {number}: {r.goal}",
+                    f"### Experiment {number}: {_one_line(r.goal)}",
                     f"- run: {r.run_id or '(not started)'}",
-                    f"- command: `{r.command}`",
-                    f"- parameters: {json.dumps(r.parameters, sort_keys=True)}",
+                    # a `command: |` block's lines, shown as \n so the entry stays one line
+                    f"- command: `{r.command.strip().replace(chr(10), chr(92) + 'n')}`",
+                    f"- parameters: {json.dumps(r.parameters, sort_keys=True, default=str)}",
                     f"- gpu_required: {r.gpu_required}",
                     f"- status: {_status_line(r)}",
                     f"- metrics: {_metrics_line(r.metrics)}",
-                    f"- alerts: {'; '.join(r.alerts) if r.alerts else 'none'}",
+                    f"- alerts: {'; '.join(map(_one_line, r.alerts)) if r.alerts else 'none'}",
                     "- log tail:",
                     tail,
                 ]
@@ -131,7 +148,9 @@ def format_history(history: list[dict]) -> str:
         return "No iterations yet."
     lines = []
     for step in history:
-        summary = " ".join(str(step.get("summary", "")).split())[:200]
+        if not isinstance(step, dict):
+            continue
+        summary = _one_line(step.get("summary") or "")[:200]
         phase = step.get("phase")
         if phase == "plan":
             lines.append(f"Plan: {summary}")
