@@ -11,7 +11,6 @@ event stream (SSE) never ends by design: tests/test_event_feed.py covers it.
 from __future__ import annotations
 
 import os
-import traceback
 import time
 
 import pytest
