@@ -214,7 +214,7 @@ def test_a_priority_steer_changes_the_next_iteration_prompt(api, workdir, daemon
                 _turn(r"agentsys-prompt: planning", PLAN),
                 {
                     "match": r"Iteration 1 of",
-                    "steps": [{"stall": 3}, {"text": "<summary>Read the code.</summary>"}],
+                    "steps": [{"stall": 6}, {"text": "<summary>Read the code.</summary>"}],
                 },
                 _turn(r"Iteration 2 of", ITERATION_2),
                 _turn(r"agentsys-prompt: reflection", REFLECTION),
@@ -421,7 +421,7 @@ def test_a_critical_steer_restarts_the_loop_with_the_steer_in_its_goal(
         {
             "turns": [
                 _turn(r"agentsys-prompt: planning", PLAN),
-                {"match": r"Iteration 1 of", "steps": [{"stall": 3}, {"text": "<summary>x"}]},
+                {"match": r"Iteration 1 of", "steps": [{"stall": 8}, {"text": "<summary>x"}]},
                 _turn(r"agentsys-prompt: planning", PLAN),
                 _turn(r"Iteration 1 of", ITERATION_2),
                 _turn(r"agentsys-prompt: reflection", REFLECTION),
