@@ -26,6 +26,21 @@ def _plain_static_storage(settings):
 
 
 @pytest.fixture
+def memory_channel_layer(settings):
+    """An in-memory channel layer for sync tests that call async views through the test
+    client or WSGI: each call runs on an event loop of its own, and channels-postgres keeps
+    one module-global pool bound to the loop that opened it, so a pool opened by one call
+    stalls the later ones (30 s PoolTimeouts). The ASGI server has one loop; this is the
+    harness's problem, not the product's."""
+    from channels.layers import channel_layers
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    channel_layers.backends = {}
+    yield
+    channel_layers.backends = {}
+
+
+@pytest.fixture
 async def channel_layer_on_test_db(settings, django_db_setup):
     """The configured channel layer, talking to the test database.
 

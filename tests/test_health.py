@@ -122,7 +122,9 @@ def test_no_banner_while_a_daemon_beats(admin_client):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_health_shows_whether_opencode_answers(client, api, agentsys_config, opencode_server):
+def test_health_shows_whether_opencode_answers(
+    api, agentsys_config, opencode_server, memory_channel_layer
+):
     agentsys_config(opencode_url=opencode_server.url, opencode_password=opencode_server.password)
     found = api("get", "/api/health").json()["opencode"]
     assert found["ok"] is True and found["version"] == "1.18.33"

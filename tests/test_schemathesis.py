@@ -40,7 +40,7 @@ MAX_EXAMPLES = int(os.environ.get("AGENTSYS_FUZZ_EXAMPLES", "25"))
 
 
 @pytest.fixture
-def seeded_ids(agentsys_config, tmp_path, settings):
+def seeded_ids(agentsys_config, tmp_path, settings, memory_channel_layer):
     """Real rows for the `{id}` routes, in the shape a person would have made them."""
     from agents_app.models import Agent
     from memory_app import services as memory_services
