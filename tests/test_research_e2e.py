@@ -152,6 +152,15 @@ def prompts_seen(scripted_llm) -> list[str]:
     return seen
 
 
+def wait_for_prompt(scripted_llm, text: str) -> None:
+    wait_until(
+        lambda: any(text in p for p in prompts_seen(scripted_llm)),
+        60,
+        interval=0.2,
+        message=f"a prompt with {text!r} to reach the model",
+    )
+
+
 def test_a_loop_plans_runs_two_experiments_finishes_and_reflects(
     api, workdir, daemon, scripted_llm
 ):
@@ -222,12 +231,7 @@ def test_a_priority_steer_changes_the_next_iteration_prompt(api, workdir, daemon
         }
     )
     loop_id = start_loop(api, workdir)
-    wait_until(
-        lambda: any("Iteration 1 of" in p for p in prompts_seen(scripted_llm)),
-        60,
-        interval=0.2,
-        message="iteration 1's prompt to reach the model",
-    )
+    wait_for_prompt(scripted_llm, "Iteration 1 of")
     steered = api(
         "post",
         f"/api/research/{loop_id}/steer",
@@ -356,12 +360,7 @@ def test_opencode_killed_mid_iteration_fails_the_loop_with_an_explained_error(
             }
         )
         loop_id = start_loop(api, workdir)
-        wait_until(
-            lambda: any("Iteration 1 of" in p for p in prompts_seen(scripted_llm)),
-            60,
-            interval=0.2,
-            message="iteration 1's prompt to reach the model",
-        )
+        wait_for_prompt(scripted_llm, "Iteration 1 of")
         opencode.stop()
         agent = wait_finished(loop_id, timeout=60)
     finally:
@@ -429,12 +428,7 @@ def test_a_critical_steer_restarts_the_loop_with_the_steer_in_its_goal(
         }
     )
     old_id = start_loop(api, workdir)
-    wait_until(
-        lambda: any("Iteration 1 of" in p for p in prompts_seen(scripted_llm)),
-        60,
-        interval=0.2,
-        message="iteration 1's prompt to reach the model",
-    )
+    wait_for_prompt(scripted_llm, "Iteration 1 of")
     steered = api(
         "post",
         f"/api/research/{old_id}/steer",
