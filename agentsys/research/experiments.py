@@ -82,7 +82,11 @@ async def wait_for(agent, launched: list[dict], *, timeout: float) -> list[Exper
     late one is stopped), then read their results."""
     deadline = time.monotonic() + timeout
     ids = [r["child_id"] for r in launched if r["child_id"]]
-    handles = {h.id: h for h in agent.adopt_children(ids)} if ids else {}
+    handles = {i: agent.children[i] for i in ids if i in agent.children}
+    # Only a resumed loop lacks handles: those children were spawned by its previous worker.
+    missing = [i for i in ids if i not in handles]
+    if missing:
+        handles.update({h.id: h for h in agent.adopt_children(missing)})
     # A CRITICAL steer may respawn a child under a new id: the handle follows it.
     by_record = [(r, handles.get(r["child_id"])) for r in launched]
     outcomes = await asyncio.gather(*(_wait_one(h, deadline) for _, h in by_record))
