@@ -12,6 +12,7 @@ from django.db import connection, connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agents_app.chat_store import DjangoChatStore
 from agents_app.events import AGENTS_STREAM, record_event
 from agents_app.models import Agent, AgentCommand, CommandStatus
 from agentsys.agent import Scope
@@ -109,7 +110,7 @@ def _translated(method):
 
 
 @_raising_store_unavailable
-class DjangoRuntimeStore:
+class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
     # -- hosts -------------------------------------------------------------------------------
 
     def register_host(self, *, name: str, pid: int, gpus: list[dict]) -> int:

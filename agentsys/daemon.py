@@ -162,11 +162,25 @@ class Daemon:
             memory_factory=self.settings.memory_factory,
             default_workdir=self.settings.default_workdir,
         )
+        if self.chat_enabled:
+            from agentsys.chat.daemon_port import DaemonChatPort
+
+            self.supervisor.chat_port = DaemonChatPort(
+                store=self.store, db=self.db, publish=self.publish, wake=self._wake.set
+            )
         return self.supervisor
+
+    @property
+    def chat_enabled(self) -> bool:
+        return hasattr(self.store, "chat_claim_turns")
 
     async def reconcile(self) -> None:
         """After a restart: agents this host ran are resumed (if their class can) or failed
-        with the cause; nothing stays RUNNING forever."""
+        with the cause; nothing stays RUNNING forever. Chat replies it was streaming are
+        interrupted (what came of them kept)."""
+        if self.chat_enabled:
+            for event in await self.db(self.store.chat_interrupt_lost_turns, host_id=self.host_id):
+                await self.publish(event)
         for record in await self.db(self.store.lost_agents, host_id=self.host_id):
             _kill_leftover_worker(record)
             try:
@@ -372,6 +386,10 @@ class Daemon:
         try:
             await self.deliver_commands()
             await self.claim_agents()
+            if self.chat_enabled:
+                from agentsys.chat.daemon_port import dispatch_turns
+
+                await dispatch_turns(self)
             await self.schedule()
             if time.monotonic() - self._last_beat >= self.settings.heartbeat_interval:
                 await self.heartbeat()

@@ -10,6 +10,7 @@ BUILTIN_AGENT_CLASSES: frozenset[str] = frozenset(
     {
         "agentsys.agents.executor.ExecutorAgent",
         "agentsys.agents.research.ResearchAgent",
+        "agentsys.agents.session.SessionAgent",
     }
 )
 

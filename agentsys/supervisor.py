@@ -52,6 +52,7 @@ class Supervisor(SupervisorControls):
         self.memory_factory = memory_factory
         self.default_workdir = default_workdir
         self.hosted: dict[str, Hosted] = {}
+        self.chat_port = None  # set by the daemon: what in-daemon chat (L1) agents talk to
         # Queued children of agents hosted here: child id → parent id. Their parent is told
         # when they end, whichever daemon ran them (see tell_parents_of_finished_children).
         self.watched: dict[str, str] = {}
@@ -175,6 +176,8 @@ class Supervisor(SupervisorControls):
                 link=LocalLink(self, hosted),
             )
             agent.allowed_paths = self.registry.allowed
+            if hasattr(agent, "attach_chat"):
+                agent.attach_chat(self.chat_port)
             if self.memory_factory:
                 from agentsys.memory import load_memory_factory
 

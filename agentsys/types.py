@@ -18,6 +18,7 @@ class EndState(StrEnum):
     CANCELLED = "cancelled"  # withdrawn before it ever started (never ran)
     REJECTED = "rejected"  # can never run as asked (more GPUs than any host has)
     LOST = "lost"  # a run that ended while nothing watched it, leaving no exit code
+    INTERRUPTED = "interrupted"  # a chat reply cut off when the daemon streaming it died
 
 
 END_STATES = frozenset(EndState)
@@ -27,7 +28,8 @@ END_STATE_HELP = (
     "End states share one vocabulary across agents, queue requests and runs: "
     "done (succeeded), failed (ended with an error), stopped (stopped by a person or its "
     "parent after it started), cancelled (withdrawn before it ever started), rejected (can "
-    "never run as asked), lost (a run that ended unwatched, leaving no exit code)."
+    "never run as asked), lost (a run that ended unwatched, leaving no exit code), "
+    "interrupted (a chat reply cut off when the daemon streaming it died; what came is kept)."
 )
 
 

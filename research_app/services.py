@@ -54,6 +54,7 @@ def start_research(
     workdir: str | None = None,
     chat_session_id: str | None = None,
     extra_config: dict | None = None,
+    parent_id: str | None = None,
 ) -> ResearchLoop:
     """A new research loop: a sweep for its runs, the research agent (claimed by a runagentd
     at once) and its row. Raises ResearchRefused saying what is wrong."""
@@ -84,6 +85,7 @@ def start_research(
         lambda: new_agent_id(AgentRole.ORCHESTRATOR),
         role=AgentRole.ORCHESTRATOR,
         cls_path=RESEARCH_AGENT,
+        parent_id=parent_id,  # the chat's L1 agent, told when the loop ends
         goal=goal,
         config={
             **loop_settings,

@@ -23,6 +23,7 @@ from researchagent.health import router as health_router
 from scheduler_app.api import router as scheduler_router
 from scheduler_app.api_runs import router as runs_router
 from sessions_app.api import router as sessions_router
+from sessions_app.chat_api import router as chat_router
 
 
 class AgentSysAPI(NinjaAPI):
@@ -54,6 +55,7 @@ api = AgentSysAPI(
     urls_namespace="api",
 )
 api.add_router("/sessions", sessions_router, tags=["chat sessions"])
+api.add_router("", chat_router)
 api.add_router("", scheduler_router, tags=["hosts"])
 api.add_router("", runs_router)
 api.add_router("/agents", agents_router, tags=["agents"])

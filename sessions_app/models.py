@@ -82,10 +82,15 @@ class ChatMessage(models.Model):
 
 
 class TurnStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"  # a synthetic turn waiting for the session's running one
     RUNNING = "running", "Running"
     DONE = "done", "Done"
     FAILED = "failed", "Failed"
     STOPPED = "stopped", "Stopped"
+    INTERRUPTED = "interrupted", "Interrupted"  # its daemon died mid-reply; the partial is kept
+
+
+LIVE_TURN_STATUSES = (TurnStatus.QUEUED, TurnStatus.RUNNING)
 
 
 class ChatTurn(models.Model):
@@ -101,7 +106,19 @@ class ChatTurn(models.Model):
     user_message = models.ForeignKey(
         ChatMessage, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    message = models.TextField(blank=True, help_text="What the turn answers (user or system)")
     prompt = models.TextField(blank=True, help_text="The rendered prompt sent to the LLM")
+    variables = models.JSONField(default=dict, blank=True, help_text="What the prompt was made of")
+    # The runagentd streaming it (claimed when null): a daemon that dies leaves its turns
+    # interrupted, never running forever.
+    host = models.ForeignKey(
+        "scheduler_app.Host", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    after_seq = models.BigIntegerField(
+        default=0, help_text="The session stream's last seq before this turn's first event"
+    )
+    actions = models.JSONField(default=list, blank=True, help_text="l1_action results")
+    stop_requested = models.BooleanField(default=False, help_text="A person pressed stop")
     full_text = models.TextField(blank=True)
     full_thinking = models.TextField(blank=True)
     parts = models.JSONField(default=list, blank=True)
@@ -116,6 +133,12 @@ class ChatTurn(models.Model):
         indexes = [
             # A session's turns, newest first (reconnect, history).
             models.Index(fields=["session", "-started_at"], name="chat_turn_session_idx"),
+            # runagentd claiming turns nobody streams yet, oldest first.
+            models.Index(
+                fields=["started_at"],
+                condition=Q(status__in=["queued", "running"]),
+                name="chat_turn_live_idx",
+            ),
         ]
         constraints = [
             # At most one live stream per session; also serves "the active stream of a session".

@@ -25,8 +25,8 @@ RECONNECT_DELAY = 0.2
 class Web:
     """A daphne serving the project against the test database."""
 
-    def __init__(self, port: int, *, stderr=subprocess.DEVNULL):
-        self.port = port
+    def __init__(self, port: int, *, stderr=subprocess.DEVNULL, **env: str):
+        self.port, self.env = port, env
         self.process = subprocess.Popen(
             [PYTHON, "-m", "daphne", "-p", str(port), "researchagent.asgi:application"],
             cwd=REPO,
@@ -36,6 +36,7 @@ class Web:
                 DATABASE_URL=database_url_of_current_connection(),
                 RESEARCH_AGENT_USER_AUTH_TOKEN=TOKEN,
                 LOG_LEVEL="WARNING",
+                **env,
             ),
         )
         wait_until(self._listening, 30, message="daphne to listen")

@@ -1,14 +1,21 @@
 """The real OpenCode server and the project's scripted model, started once per test session
-for the tests that need an LLM (the research loop end to end)."""
+for the tests that need an LLM (the research loop and chat end to end), and the project
+and runagentd those tests run against."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from dataclasses import dataclass
 
 import pytest
 
 from agentsys.opencode.server import DEMO_MODEL, DEMO_PROVIDER, LocalOpenCode, provider_config
 from agentsys.scripted_llm import ScriptedLLM
+from tests.helpers import REPO
+from tests.runtime_harness import DaemonProcess
+
+TRAIN = REPO / "researchagent" / "demo_workspace" / "train.py"
 
 
 @dataclass
@@ -42,3 +49,40 @@ def opencode_server(scripted_llm, tmp_path_factory):
     url = server.start()
     yield RunningOpenCode(url=url, password=server.password, process=server)
     server.stop()
+
+
+@pytest.fixture
+def workdir(tmp_path, settings):
+    work = tmp_path / "project"
+    work.mkdir()
+    shutil.copy(TRAIN, work / "train.py")
+    for args in (["init", "-q"], ["add", "train.py"], ["commit", "-q", "-m", "start"]):
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=work, check=True
+        )
+    settings.AGENTSYS_WORKDIR = work
+    return work
+
+
+@pytest.fixture
+def make_daemon(workdir, opencode_server):
+    started = []
+
+    def start(**extra) -> DaemonProcess:
+        env = dict(
+            AGENTSYS_GPUS="1",
+            AGENTSYS_WORKDIR=str(workdir),
+            OPENCODE_URL=opencode_server.url,
+            OPENCODE_SERVER_PASSWORD=opencode_server.password,
+            MODEL_PROVIDER=opencode_server.provider,
+            MODEL_ID=opencode_server.model,
+            **extra,
+        )
+        process = DaemonProcess("research-host", **env)
+        process.env = env
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()

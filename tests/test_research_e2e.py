@@ -4,7 +4,6 @@ subprocesses that write agent_metrics.jsonl, go through the GPU queue and show u
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,12 +15,11 @@ from agents_app.models import Agent
 from memory_app.models import MemoryEntry
 from research_app.models import ResearchLoop
 from scheduler_app.models import Run
-from tests.helpers import REPO, wait_until
+from tests.helpers import wait_until
 from tests.runtime_harness import DaemonProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-TRAIN = REPO / "researchagent" / "demo_workspace" / "train.py"
 PY = sys.executable
 
 PLAN = """<plan>
@@ -71,43 +69,6 @@ def happy_script() -> dict:
             _turn(r"agentsys-prompt: reflection", REFLECTION),
         ]
     }
-
-
-@pytest.fixture
-def workdir(tmp_path, settings):
-    work = tmp_path / "project"
-    work.mkdir()
-    shutil.copy(TRAIN, work / "train.py")
-    for args in (["init", "-q"], ["add", "train.py"], ["commit", "-q", "-m", "start"]):
-        subprocess.run(
-            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=work, check=True
-        )
-    settings.AGENTSYS_WORKDIR = work
-    return work
-
-
-@pytest.fixture
-def make_daemon(workdir, opencode_server):
-    started = []
-
-    def start(**extra) -> DaemonProcess:
-        env = dict(
-            AGENTSYS_GPUS="1",
-            AGENTSYS_WORKDIR=str(workdir),
-            OPENCODE_URL=opencode_server.url,
-            OPENCODE_SERVER_PASSWORD=opencode_server.password,
-            MODEL_PROVIDER=opencode_server.provider,
-            MODEL_ID=opencode_server.model,
-            **extra,
-        )
-        process = DaemonProcess("research-host", **env)
-        process.env = env
-        started.append(process)
-        return process
-
-    yield start
-    for process in started:
-        process.stop()
 
 
 @pytest.fixture

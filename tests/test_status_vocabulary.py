@@ -16,7 +16,7 @@ ENDING = {
     "scheduler_app.ScheduleRequest": {"queued", "running"},
     "scheduler_app.Run": {"ready", "queued", "running", "paused"},
     "scheduler_app.Sweep": {"draft", "running"},
-    "sessions_app.ChatTurn": {"running"},
+    "sessions_app.ChatTurn": {"queued", "running"},
 }
 OLD_WORDS = {"finished", "completed", "succeeded", "success", "complete"}
 

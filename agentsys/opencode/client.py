@@ -26,7 +26,7 @@ from agentsys.opencode.errors import (
     OpenCodeTimeout,
     OpenCodeUnavailable,
 )
-from agentsys.opencode.events import PromptAccumulator, parse_sse_line
+from agentsys.opencode.events import PartRelay, PromptAccumulator, parse_sse_line
 
 CALL_TIMEOUT = 30.0  # plain calls (create, abort, health)
 ABORT_TIMEOUT = 5.0
@@ -128,8 +128,11 @@ class OpenCodeClient:
         provider: str,
         model: str,
         directory: str | None = None,
-        on_delta: Callable[[str, str], None] | None = None,
+        on_part: Callable[[dict], None] | None = None,
     ) -> PromptResult:
+        """Send `text` and wait for the whole answer. `on_part` sees the answer grow: each
+        {"kind": "delta", "id", "ptype": "text"|"reasoning", "delta"} and each tool part
+        {"kind": "tool", "id", "tool", "status", "input", "output", "title", "time"}."""
         started = time.monotonic()
         sent = False
         try:
@@ -148,7 +151,7 @@ class OpenCodeClient:
                     json=body,
                 )
                 sent = True
-                acc = await self._read_until_idle(stream, session_id, started, on_delta)
+                acc = await self._read_until_idle(stream, session_id, started, on_part)
         except httpx.HTTPError as error:
             if sent:
                 await self.abort(session_id, directory)
@@ -172,8 +175,8 @@ class OpenCodeClient:
             duration_s=time.monotonic() - started,
         )
 
-    async def _read_until_idle(self, stream, session_id, started, on_delta) -> PromptAccumulator:
-        acc = PromptAccumulator(session_id)
+    async def _read_until_idle(self, stream, session_id, started, on_part) -> PromptAccumulator:
+        acc, relay = PromptAccumulator(session_id), PartRelay()
         lines = stream.aiter_lines()
         while True:
             wait = self._next_wait(acc, started)
@@ -191,12 +194,10 @@ class OpenCodeClient:
             event = parse_sse_line(line)
             if event is None:
                 continue
-            was = {k: len(v) for k, v in acc.deltas.items()}
             acc.feed(event)
-            if on_delta is not None and event.get("type") == "message.part.delta":
-                props = event["properties"]
-                if len(acc.deltas.get(props.get("partID"), [])) > was.get(props.get("partID"), 0):
-                    on_delta(str(props.get("field") or "text"), props["delta"])
+            if on_part is not None:
+                for update in relay.updates(acc, event):
+                    on_part(update)
             if acc.error is not None:
                 raise OpenCodeSessionError(*acc.error)
             if acc.retrying_since is not None and (

@@ -170,3 +170,55 @@ class PromptAccumulator:
 def _error_of(error: dict) -> tuple[str, str]:
     data = error.get("data") if isinstance(error.get("data"), dict) else {}
     return str(error.get("name") or "UnknownError"), str(data.get("message") or "")
+
+
+@dataclass
+class PartRelay:
+    """What each event adds to the answer, for a live client: text and reasoning as deltas
+    (from `message.part.delta`, or the new end of a snapshot when a provider sends only
+    snapshots), and tool parts whole at every state change. Reads the accumulator after it
+    was fed, so it agrees with the final answer."""
+
+    sent: dict[str, int] = field(default_factory=dict)  # part id → characters relayed
+
+    def updates(self, acc: PromptAccumulator, event: dict) -> list[dict]:
+        if session_of(event) != acc.session_id:
+            return []
+        kind, props = event.get("type"), event["properties"]
+        if kind == "message.part.delta":
+            part_id = props.get("partID")
+            return self._text_updates(acc, part_id) if isinstance(part_id, str) else []
+        if kind != "message.part.updated":
+            return []
+        part = props.get("part") or {}
+        part_id = part.get("id")
+        if not isinstance(part_id, str) or part.get("messageID") in acc.user_messages:
+            return []
+        if part.get("type") == "tool" and part_id in acc.tool_calls:
+            state = part.get("state") or {}
+            return [
+                {
+                    "kind": "tool",
+                    "id": part_id,
+                    **acc.tool_calls[part_id],
+                    "time": state.get("time"),
+                }
+            ]
+        if part.get("type") in ("text", "reasoning"):
+            return self._text_updates(acc, part_id)
+        return []
+
+    def _text_updates(self, acc: PromptAccumulator, part_id: str) -> list[dict]:
+        part = acc.parts.get(part_id)
+        if part is None or part.get("message") in acc.user_messages:
+            return []
+        text = part["text"] if part["text"] is not None else "".join(acc.deltas.get(part_id, []))
+        deltas = "".join(acc.deltas.get(part_id, []))
+        if len(deltas) > len(text or ""):  # deltas ran ahead of the last snapshot
+            text = deltas
+        done = self.sent.get(part_id, 0)
+        if len(text) <= done:
+            return []
+        self.sent[part_id] = len(text)
+        ptype = "reasoning" if part["type"] == "reasoning" else "text"
+        return [{"kind": "delta", "id": part_id, "ptype": ptype, "delta": text[done:]}]

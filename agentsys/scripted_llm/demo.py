@@ -25,12 +25,58 @@ def demo_reply(prompt: str) -> str:
     return _iteration(prompt)
 
 
+CHAT_MARKER = re.compile(r"<!-- agentsys-prompt: chat-(wild|auto|agent) -->")
+SPEAKER = re.compile(r"^\[(USER|SYSTEM)\] ", re.MULTILINE)
+RESEARCH_WORDS = re.compile(r"learning rate|\blr\b|research|experiment|train|sweep", re.I)
+DEMO_GOAL = (
+    "Find the learning rate for train.py (the demo workspace) that gives the lowest final "
+    "loss, with a few short trainings"
+)
+
+
 def _chat(prompt: str) -> str:
+    """The session agent's answers: WILD (and AUTO, asked for research) starts the demo
+    loop; a [SYSTEM] report of a finished loop is summarised from its reflection."""
+    modes = CHAT_MARKER.findall(prompt)
+    speakers = list(SPEAKER.finditer(prompt))
+    if not modes or not speakers:
+        return (
+            "I am the AgentSys demo model: I run a learning-rate search on the demo workspace. "
+            "Start a research loop (`make demo`, or a chat in WILD mode) to watch a whole "
+            "loop; set MODEL_PROVIDER and MODEL_ID to use a real model."
+        )
+    mode, last = modes[-1], speakers[-1]
+    message = prompt[last.end() :].strip()
+    if last.group(1) == "SYSTEM":
+        return _summarise_report(message)
+    if mode == "wild" or (mode == "auto" and RESEARCH_WORDS.search(message)):
+        return (
+            "I will hand this to a research loop: it plans, runs short trainings through the "
+            "GPU queue, refines around the best and reports back here when it ends.\n\n"
+            f"<spawn_research>\ngoal: {DEMO_GOAL} (asked: {message[:300]})\n"
+            "max_iterations: 6\n</spawn_research>"
+        )
     return (
-        "I am the AgentSys demo model: I run a learning-rate search on the demo workspace. "
-        "Start a research loop (`make demo`, or the admin's 'Start a research loop') to watch "
-        "a whole loop; set MODEL_PROVIDER and MODEL_ID to use a real model."
+        f"(demo model, {mode.upper()} mode) You said: {message[:500]}\n\n"
+        "I am a scripted demo model, so I can only run the demo learning-rate search: ask "
+        "for it in WILD mode, or in AUTO mode mention research or a learning rate."
     )
+
+
+def _summarise_report(report: str) -> str:
+    first = report.splitlines()[0] if report else "An experiment ended."
+    best = BEST_SO_FAR.findall(report)
+    reflection = ""
+    if "## Reflection" in report:
+        reflection = report.split("## Reflection", 1)[1].split("\n## ", 1)[0].strip()
+    lines = [f"Results are in. {first}"]
+    if best:
+        lr, loss = best[-1]
+        lines.append(f"The best run so far used lr={lr} with a final loss of {loss}.")
+    if reflection:
+        lines.append(f"Its reflection: {' '.join(reflection.split())[:600]}")
+    lines.append("Next: refine around that learning rate, or try a longer schedule.")
+    return "\n\n".join(lines)
 
 
 def _plan() -> str:

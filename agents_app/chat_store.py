@@ -1,0 +1,452 @@
+"""The Django side of the chat port (agentsys.chat.port): what runagentd's L1 agents read and
+write, each method one unit of work on the daemon's database thread. Mixed into
+DjangoRuntimeStore, so a database outage is waited out like any other store call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.db import transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from agents_app.events import chat_stream, record_event
+from agents_app.models import Agent
+from agents_app.selectors import last_seq
+from agentsys.types import AgentRole, AgentStatus, EntryType, new_agent_id
+from researchagent.ids import create_with_unique_id
+from sessions_app.models import (
+    ChatMessage,
+    ChatSession,
+    ChatTurn,
+    MessageRole,
+    TurnStatus,
+)
+
+SESSION_AGENT = "agentsys.agents.session.SessionAgent"
+LIVE_AGENT = [AgentStatus.IDLE, AgentStatus.RUNNING, AgentStatus.PAUSED]
+HISTORY_MESSAGES = 10
+MEMORIES = 20
+RECENT_DONE_CHILDREN = 5
+TITLE_CHARS = 50
+TAIL_BYTES = 16_000
+
+
+def _emit(session_id: str, kind: str, payload: dict) -> dict:
+    event = record_event(
+        stream=chat_stream(session_id), kind=kind, payload=payload, publish_live=False
+    )
+    return event.as_message()
+
+
+def _tail(path: Path, limit: int = TAIL_BYTES) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, 2)
+            handle.seek(max(0, handle.tell() - limit))
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _parts_from_stream(turn: ChatTurn) -> list[dict]:
+    """A turn's answer as far as it streamed, rebuilt from its stored events (the truth: a
+    daemon killed mid-reply wrote every delta it relayed, and nothing else)."""
+    from agents_app.models import Event
+
+    parts: dict[str, dict] = {}
+    events = Event.objects.filter(
+        stream=chat_stream(turn.session_id),
+        seq__gt=turn.after_seq,
+        kind__in=["part_delta", "part_update"],
+        payload__turn_id=turn.id,
+    ).order_by("seq")
+    for event in events.iterator():
+        payload = event.payload
+        part_id = str(payload.get("id", ""))
+        if event.kind == "part_delta":
+            part = parts.setdefault(
+                part_id, {"id": part_id, "type": payload.get("ptype", "text"), "text": ""}
+            )
+            part["text"] += str(payload.get("delta", ""))
+        else:
+            parts[part_id] = {
+                "type": "tool",
+                **{k: v for k, v in payload.items() if k != "turn_id"},
+            }
+    return list(parts.values())
+
+
+class DjangoChatStore:
+    # -- turns: claim, stop, interrupt ------------------------------------------------------
+
+    def chat_claim_turns(self, *, host_id: int, limit: int = 20) -> list[tuple[str, str]]:
+        """(turn id, session id) of the turns this daemon streams from now on: running ones
+        nobody claimed, and the oldest queued turn of each session with none running."""
+        with transaction.atomic():
+            for turn in (
+                ChatTurn.objects.select_for_update(skip_locked=True)
+                .filter(status=TurnStatus.QUEUED)
+                .exclude(session__turns__status=TurnStatus.RUNNING)
+                .order_by("started_at")[:limit]
+            ):
+                if not ChatTurn.objects.filter(
+                    session_id=turn.session_id, status=TurnStatus.RUNNING
+                ).exists():
+                    turn.status, turn.host_id = TurnStatus.RUNNING, host_id
+                    turn.after_seq = last_seq(stream=chat_stream(turn.session_id))
+                    turn.save(update_fields=["status", "host", "after_seq", "updated_at"])
+            claimed = list(
+                ChatTurn.objects.select_for_update(skip_locked=True)
+                .filter(status=TurnStatus.RUNNING, host__isnull=True)
+                .order_by("started_at")[:limit]
+            )
+            for turn in claimed:
+                turn.host_id = host_id
+                turn.save(update_fields=["host", "updated_at"])
+        mine = ChatTurn.objects.filter(status=TurnStatus.RUNNING, host_id=host_id)
+        return list(mine.values_list("id", "session_id"))
+
+    def chat_stop_requests(self, *, host_id: int) -> list[tuple[str, str]]:
+        return list(
+            ChatTurn.objects.filter(
+                status=TurnStatus.RUNNING, host_id=host_id, stop_requested=True
+            ).values_list("id", "session_id")
+        )
+
+    def chat_interrupt_lost_turns(self, *, host_id: int) -> list[dict]:
+        """A new runagentd: the turns its predecessor was streaming ended with it. What had
+        come of each reply is kept as the message; the turn says it was interrupted."""
+        events = []
+        for turn in ChatTurn.objects.filter(status=TurnStatus.RUNNING, host_id=host_id):
+            parts = _parts_from_stream(turn)
+            with transaction.atomic():
+                events += self._close_turn(
+                    turn,
+                    status=TurnStatus.INTERRUPTED,
+                    text="".join(p["text"] for p in parts if p["type"] == "text"),
+                    thinking="".join(p["text"] for p in parts if p["type"] == "reasoning"),
+                    parts=parts,
+                    error="runagentd stopped while this reply streamed; the part that came is kept",
+                    actions=[],
+                    title="",
+                )
+        return events
+
+    # -- the session's L1 agent -------------------------------------------------------------
+
+    def chat_session_agent(self, *, session_id: str, host_id: int) -> dict:
+        """The live L1 agent row of a session (created if there is none)."""
+        with transaction.atomic():
+            session = ChatSession.objects.select_for_update().get(pk=session_id)
+            agent = (
+                Agent.objects.filter(
+                    chat_session=session, cls_path=SESSION_AGENT, status__in=LIVE_AGENT
+                )
+                .order_by("-created_at")
+                .first()
+            )
+            event = None
+            if agent is None:
+                agent = create_with_unique_id(
+                    Agent,
+                    lambda: new_agent_id(AgentRole.ORCHESTRATOR),
+                    role=AgentRole.ORCHESTRATOR,
+                    cls_path=SESSION_AGENT,
+                    goal=f"Chat session: {session.title}"[:500],
+                    config={"chat_session_id": session.pk},
+                    project=session.project or "default",
+                    session=session.pk,
+                    chat_session=session,
+                    host_id=host_id,
+                )
+                event = record_event(
+                    stream="agents",
+                    kind="created",
+                    agent_id=agent.id,
+                    payload={"role": agent.role, "goal": agent.goal, "parent_id": None},
+                    publish_live=False,
+                ).as_message()
+            elif agent.host_id != host_id:
+                agent.host_id = host_id
+                agent.save(update_fields=["host", "updated_at"])
+        return {"record": self._record_of(agent), "event": event}
+
+    def _record_of(self, agent: Agent):
+        from agents_app.runtime_store import _record
+
+        return _record(agent)
+
+    def chat_live_children(self, *, agent_id: str) -> list[str]:
+        return list(
+            Agent.objects.filter(parent_id=agent_id, status__in=LIVE_AGENT).values_list(
+                "id", flat=True
+            )
+        )
+
+    # -- one turn ---------------------------------------------------------------------------
+
+    def chat_begin_turn(self, *, turn_id: str, agent_id: str) -> dict | None:
+        turn = ChatTurn.objects.select_related("session").filter(pk=turn_id).first()
+        if turn is None or turn.status != TurnStatus.RUNNING:
+            return None
+        session = turn.session
+        events = []
+        with transaction.atomic():
+            if turn.synthetic and not turn.user_message_id:
+                from sessions_app.turns import next_message_seq
+
+                turn.user_message = ChatMessage.objects.create(
+                    session=session,
+                    seq=next_message_seq(session.pk),
+                    role=MessageRole.SYSTEM,
+                    content=turn.message,
+                    turn=turn,
+                )
+                turn.save(update_fields=["user_message", "updated_at"])
+                events.append(
+                    _emit(
+                        session.pk,
+                        "system_message",
+                        {"turn_id": turn.id, "seq": turn.user_message.seq, "content": turn.message},
+                    )
+                )
+        return {
+            "turn_id": turn.id,
+            "session_id": session.pk,
+            "mode": turn.mode,
+            "message": turn.message,
+            "synthetic": turn.synthetic,
+            "workdir": session.workdir,
+            "model_provider": session.model_provider,
+            "model_id": session.model_id,
+            "opencode_session_id": session.opencode_session_id,
+            "title_is_default": not session.title or session.title == "New chat",
+            "system_prompt": session.system_prompt,
+            "after_interrupt": ChatTurn.objects.filter(session=session)
+            .exclude(pk=turn.pk)
+            .exclude(finished_at=None)
+            .order_by("-finished_at")
+            .values_list("status", flat=True)
+            .first()
+            == TurnStatus.INTERRUPTED,
+            "raw": self._prompt_facts(session, turn, agent_id),
+            "events": events,
+        }
+
+    def _prompt_facts(self, session: ChatSession, turn: ChatTurn, agent_id: str) -> dict:
+        history = list(
+            ChatMessage.objects.filter(session=session)
+            .exclude(pk=turn.user_message_id)
+            .order_by("-seq")
+            .values("role", "content")[:HISTORY_MESSAGES]
+        )[::-1]
+        mine = Agent.objects.filter(Q(parent_id=agent_id) | Q(chat_session=session)).exclude(
+            cls_path=SESSION_AGENT
+        )
+        mine = mine.filter(Q(parent_id=agent_id) | Q(parent__isnull=True))
+        active = list(mine.filter(status__in=LIVE_AGENT).order_by("-created_at")[:20])
+        ended = list(
+            mine.exclude(status__in=LIVE_AGENT).order_by("-finished_at")[:RECENT_DONE_CHILDREN]
+        )
+        children = [
+            {
+                "id": a.id,
+                "kind": "research loop" if "research" in a.cls_path else "command",
+                "status": a.status,
+                "goal": a.goal,
+                "iteration": a.iteration,
+            }
+            for a in active + ended
+        ]
+        return {
+            "history": history,
+            "children": children,
+            "memories": self._reflections(session),
+            "experiment_context": self._experiment_facts(session),
+        }
+
+    def _reflections(self, session: ChatSession) -> list[str]:
+        from memory_app.models import MemoryEntry
+
+        entries = MemoryEntry.objects.filter(
+            type=EntryType.REFLECTION, active=True, project=session.project or "default"
+        ).order_by("-created_at")[:MEMORIES]
+        texts = []
+        for entry in entries:
+            data = entry.data if isinstance(entry.data, dict) else {}
+            text = data.get("text") or data.get("content") or data.get("reflection") or ""
+            if isinstance(text, str) and text.strip():
+                texts.append(text.strip())
+        return texts
+
+    def _experiment_facts(self, session: ChatSession) -> dict:
+        from scheduler_app.models import Alert, AlertStatus, Run
+
+        runs = Run.objects.filter(chat_session=session)
+        counts = dict(runs.values_list("status").annotate(n=Count("id")))
+        failures = runs.filter(status="failed").order_by("-finished_at")[:3]
+        agent_ids = Agent.objects.filter(chat_session=session).values_list("id", flat=True)
+        alerts = Alert.objects.filter(
+            status=AlertStatus.PENDING, agent_id__in=list(agent_ids)
+        ).order_by("-created_at")[:5]
+        return {
+            "running": counts.get("running", 0),
+            "queued": counts.get("queued", 0),
+            "done": counts.get("done", 0),
+            "failed": counts.get("failed", 0),
+            "recent_failures": [
+                {"id": r.id, "name": r.name, "error": r.error or f"exit code {r.exit_code}"}
+                for r in failures
+            ],
+            "open_alerts": [{"severity": a.severity, "message": a.message} for a in alerts],
+        }
+
+    def chat_save_prompt(self, *, turn_id: str, prompt: str, skill_id: str, variables: dict):
+        turn = ChatTurn.objects.get(pk=turn_id)
+        turn.prompt, turn.skill_id = prompt, skill_id
+        turn.variables = {**turn.variables, **variables}  # keeps child_id of a synthetic turn
+        turn.save(update_fields=["prompt", "skill_id", "variables", "updated_at"])
+
+    def chat_set_opencode_session(self, *, session_id: str, opencode_session_id: str) -> None:
+        ChatSession.objects.filter(pk=session_id).update(
+            opencode_session_id=opencode_session_id[:100]
+        )
+
+    @transaction.atomic
+    def chat_emit(self, *, session_id: str, events: list[tuple[str, dict]]) -> list[dict]:
+        return [_emit(session_id, kind, payload) for kind, payload in events]
+
+    @transaction.atomic
+    def chat_finish_turn(self, *, turn_id: str, outcome: dict) -> list[dict]:
+        turn = ChatTurn.objects.select_for_update().select_related("session").get(pk=turn_id)
+        if turn.status not in (TurnStatus.RUNNING, TurnStatus.QUEUED):
+            return []  # already closed (interrupted by a newer daemon, stopped while queued)
+        return self._close_turn(turn, **outcome)
+
+    def _close_turn(self, turn, *, status, text, thinking, parts, error, actions, title):
+        session = turn.session
+        now = timezone.now()
+        if text or thinking or parts:
+            from sessions_app.turns import next_message_seq
+
+            ChatMessage.objects.create(
+                session=session,
+                seq=next_message_seq(session.pk),
+                role=MessageRole.ASSISTANT,
+                content=text,
+                thinking=thinking,
+                parts=parts,
+                turn=turn,
+            )
+        turn.status, turn.error, turn.finished_at = status, error, now
+        turn.full_text, turn.full_thinking, turn.parts, turn.actions = (
+            text,
+            thinking,
+            parts,
+            actions,
+        )
+        turn.save()
+        updates = {"updated_at": now}
+        if not session.title or session.title == "New chat":
+            first = title.strip() if title else ""
+            if not first or first.lower().startswith("new session"):
+                first = " ".join((turn.message if not turn.synthetic else "").split())
+                first = first[:TITLE_CHARS] + "..." if len(first) > TITLE_CHARS else first
+            if first:
+                updates["title"] = first[:200]
+        ChatSession.objects.filter(pk=session.pk).update(**updates)
+        events = []
+        if error and status != TurnStatus.FAILED:  # a failure already said why, live
+            events.append(_emit(session.pk, "error", {"turn_id": turn.id, "message": error}))
+        events.append(
+            _emit(
+                session.pk,
+                "session_status",
+                {
+                    "turn_id": turn.id,
+                    "status": "idle",
+                    "outcome": status,
+                    "title": updates.get("title", session.title),
+                },
+            )
+        )
+        return events
+
+    # -- children ---------------------------------------------------------------------------
+
+    def chat_start_research(
+        self, *, agent_id: str, session_id: str, goal: str, max_iterations: int | None
+    ) -> str:
+        from research_app.services import start_research
+
+        session = ChatSession.objects.get(pk=session_id)
+        loop = start_research(
+            goal=goal,
+            max_iterations=max_iterations or 10,
+            wait_seconds=0,
+            workdir=session.workdir or None,
+            chat_session_id=session_id,
+            parent_id=agent_id,
+        )
+        return loop.agent_id
+
+    def chat_command_child(self, *, session_id: str, target: str, kind: str, context: str) -> str:
+        """'' once the command is queued for the child's daemon, else why not."""
+        from agents_app.services import AgentCommandRefused, request_agent_command
+
+        agent = Agent.objects.filter(pk=target).first()
+        if agent is None or agent.chat_session_id != session_id or agent.cls_path == SESSION_AGENT:
+            return f"no experiment {target!r} in this chat session"
+        payload = {"context": context, "urgency": "priority"} if kind == "steer" else {}
+        try:
+            request_agent_command(agent_id=agent.id, kind=kind, payload=payload)
+        except AgentCommandRefused as error:
+            return str(error)
+        return ""
+
+    def chat_child_report(self, *, agent_id: str) -> dict:
+        agent = Agent.objects.filter(pk=agent_id).first()
+        if agent is None:
+            return {}
+        report = {
+            "id": agent.id,
+            "kind": "research loop" if "research" in agent.cls_path else "command",
+            "status": agent.status,
+            "goal": agent.goal,
+            "error": agent.error,
+        }
+        from research_app.models import ResearchLoop
+
+        loop = ResearchLoop.objects.filter(agent_id=agent_id).first()
+        if loop is not None:
+            workdir = Path((loop.settings or {}).get("workdir") or "")
+            report["iterations"] = loop.iteration
+            report["reflection"] = loop.reflection
+            report["iteration_log"] = _tail(
+                workdir / ".agents" / "wild" / agent_id / "iteration_log.md"
+            )
+        run = agent.runs.first()
+        if run is not None:
+            report["exit_code"] = run.exit_code
+            report["log_tail"] = _tail(Path(run.run_dir) / "run.log", 3000) if run.run_dir else ""
+        return report
+
+    def chat_enqueue_synthetic(self, *, session_id: str, message: str, child_id: str) -> str:
+        """A queued synthetic turn reporting a child's end (once per child); runagentd starts
+        it when the session has no running turn."""
+        with transaction.atomic():
+            session = ChatSession.objects.select_for_update().get(pk=session_id)
+            if ChatTurn.objects.filter(
+                session=session, synthetic=True, variables__child_id=child_id
+            ).exists():
+                return ""
+            turn = ChatTurn.objects.create(
+                session=session,
+                status=TurnStatus.QUEUED,
+                mode=session.mode,
+                synthetic=True,
+                message=message,
+                variables={"child_id": child_id},
+            )
+        return turn.id

@@ -1,0 +1,266 @@
+"""SessionAgent (L1, design doc §2): the LLM behind a chat session, one per session, inside
+runagentd. It answers each turn through OpenCode, streaming the answer into the session's
+event stream, then carries out the action tags of the answer (spawn research or a command,
+steer or stop a child) as the turn's mode allows. When one of its children ends, it starts a
+synthetic turn reporting the results by itself; turns run one at a time, in order, so a
+report never cuts into a reply.
+
+The runtime hands it a ChatPort (agentsys.chat.port) before it starts; all it knows of the
+database and the web is that port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from agentsys.agent import Agent
+from agentsys.chat import actions as tags
+from agentsys.chat.port import ChatPort, TurnContext, TurnOutcome
+from agentsys.chat.prompt import build_prompt
+from agentsys.chat.relay import TurnRelay
+from agentsys.chat.reports import child_report_message
+from agentsys.opencode import OpenCodeClient, OpenCodeError
+from agentsys.prompts import PromptSkills, SkillNotFound
+from agentsys.research.settings import DEFAULT_SKILLS_DIR, ResearchSettings
+from agentsys.types import AgentRole, AgentStatus
+
+logger = logging.getLogger("agentsys.session")
+
+EXECUTOR = "agentsys.agents.executor.ExecutorAgent"
+ABORT_SETTLE_S = 0.3  # OpenCode is idle ~20 ms after an abort (opencode-notes.md)
+
+
+class TurnStopped(Exception):
+    pass
+
+
+class SessionAgent(Agent):
+    role = AgentRole.ORCHESTRATOR
+    allowed_children = frozenset({AgentRole.ORCHESTRATOR, AgentRole.EXECUTOR, AgentRole.SIDECAR})
+    hosting = "local"
+    resumable = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.port: ChatPort | None = None
+        self._turns: asyncio.Queue[str] = asyncio.Queue()
+        self._known_turns: set[str] = set()
+        self._current: tuple[str, asyncio.Task] | None = None
+        self._stopping_turn = ""
+        self._reported: set[str] = set()
+
+    def attach_chat(self, port: ChatPort) -> None:
+        self.port = port
+
+    # -- what the runtime calls -------------------------------------------------------------
+
+    def submit_turn(self, turn_id: str) -> None:
+        if turn_id not in self._known_turns:
+            self._known_turns.add(turn_id)
+            self._turns.put_nowait(turn_id)
+
+    def stop_turn(self, turn_id: str) -> bool:
+        if self._current is None or self._current[0] != turn_id:
+            return False
+        self._stopping_turn = turn_id
+        self._current[1].cancel()
+        return True
+
+    @property
+    def busy(self) -> bool:
+        return self._current is not None or not self._turns.empty()
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def on_start(self) -> None:
+        if self.port is None:
+            raise RuntimeError("SessionAgent needs a chat port (it runs only inside runagentd)")
+        self.session_id = str(self.config["chat_session_id"])
+        self.settings = ResearchSettings.from_config(self.config)
+        self.skills = PromptSkills(self.config.get("skills_dir") or DEFAULT_SKILLS_DIR)
+        self.client = OpenCodeClient(self.settings.opencode_url, timeouts=self.settings.timeouts)
+        # Children from before a restart: their ends must still be reported.
+        self.adopt_children(await self.port.live_children(self.id))
+
+    async def on_stop(self) -> None:
+        client = getattr(self, "client", None)
+        if client is not None:
+            await client.aclose()
+
+    async def run(self):
+        while True:
+            turn_id = await self._turns.get()
+            task = asyncio.create_task(self._turn(turn_id), name=f"turn:{turn_id}")
+            self._current = (turn_id, task)
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                me = asyncio.current_task()
+                if me is not None and me.cancelling():  # the agent itself is stopping
+                    task.cancel()  # the turn ends first, recording how far it got
+                    await asyncio.wait([task])
+                    raise
+                # else only the turn was stopped: on to the next one
+            except Exception:
+                logger.exception("%s: turn %s failed", self.id, turn_id)
+            finally:
+                self._current = None
+                self.port.wake()  # a queued (synthetic) turn may go next
+
+    async def _turn(self, turn_id: str) -> None:
+        ctx = await self.port.begin_turn(turn_id, self.id)
+        if ctx is None:  # stopped or gone before it began
+            return
+        relay = TurnRelay(self.port, ctx.session_id, ctx.turn_id)
+        outcome = TurnOutcome(status="done")
+        answer, title = "", ""
+        try:
+            try:
+                answer, title = await self._ask(ctx, relay)
+            except asyncio.CancelledError:
+                stopped = self._stopping_turn == turn_id
+                status = "stopped" if stopped else "interrupted"
+                outcome = TurnOutcome(status=status, error="" if stopped else "runagentd stopped")
+            except (OpenCodeError, SkillNotFound) as error:
+                relay.send("error", {"message": str(error), "error_type": type(error).__name__})
+                outcome = TurnOutcome(status="failed", error=str(error))
+            if outcome.status == "done":
+                outcome = await self._act(ctx, relay, answer, title)
+            else:
+                outcome = TurnOutcome(
+                    status=outcome.status,
+                    error=outcome.error,
+                    text=relay.text(),
+                    thinking=relay.thinking(),
+                    parts=relay.saved_parts(),
+                )
+        finally:
+            # Shielded: a stop must not cut the turn's own record short.
+            await asyncio.shield(self._close(ctx, relay, outcome))
+
+    async def _close(self, ctx: TurnContext, relay: TurnRelay, outcome: TurnOutcome) -> None:
+        await relay.close()  # every event of the answer is out before the closing idle
+        await self.port.finish_turn(ctx, outcome)
+
+    async def _ask(self, ctx: TurnContext, relay: TurnRelay) -> tuple[str, str]:
+        skill_id, prompt = build_prompt(
+            self.skills, ctx.mode, ctx.variables, ctx.message, synthetic=ctx.synthetic
+        )
+        relay.send(
+            "provenance",
+            {
+                "skill_id": skill_id,
+                "mode": ctx.mode,
+                "synthetic": ctx.synthetic,
+                "variables": ctx.variables,
+            },
+        )
+        await self.port.save_prompt(ctx.turn_id, prompt, skill_id, ctx.variables)
+        opencode_session = ctx.opencode_session_id
+        if not opencode_session:
+            opencode_session = await self.client.create_session(ctx.workdir)
+            await self.port.set_opencode_session(ctx.session_id, opencode_session)
+        elif ctx.after_interrupt:
+            # The dead daemon's prompt may still run in OpenCode: end it, and let its
+            # closing events pass before this prompt's stream opens.
+            await self.client.abort(opencode_session, ctx.workdir)
+            await asyncio.sleep(ABORT_SETTLE_S)
+        result = await self.client.prompt(
+            opencode_session,
+            prompt,
+            provider=ctx.model_provider or self.settings.model_provider,
+            model=ctx.model_id or self.settings.model_id,
+            directory=ctx.workdir,
+            on_part=relay.on_part,
+        )
+        return result.text, result.title or ""
+
+    # -- actions ----------------------------------------------------------------------------
+
+    async def _act(self, ctx: TurnContext, relay: TurnRelay, answer: str, title: str):
+        found = tags.parse_actions(answer)
+        results = []
+        for action in found:
+            results.append(await self._carry_out(ctx, action))
+        if ctx.mode == "wild" and not ctx.synthetic:
+            missing = tags.missing_required_spawn(found, ctx.mode)
+            if missing:  # the mode's promise holds even when the model forgets it
+                results.append(
+                    await self._carry_out(
+                        ctx,
+                        tags.L1Action(action="spawn_research", goal=ctx.message[:5000]),
+                        note=missing + "; one was started with your message as its goal",
+                    )
+                )
+        for result in results:
+            relay.send("l1_action", result)
+        notes = [f"_Not carried out: {r['error']}_" for r in results if r["error"]]
+        text = tags.strip_actions(answer)
+        if notes:
+            text = "\n\n".join([text, *notes]).strip()
+        return TurnOutcome(
+            status="done",
+            text=text,
+            thinking=relay.thinking(),
+            parts=relay.saved_parts(),
+            actions=results,
+            title=title,
+        )
+
+    async def _carry_out(self, ctx: TurnContext, action, note: str = "") -> dict:
+        result = {
+            "action": action.action,
+            "goal": action.goal,
+            "agent_id": "",
+            "command": action.command,
+            "experiment_id": action.experiment_id,
+            "context": action.context,
+            "error": action.error,
+            "note": note,
+        }
+        if not result["error"]:
+            result["error"] = tags.check_mode(action, ctx.mode)
+        if result["error"]:
+            return result
+        try:
+            if action.action == "spawn_research":
+                child = await self.port.start_research(
+                    self.id, ctx.session_id, action.goal, action.max_iterations
+                )
+                self.adopt_children([child])
+                result["agent_id"] = child
+            elif action.action == "spawn_command":
+                config = {"command": action.command, "workdir": action.workdir or ctx.workdir}
+                handle = await self.spawn_child(EXECUTOR, action.goal, config)
+                result["agent_id"] = handle.id
+            else:
+                kind = "steer" if action.action == "steer_child" else "stop"
+                problem = await self.port.command_child(
+                    ctx.session_id, action.experiment_id, kind, action.context
+                )
+                result["error"] = problem
+                result["agent_id"] = "" if problem else action.experiment_id
+        except Exception as error:  # refused by the runtime: the person sees why
+            result["error"] = f"{type(error).__name__}: {error}"
+        return result
+
+    # -- children ---------------------------------------------------------------------------
+
+    def child_status(self, child_id, status, *, error="", replaced_by=""):
+        super().child_status(child_id, status, error=error, replaced_by=replaced_by)
+        if replaced_by or not AgentStatus(status).is_terminal or child_id in self._reported:
+            return
+        self._reported.add(child_id)
+        self._in_background(self._report(child_id))
+
+    async def _report(self, child_id: str) -> None:
+        try:
+            report = await self.port.child_report(child_id)
+            if report:
+                await self.port.enqueue_synthetic(
+                    self.session_id, child_report_message(report), child_id
+                )
+                self.port.wake()
+        except Exception:
+            logger.exception("%s: could not report the end of %s", self.id, child_id)
