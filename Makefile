@@ -12,7 +12,7 @@ DEPLOY_ENV := DEBUG=false AGENTSYS_HTTPS=true ALLOWED_HOSTS=agentsys.example.org
 	SECRET_KEY=deploy-check-$(shell printf '%064d' 0 | tr 0 x) \
 	DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres
 
-.PHONY: setup run demo test lint check-deploy bench lock clean
+.PHONY: setup run demo chat test lint check-deploy bench lock clean
 
 setup: $(STAMP) $(NODE_STAMP)
 
@@ -38,6 +38,10 @@ run: setup
 # With `make run` going (in another terminal): a whole research loop on the demo workspace.
 demo: setup
 	$(PY) manage.py research start --follow
+
+# With `make run` going: chat with the session agent, which starts the demo loop and reports it.
+chat: setup
+	$(PY) manage.py chat "Which learning rate suits train.py?" --mode wild --wait-reports
 
 lint: setup
 	$(PY) -m ruff check .

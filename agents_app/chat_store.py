@@ -192,6 +192,19 @@ class DjangoChatStore:
             return None
         session = turn.session
         events = []
+        if turn.stop_requested:  # stopped before it began: it ends here, unasked
+            with transaction.atomic():
+                events = self._close_turn(
+                    turn,
+                    status=TurnStatus.STOPPED,
+                    text="",
+                    thinking="",
+                    parts=[],
+                    error="",
+                    actions=[],
+                    title="",
+                )
+            return {"skip": True, "events": events}
         with transaction.atomic():
             if turn.synthetic and not turn.user_message_id:
                 from sessions_app.turns import next_message_seq

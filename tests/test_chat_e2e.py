@@ -5,6 +5,7 @@ and stop real agents, whose end starts a synthetic turn by itself."""
 
 from __future__ import annotations
 
+import json
 import signal
 
 import httpx
@@ -286,7 +287,7 @@ def test_reconnecting_mid_stream_and_after_a_web_restart_loses_nothing(
     ) as response:
         for line in response.iter_lines():
             if line.strip() and '"keepalive"' not in line:
-                first.append(__import__("json").loads(line))
+                first.append(json.loads(line))
             if len([e for e in first if e["type"] == "part_delta"]) >= 3:
                 break  # the connection drops mid-answer
     rest = stream(web, session, after=first[-1]["seq"])
@@ -303,7 +304,7 @@ def test_reconnecting_mid_stream_and_after_a_web_restart_loses_nothing(
     ) as response:
         for line in response.iter_lines():
             if line.strip() and '"keepalive"' not in line:
-                second.append(__import__("json").loads(line))
+                second.append(json.loads(line))
             if len([e for e in second if e["type"] == "part_delta"]) >= 3:
                 break
     port = web.port
@@ -355,3 +356,64 @@ def test_sigkill_of_runagentd_mid_turn_keeps_the_partial_reply_and_the_next_turn
     status, events = chat(web, session, "second question", mode="auto")
     assert status == 200 and text_of(events) == "Back again."
     assert events[-1]["outcome"] == "done"
+
+
+@pytest.fixture
+def demo_model(scripted_llm):
+    scripted_llm.demo = True
+    yield scripted_llm
+    scripted_llm.demo = False
+
+
+def test_the_demo_model_chats_starts_the_demo_loop_in_wild_mode_and_reports_it(
+    web, daemon, demo_model, workdir
+):
+    session = new_session(web)
+    status, events = chat(web, session, "Which learning rate suits train.py?", mode="wild")
+    assert status == 200, events
+    [action] = [e for e in events if e["type"] == "l1_action"]
+    assert action["action"] == "spawn_research" and action["agent_id"], action
+    assert "research loop" in text_of(events)
+    report = wait_until(
+        lambda: turn_of(session, synthetic=True, status="done"),
+        120,
+        interval=0.3,
+        message="the demo loop's report",
+    )
+    assert Agent.objects.get(pk=action["agent_id"]).status == "done"
+    summary = assistant_messages(session)[-1].content
+    assert summary.startswith("Results are in.") and "lr=" in summary, summary
+    assert report.message in ChatMessage.objects.get(session_id=session, role="system").content
+
+
+def test_stop_ends_a_streaming_reply_keeping_what_came(web, daemon, scripted_llm, workdir):
+    scripted_llm.load(
+        {
+            "turns": [
+                {"match": r"\[USER\] long", "steps": [{"text": "Thinking aloud, "}, {"stall": 60}]},
+                {"match": r"\[USER\] next", "steps": [{"text": "Ready."}]},
+            ]
+        }
+    )
+    session = new_session(web)
+    body = {"session_id": session, "message": "long question", "mode": "auto"}
+    with httpx.stream(
+        "POST", f"{web.url}/api/chat", json=body, headers=HEADERS, timeout=60
+    ) as response:
+        events, asked = [], False
+        for line in response.iter_lines():
+            if line.strip():
+                events.append(json.loads(line))
+            if events and events[-1]["type"] == "part_delta" and not asked:
+                asked = True
+                stop = httpx.post(
+                    f"{web.url}/api/sessions/{session}/stop", headers=HEADERS, timeout=10
+                )
+                assert stop.json()["stopping"], stop.text
+            if events and events[-1]["type"] == "session_status":
+                break
+    assert events[-1]["outcome"] == "stopped"
+    assert turn_of(session).status == "stopped"
+    assert assistant_messages(session)[0].content == "Thinking aloud, "
+    status, events = chat(web, session, "next one", mode="auto")
+    assert status == 200 and text_of(events) == "Ready."

@@ -27,6 +27,8 @@ class DaemonChatPort:
         if raw is None:
             return None
         await self._publish_all(raw["events"])
+        if raw.get("skip"):
+            return None
         return TurnContext(
             turn_id=raw["turn_id"],
             session_id=raw["session_id"],

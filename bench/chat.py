@@ -1,0 +1,195 @@
+"""Chat streaming figures, with a real daphne, runagentd, the real OpenCode server and the
+project's scripted model streaming (CHUNKS deltas, CHUNK_DELAY apart) in SESSIONS chats at once:
+
+- relay_overhead_p50_ms / _p99_ms: what AgentSys adds between the model and the browser. For
+  every delta, the time it reached a browser-like WebSocket client (ws/chat/<id>/) minus the
+  time the same text reached a client of OpenCode's own event stream (/global/event), so the
+  model's and OpenCode's time are left out. Deltas are matched by how far into their part's
+  text they end (the relay may merge deltas that arrive together: a merged one counts when it
+  carries the text).
+- replay_1000_events_ms: `GET /api/sessions/{id}/stream?after=0` of a session with 1,000
+  stored events, request to last line.
+"""
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._report import percentile, report
+from bench.harness import REPO
+
+SESSIONS = 5
+CHUNKS = 60
+CHUNK_DELAY = 0.03
+ROUNDS = 3
+
+
+def script() -> dict:
+    words = " ".join(f"w{i:03d}" for i in range(CHUNKS))
+    turn = {"match": "chat-auto", "steps": [{"chunk_delay": CHUNK_DELAY}, {"text": words}]}
+    return {"turns": [turn] * (SESSIONS * ROUNDS)}
+
+
+async def opencode_deltas(url: str, password: str, seen: dict, ready: asyncio.Event):
+    """(part id → [(end offset, arrival)]) from OpenCode's own event stream."""
+    import httpx
+
+    from agentsys.opencode.events import parse_sse_line
+
+    async with (
+        httpx.AsyncClient(
+            auth=("opencode", password), timeout=httpx.Timeout(10, read=None)
+        ) as client,
+        client.stream("GET", f"{url}/global/event") as stream,
+    ):
+        ready.set()
+        async for line in stream.aiter_lines():
+            event = parse_sse_line(line)
+            if event and event.get("type") == "message.part.delta":
+                props = event["properties"]
+                arrivals = seen.setdefault(props["partID"], [])
+                end = (arrivals[-1][0] if arrivals else 0) + len(props["delta"])
+                arrivals.append((end, time.monotonic()))
+
+
+async def one_chat(port: int, token: str, session_id: str, seen: dict) -> None:
+    import httpx
+    from websockets.asyncio.client import connect
+
+    headers = {"X-Auth-Token": token}
+    async with (
+        connect(
+            f"ws://127.0.0.1:{port}/ws/chat/{session_id}/",
+            additional_headers={**headers, "Origin": "http://127.0.0.1"},
+        ) as socket,
+        httpx.AsyncClient(timeout=120) as client,
+    ):
+        body = {"session_id": session_id, "message": "stream please", "mode": "auto"}
+        async with client.stream(
+            "POST", f"http://127.0.0.1:{port}/api/chat", json=body, headers=headers
+        ) as response:
+            assert response.status_code == 200, await response.aread()
+            async for message in socket:
+                event = json.loads(message)
+                payload = event["payload"]
+                if event["kind"] == "part_delta":
+                    arrivals = seen.setdefault(payload["id"], [])
+                    end = (arrivals[-1][0] if arrivals else 0) + len(payload["delta"])
+                    arrivals.append((end, time.monotonic()))
+                if event["kind"] == "session_status":
+                    break
+            await response.aread()
+
+
+def overheads(direct: dict, relayed: dict) -> list[float]:
+    samples = []
+    for part, arrivals in direct.items():
+        through = relayed.get(part)
+        if not through:
+            continue
+        for end, at in arrivals:
+            reached = next((t for e, t in through if e >= end), None)
+            if reached is not None:
+                samples.append((reached - at) * 1000)
+    return samples
+
+
+async def measure(port: int, token: str, session_ids: list[str], oc_url: str, password: str):
+    direct, relayed = {}, {}
+    ready = asyncio.Event()
+    reader = asyncio.create_task(opencode_deltas(oc_url, password, direct, ready))
+    await ready.wait()
+    for _ in range(ROUNDS):
+        await asyncio.gather(*(one_chat(port, token, s, relayed) for s in session_ids))
+    reader.cancel()
+    return overheads(direct, relayed)
+
+
+def replay_ms(port: int, token: str) -> float:
+    import httpx
+
+    from agents_app.events import chat_stream, record_event
+    from sessions_app.services import create_session
+
+    session = create_session(title="bench replay")
+    for n in range(1000):
+        record_event(
+            stream=chat_stream(session.pk),
+            kind="part_delta",
+            payload={"turn_id": "t", "id": "p", "ptype": "text", "delta": f"token {n} "},
+            publish_live=False,
+        )
+    samples = []
+    for _ in range(7):
+        started = time.monotonic()
+        with httpx.stream(
+            "GET",
+            f"http://127.0.0.1:{port}/api/sessions/{session.pk}/stream?after=0",
+            headers={"X-Auth-Token": token},
+            timeout=60,
+        ) as response:
+            lines = sum(1 for line in response.iter_lines() if line.strip())
+        samples.append((time.monotonic() - started) * 1000)
+        assert lines == 1000, lines
+    return percentile(samples, 50)
+
+
+def main() -> None:
+    from agentsys.opencode.server import LocalOpenCode, provider_config
+    from agentsys.scripted_llm import ScriptedLLM
+
+    root = Path(tempfile.mkdtemp(prefix="agentsys-bench-chat-"))
+    work = root / "work"
+    shutil.copytree(REPO / "researchagent" / "demo_workspace", work)
+    llm = ScriptedLLM(script())
+    llm.serve_in_thread()
+    opencode = LocalOpenCode(
+        state_dir=root / "opencode",
+        workdir=work,
+        config=provider_config(
+            provider="demo", model="demo-research", demo_base_url=llm.base_url + "/v1"
+        ),
+    )
+    opencode.start()
+    os.environ.update(
+        OPENCODE_URL=opencode.url,
+        OPENCODE_SERVER_PASSWORD=opencode.password,
+        MODEL_PROVIDER="demo",
+        MODEL_ID="demo-research",
+        AGENTSYS_WORKDIR=str(work),
+    )
+    from bench.harness import TOKEN, BenchSystem
+    from tests.helpers import free_port
+
+    system = BenchSystem(port=free_port())
+    try:
+        system.start_daemon()
+        system.start_web()
+        from sessions_app.services import create_session
+
+        sessions = [create_session(title=f"bench {n}").pk for n in range(SESSIONS)]
+        samples = asyncio.run(
+            measure(system.port, TOKEN, sessions, opencode.url, opencode.password)
+        )
+        if len(samples) < SESSIONS * ROUNDS * 5:
+            raise RuntimeError(f"only {len(samples)} deltas matched")
+        print(f"({len(samples)} deltas in {SESSIONS} concurrent chats x {ROUNDS} rounds)")
+        report("relay_overhead_p50_ms", percentile(samples, 50), "ms")
+        report("relay_overhead_p99_ms", percentile(samples, 99), "ms")
+        report("replay_1000_events_ms", replay_ms(system.port, TOKEN), "ms")
+    finally:
+        system.close()
+        opencode.stop()
+        llm.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

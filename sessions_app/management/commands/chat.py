@@ -1,0 +1,85 @@
+"""`manage.py chat MESSAGE [--mode wild|auto|agent] [--session ID] [--wait-reports]`: talk to
+the session agent from the shell (with `make run` going), the reply printed as it streams.
+With --wait-reports it stays until the research it started has reported back."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from agents_app.events import chat_stream
+from agents_app.selectors import events_after
+from sessions_app import services, turns
+from sessions_app.models import LIVE_TURN_STATUSES, ChatSession, ChatTurn
+
+POLL_SECONDS = 0.1
+
+
+class Command(BaseCommand):
+    help = "Send a chat message to the session agent and print its streamed reply."
+
+    def add_arguments(self, parser):
+        parser.add_argument("message")
+        parser.add_argument("--mode", default="auto", choices=["wild", "auto", "agent"])
+        parser.add_argument("--session", default="", help="Chat session id (default: a new one)")
+        parser.add_argument(
+            "--wait-reports",
+            action="store_true",
+            help="Stay until the agents this chat started have ended and been reported",
+        )
+        parser.add_argument("--timeout", type=float, default=1800)
+
+    def handle(self, *args, **options):
+        if options["session"]:
+            session = ChatSession.objects.filter(pk=options["session"]).first()
+            if session is None:
+                raise CommandError(f"--session: no chat session {options['session']!r}")
+        else:
+            session = services.create_session()
+        try:
+            turn = turns.submit_turn(
+                session=session, message=options["message"], mode=options["mode"]
+            )
+        except turns.TurnRefused as refused:
+            raise CommandError(str(refused)) from None
+        self.stdout.write(f"chat session {session.pk} (mode {options['mode']})")
+        deadline = time.monotonic() + options["timeout"]
+        self._print_until(session, turn.after_seq, deadline, options["wait_reports"])
+
+    def _print_until(self, session, after: int, deadline: float, wait_reports: bool) -> None:
+        started = set()
+        while time.monotonic() < deadline:
+            for event in events_after(stream=chat_stream(session.pk), after_seq=after, limit=500):
+                after = event.seq
+                self._show(event.kind, event.payload, started)
+            live_turns = ChatTurn.objects.filter(session=session, status__in=LIVE_TURN_STATUSES)
+            if not live_turns.exists() and not (wait_reports and self._unreported(started)):
+                return
+            time.sleep(POLL_SECONDS)
+        raise CommandError("timed out; the chat goes on (follow it with GET .../stream)")
+
+    def _unreported(self, started: set[str]) -> bool:
+        reported = ChatTurn.objects.filter(synthetic=True, variables__child_id__in=started)
+        return reported.count() < len(started)
+
+    def _show(self, kind: str, payload: dict, started: set[str]) -> None:
+        out = self.stdout
+        if kind == "part_delta" and payload.get("ptype") == "text":
+            sys.stdout.write(payload.get("delta", ""))
+            sys.stdout.flush()
+        elif kind == "part_update":
+            out.write(f"\n  [tool {payload.get('tool')}: {payload.get('status')}]")
+        elif kind == "system_message":
+            out.write("\n\n[report] " + payload.get("content", "").splitlines()[0])
+        elif kind == "l1_action":
+            if payload.get("error"):
+                out.write(f"\n  [{payload['action']} not carried out: {payload['error']}]")
+            else:
+                started.add(payload.get("agent_id", ""))
+                out.write(f"\n  [{payload['action']} → {payload.get('agent_id')}]")
+        elif kind == "error":
+            out.write(f"\n  [error: {payload.get('message')}]")
+        elif kind == "session_status":
+            out.write(f"\n  [{payload.get('outcome')}]\n")
