@@ -186,8 +186,10 @@ class PartRelay:
             return []
         kind, props = event.get("type"), event["properties"]
         if kind == "message.part.delta":
-            part_id = props.get("partID")
-            return self._text_updates(acc, part_id) if isinstance(part_id, str) else []
+            part = acc.parts.get(props.get("partID"))
+            if part is None or part.get("message") in acc.user_messages:
+                return []
+            return self._relayed(props["partID"], part["type"], str(props.get("delta") or ""))
         if kind != "message.part.updated":
             return []
         part = props.get("part") or {}
@@ -205,20 +207,14 @@ class PartRelay:
                 }
             ]
         if part.get("type") in ("text", "reasoning"):
-            return self._text_updates(acc, part_id)
+            # A snapshot: only what it adds beyond the text already relayed.
+            text = str(part.get("text") or "")
+            return self._relayed(part_id, part["type"], text[self.sent.get(part_id, 0) :])
         return []
 
-    def _text_updates(self, acc: PromptAccumulator, part_id: str) -> list[dict]:
-        part = acc.parts.get(part_id)
-        if part is None or part.get("message") in acc.user_messages:
+    def _relayed(self, part_id: str, kind: str, delta: str) -> list[dict]:
+        if not delta:
             return []
-        text = part["text"] if part["text"] is not None else "".join(acc.deltas.get(part_id, []))
-        deltas = "".join(acc.deltas.get(part_id, []))
-        if len(deltas) > len(text or ""):  # deltas ran ahead of the last snapshot
-            text = deltas
-        done = self.sent.get(part_id, 0)
-        if len(text) <= done:
-            return []
-        self.sent[part_id] = len(text)
-        ptype = "reasoning" if part["type"] == "reasoning" else "text"
-        return [{"kind": "delta", "id": part_id, "ptype": ptype, "delta": text[done:]}]
+        self.sent[part_id] = self.sent.get(part_id, 0) + len(delta)
+        ptype = "reasoning" if kind == "reasoning" else "text"
+        return [{"kind": "delta", "id": part_id, "ptype": ptype, "delta": delta}]
