@@ -36,6 +36,7 @@ router = Router(tags=["chat"])
 
 KEEPALIVE_SECONDS = 15.0
 NDJSON = "application/x-ndjson"
+ERROR_BODY = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
 STREAM_DOC = {
     "200": {
         "description": "One JSON event per line (NDJSON), ending with the turn's "
@@ -123,7 +124,16 @@ def _streaming(body: AsyncIterator[bytes]) -> StreamingHttpResponse:
     "/chat",
     summary="Send a message; the answer streams back as NDJSON",
     response={200: None},
-    openapi_extra={"responses": STREAM_DOC},
+    openapi_extra={
+        "responses": {
+            **STREAM_DOC,
+            "404": {"description": "No such chat session", "content": ERROR_BODY},
+            "409": {
+                "description": "A reply is still streaming in this session",
+                "content": ERROR_BODY,
+            },
+        }
+    },
 )
 def chat(request, payload: ChatIn):
     session = _session(request, payload.session_id)
