@@ -74,6 +74,11 @@ class Daemon:
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentsys-db")
+        # Chat replies stream on a thread (and connection) of their own: a token never
+        # queues behind heartbeats, claims and agent events.
+        self._stream_thread = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="agentsys-stream"
+        )
         self._last_beat = 0.0
         self._known_children: set[int] = set()
         self._list_gpu_processes = list_gpu_processes
@@ -83,15 +88,17 @@ class Daemon:
         # they have had time to resume (monotonic; -inf = it never went away).
         self._db_back_at = float("-inf")
 
-    async def db(self, fn, /, **kwargs):
-        """Run one store call on the database thread. While the database cannot be reached
-        the call is repeated with backoff, so nothing an agent reports is lost and no
-        caller needs its own retry; only a stopping daemon gives up (StoreUnavailable)."""
+    async def db(self, fn, /, _streaming: bool = False, **kwargs):
+        """Run one store call on the database thread (`_streaming`: the chat stream's).
+        While the database cannot be reached the call is repeated with backoff, so nothing
+        an agent reports is lost and no caller needs its own retry; only a stopping daemon
+        gives up (StoreUnavailable)."""
         loop = asyncio.get_running_loop()
+        thread = self._stream_thread if _streaming else self._db_thread
         delay = DB_RETRY_FIRST
         while True:
             try:
-                result = await loop.run_in_executor(self._db_thread, lambda: fn(**kwargs))
+                result = await loop.run_in_executor(thread, lambda: fn(**kwargs))
             except StoreUnavailable as error:
                 self._database_down(error)
                 if self._stopping.is_set():
@@ -407,8 +414,10 @@ class Daemon:
                 await self.db(self.store.mark_host_offline, host_id=self.host_id)
             except StoreUnavailable:  # its heartbeat stops: others will see it is gone
                 logger.warning("could not mark host %s offline: no database", self.host_id)
-        await asyncio.get_running_loop().run_in_executor(self._db_thread, self.store.close)
-        self._db_thread.shutdown(wait=True)
+        loop = asyncio.get_running_loop()
+        for thread in (self._stream_thread, self._db_thread):
+            await loop.run_in_executor(thread, self.store.close)
+            thread.shutdown(wait=True)
         logger.info("runagentd %s stopped", os.getpid())
 
 

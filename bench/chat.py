@@ -1,5 +1,6 @@
 """Chat streaming figures, with a real daphne, runagentd, the real OpenCode server and the
-project's scripted model streaming (CHUNKS deltas, CHUNK_DELAY apart) in SESSIONS chats at once:
+project's scripted model streaming (WORDS words, a chunk every CHUNK_DELAY s) in SESSIONS
+chats at once:
 
 - relay_overhead_p50_ms / _p99_ms: what AgentSys adds between the model and the browser. For
   every delta, the time it reached a browser-like WebSocket client (ws/chat/<id>/) minus the
@@ -26,15 +27,15 @@ from bench._report import percentile, report
 from bench.harness import REPO
 
 SESSIONS = 5
-CHUNKS = 60
+WORDS = 200  # ~40 deltas a reply (the scripted model streams a few words per chunk)
 CHUNK_DELAY = 0.03
 ROUNDS = 3
 
 
 def script() -> dict:
-    words = " ".join(f"w{i:03d}" for i in range(CHUNKS))
+    words = " ".join(f"w{i:03d}" for i in range(WORDS))
     turn = {"match": "chat-auto", "steps": [{"chunk_delay": CHUNK_DELAY}, {"text": words}]}
-    return {"turns": [turn] * (SESSIONS * ROUNDS)}
+    return {"turns": [turn] * (SESSIONS * (ROUNDS + 1))}
 
 
 async def opencode_deltas(url: str, password: str, seen: dict, ready: asyncio.Event):
@@ -106,6 +107,10 @@ async def measure(port: int, token: str, session_ids: list[str], oc_url: str, pa
     ready = asyncio.Event()
     reader = asyncio.create_task(opencode_deltas(oc_url, password, direct, ready))
     await ready.wait()
+    # A first round warms up what each session sets up once (its L1 agent and OpenCode
+    # session); the figures are the steady state of the rounds after it.
+    await asyncio.gather(*(one_chat(port, token, s, {}) for s in session_ids))
+    direct.clear()
     for _ in range(ROUNDS):
         await asyncio.gather(*(one_chat(port, token, s, relayed) for s in session_ids))
     reader.cancel()

@@ -62,11 +62,17 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # -- Channel layer: works across processes with nothing but PostgreSQL by default ----------
 if AGENTSYS.channel_layer == "postgres":
+    # Live delivery is best effort (readers fill gaps from the event table), so its messages
+    # need no fsync each: without one a live event reaches the browser in a few ms.
+    _layer_options = dict(_default_db.get("OPTIONS", {}))
+    _layer_options["options"] = " ".join(
+        filter(None, [_layer_options.get("options", ""), "-c synchronous_commit=off"])
+    )
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "agents_app.channel_layer.ReconnectingPostgresChannelLayer",
             # TIME_ZONE must be present or get_channel_layer() silently returns None.
-            "CONFIG": {**_default_db, "TIME_ZONE": None},
+            "CONFIG": {**_default_db, "TIME_ZONE": None, "OPTIONS": _layer_options},
         }
     }
 elif AGENTSYS.channel_layer == "redis":

@@ -67,7 +67,9 @@ class DaemonChatPort:
 
     async def emit(self, session_id, turn_id, events) -> None:
         await self._publish_all(
-            await self.db(self.store.chat_emit, session_id=session_id, events=events)
+            await self.db(
+                self.store.chat_emit, _streaming=True, session_id=session_id, events=events
+            )
         )
 
     async def finish_turn(self, ctx: TurnContext, outcome: TurnOutcome) -> None:
