@@ -108,9 +108,9 @@ def test_an_auto_turn_answers_directly_with_a_tool_streamed_over_ndjson_and_webs
     assert "look at the files" in message.thinking
     assert [p["type"] for p in message.parts] == ["reasoning", "tool", "text"]
     assert turn_of(session).status == "done"
-    # The title comes from the first message (OpenCode's title call answers with text too).
+    # The title is OpenCode's (its title call to the model, answered from the request).
     detail = httpx.get(f"{web.url}/api/sessions/{session}", headers=HEADERS, timeout=10).json()
-    assert detail["title"] != "New chat"
+    assert detail["title"] == "What is in my project"
 
 
 def test_a_wild_turn_spawns_research_whose_end_starts_a_synthetic_summary(

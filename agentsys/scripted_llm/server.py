@@ -44,6 +44,16 @@ def last_user_text(body: dict) -> str:
     return ""
 
 
+def title_for(text: str) -> str:
+    """A title as a model would write it: for a chat prompt, the person's request (the text
+    after its last `[USER] `), else what a research loop is."""
+    marker = text.rfind("[USER] ")
+    if marker < 0:
+        return "Research loop"
+    words = text[marker + len("[USER] ") :].split()[:6]
+    return " ".join(words).strip(" .?!").capitalize() or "Chat"
+
+
 def is_title_call(body: dict) -> bool:
     if body.get("tools"):
         return False
@@ -100,7 +110,8 @@ class ScriptedLLM:
 
     def _turn_for(self, body: dict) -> Turn:
         if is_title_call(body):
-            return self.script.default or Turn(steps=[{"text": "Research loop"}])
+            text = title_for(last_user_text(body))
+            return self.script.default or Turn(steps=[{"text": text}])
         if self.demo:
             return Turn(
                 steps=[
