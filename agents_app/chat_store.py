@@ -8,6 +8,7 @@ from pathlib import Path
 
 from django.db import connection, transaction
 from django.db.models import Count, Q
+from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
 from agents_app.events import chat_stream, record_event
@@ -178,8 +179,17 @@ class DjangoChatStore:
         return _record(agent)
 
     def chat_live_children(self, *, agent_id: str) -> list[str]:
+        """Children whose end the L1 agent has still to report: the live ones, and those
+        that ended while no runagentd watched (no synthetic turn names them yet)."""
+        reported = (
+            ChatTurn.objects.filter(synthetic=True)
+            .annotate(child=KeyTextTransform("child_id", "variables"))
+            .filter(child__isnull=False)  # a NULL in NOT IN would hide every child
+            .values_list("child", flat=True)
+        )
+        children = Agent.objects.filter(parent_id=agent_id)
         return list(
-            Agent.objects.filter(parent_id=agent_id, status__in=LIVE_AGENT).values_list(
+            children.filter(Q(status__in=LIVE_AGENT) | ~Q(id__in=reported)).values_list(
                 "id", flat=True
             )
         )

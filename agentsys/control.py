@@ -143,6 +143,11 @@ class SupervisorControls:
             if hosted.cls.resumable and hosted.process is not None:
                 hosted.leave_row = True
                 signal_group(hosted.pid, signal.SIGKILL)
+            elif hosted.cls.resumable and hosted.local is not None:
+                # A chat's L1 agent: its row stays live, so the next runagentd resumes it
+                # and it still reports the research it started (which also outlives us).
+                hosted.leave_row = True
+                await hosted.local.stop()
             elif hosted.channel is not None:
                 hosted.stop_requested = True
                 hosted.channel.send({"t": Cmd.STOP})

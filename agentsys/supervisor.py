@@ -301,7 +301,7 @@ class Supervisor(SupervisorControls):
         hosted.channel.send(reply)
 
     async def _finish(self, hosted: Hosted, kind: Ev, message: dict) -> None:
-        if hosted.finished:
+        if hosted.finished or hosted.leave_row:  # left for the next runagentd to resume
             return
         hosted.finished = True
         if kind == Ev.DONE:

@@ -417,3 +417,38 @@ def test_stop_ends_a_streaming_reply_keeping_what_came(web, daemon, scripted_llm
     assert assistant_messages(session)[0].content == "Thinking aloud, "
     status, events = chat(web, session, "next one", mode="auto")
     assert status == 200 and text_of(events) == "Ready."
+
+
+def test_a_loop_started_from_chat_is_still_reported_after_runagentd_restarts(
+    web, make_daemon, scripted_llm, workdir
+):
+    script = happy_script()
+    script["turns"][0]["steps"].insert(0, {"stall": 4})  # planning takes a while
+    script["turns"] += [
+        {
+            "match": r"\[USER\] ",
+            "steps": [
+                {"text": "<spawn_research>\ngoal: Find the best learning rate\n</spawn_research>"}
+            ],
+        },
+        {"match": r"\[SYSTEM\] The research loop", "steps": [{"text": "Reported after all."}]},
+    ]
+    scripted_llm.load(script)
+    first = make_daemon()
+    session = new_session(web)
+    _, events = chat(web, session, "find the best lr", mode="wild")
+    child = next(e for e in events if e["type"] == "l1_action")["agent_id"]
+    l1 = Agent.objects.get(pk=child).parent_id
+    wait_until(lambda: Agent.objects.get(pk=child).status == "running", 30, message="loop up")
+    first.stop()  # SIGTERM: the loop and the chat's agent are left to be resumed
+    assert Agent.objects.get(pk=l1).status == "running"
+    make_daemon()
+    report = wait_until(
+        lambda: turn_of(session, synthetic=True, status="done"),
+        120,
+        interval=0.3,
+        message="the report after the restart",
+    )
+    assert child in report.message and Agent.objects.get(pk=child).status == "done"
+    assert Agent.objects.get(pk=l1).status == "running"  # the same L1, resumed
+    assert assistant_messages(session)[-1].content == "Reported after all."
