@@ -23,6 +23,8 @@ from researchagent.health import router as health_router
 from scheduler_app.api import router as scheduler_router
 from scheduler_app.api_runs import router as runs_router
 from sessions_app.api import router as sessions_router
+from sessions_app.models_api import router as models_router
+from sessions_app.skills_api import router as skills_router
 
 
 class AgentSysAPI(NinjaAPI):
@@ -54,6 +56,8 @@ api = AgentSysAPI(
     urls_namespace="api",
 )
 api.add_router("/sessions", sessions_router, tags=["chat sessions"])
+api.add_router("", models_router)
+api.add_router("", skills_router, tags=["skills"])
 api.add_router("", scheduler_router, tags=["hosts"])
 api.add_router("", runs_router)
 api.add_router("/agents", agents_router, tags=["agents"])
