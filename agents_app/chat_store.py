@@ -17,6 +17,7 @@ from agents_app.selectors import last_seq
 from agentsys.types import AgentRole, AgentStatus, EntryType, new_agent_id
 from researchagent.ids import create_with_unique_id
 from sessions_app.models import (
+    SESSION_AGENT,
     ChatMessage,
     ChatSession,
     ChatTurn,
@@ -24,7 +25,6 @@ from sessions_app.models import (
     TurnStatus,
 )
 
-SESSION_AGENT = "agentsys.agents.session.SessionAgent"
 LIVE_AGENT = [AgentStatus.IDLE, AgentStatus.RUNNING, AgentStatus.PAUSED]
 HISTORY_MESSAGES = 10
 MEMORIES = 20
@@ -351,6 +351,9 @@ class DjangoChatStore:
         turn = ChatTurn.objects.select_for_update().select_related("session").get(pk=turn_id)
         if turn.status not in (TurnStatus.RUNNING, TurnStatus.QUEUED):
             return []  # already closed (interrupted by a newer daemon, stopped while queued)
+        if turn.stop_requested and outcome["status"] == TurnStatus.INTERRUPTED:
+            # Its agent was stopped (the session deleted) after a person asked to stop it.
+            outcome = {**outcome, "status": TurnStatus.STOPPED, "error": ""}
         return self._close_turn(turn, **outcome)
 
     def _close_turn(self, turn, *, status, text, thinking, parts, error, actions, title):

@@ -24,6 +24,8 @@ from scheduler_app.api import router as scheduler_router
 from scheduler_app.api_runs import router as runs_router
 from sessions_app.api import router as sessions_router
 from sessions_app.chat_api import router as chat_router
+from sessions_app.models_api import router as models_router
+from sessions_app.skills_api import router as skills_router
 
 
 class AgentSysAPI(NinjaAPI):
@@ -56,6 +58,8 @@ api = AgentSysAPI(
 )
 api.add_router("/sessions", sessions_router, tags=["chat sessions"])
 api.add_router("", chat_router)
+api.add_router("", models_router)
+api.add_router("", skills_router, tags=["skills"])
 api.add_router("", scheduler_router, tags=["hosts"])
 api.add_router("", runs_router)
 api.add_router("/agents", agents_router, tags=["agents"])

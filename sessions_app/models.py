@@ -17,6 +17,10 @@ def new_turn_id() -> str:
     return new_id("turn", 12)
 
 
+# The class of a session's own L1 agent (one per chat, living as long as the chat).
+SESSION_AGENT = "agentsys.agents.session.SessionAgent"
+
+
 class ChatMode(models.TextChoices):
     WILD = "wild", "Wild: always spawn research"
     AUTO = "auto", "Auto: the LLM decides"
