@@ -25,6 +25,16 @@ def _plain_static_storage(settings):
     }
 
 
+@pytest.fixture(autouse=True)
+def _skills_in_a_copy(settings, tmp_path):
+    """PUT /api/skills/{id} (the contract fuzz sends it too) edits a copy, never the repo."""
+    import shutil
+
+    from agentsys.research.settings import DEFAULT_SKILLS_DIR
+
+    settings.AGENTSYS_SKILLS_DIR = shutil.copytree(DEFAULT_SKILLS_DIR, tmp_path / "skills-copy")
+
+
 @pytest.fixture
 def memory_channel_layer(settings):
     """An in-memory channel layer for sync tests that call async views through the test
