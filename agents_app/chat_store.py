@@ -4,17 +4,16 @@ DjangoRuntimeStore, so a database outage is waited out like any other store call
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from django.db import connection, transaction
-from django.db.models import Count, Q
+from django.db.models import Q
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
+from agents_app.chat_context import child_report, prompt_facts
 from agents_app.events import chat_stream, record_event
 from agents_app.models import Agent
 from agents_app.selectors import last_seq
-from agentsys.types import AgentRole, AgentStatus, EntryType, new_agent_id
+from agentsys.types import AgentRole, AgentStatus, new_agent_id
 from researchagent.ids import create_with_unique_id
 from sessions_app.models import (
     SESSION_AGENT,
@@ -26,11 +25,7 @@ from sessions_app.models import (
 )
 
 LIVE_AGENT = [AgentStatus.IDLE, AgentStatus.RUNNING, AgentStatus.PAUSED]
-HISTORY_MESSAGES = 10
-MEMORIES = 20
-RECENT_DONE_CHILDREN = 5
 TITLE_CHARS = 50
-TAIL_BYTES = 16_000
 
 
 def _emit(session_id: str, kind: str, payload: dict) -> dict:
@@ -38,16 +33,6 @@ def _emit(session_id: str, kind: str, payload: dict) -> dict:
         stream=chat_stream(session_id), kind=kind, payload=payload, publish_live=False
     )
     return event.as_message()
-
-
-def _tail(path: Path, limit: int = TAIL_BYTES) -> str:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(0, 2)
-            handle.seek(max(0, handle.tell() - limit))
-            return handle.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
 
 
 def _parts_from_stream(turn: ChatTurn) -> list[dict]:
@@ -253,76 +238,8 @@ class DjangoChatStore:
             .values_list("status", flat=True)
             .first()
             == TurnStatus.INTERRUPTED,
-            "raw": self._prompt_facts(session, turn, agent_id),
+            "raw": prompt_facts(session, turn, agent_id),
             "events": events,
-        }
-
-    def _prompt_facts(self, session: ChatSession, turn: ChatTurn, agent_id: str) -> dict:
-        history = list(
-            ChatMessage.objects.filter(session=session)
-            .exclude(pk=turn.user_message_id)
-            .order_by("-seq")
-            .values("role", "content")[:HISTORY_MESSAGES]
-        )[::-1]
-        mine = Agent.objects.filter(Q(parent_id=agent_id) | Q(chat_session=session)).exclude(
-            cls_path=SESSION_AGENT
-        )
-        mine = mine.filter(Q(parent_id=agent_id) | Q(parent__isnull=True))
-        active = list(mine.filter(status__in=LIVE_AGENT).order_by("-created_at")[:20])
-        ended = list(
-            mine.exclude(status__in=LIVE_AGENT).order_by("-finished_at")[:RECENT_DONE_CHILDREN]
-        )
-        children = [
-            {
-                "id": a.id,
-                "kind": "research loop" if "research" in a.cls_path else "command",
-                "status": a.status,
-                "goal": a.goal,
-                "iteration": a.iteration,
-            }
-            for a in active + ended
-        ]
-        return {
-            "history": history,
-            "children": children,
-            "memories": self._reflections(session),
-            "experiment_context": self._experiment_facts(session),
-        }
-
-    def _reflections(self, session: ChatSession) -> list[str]:
-        from memory_app.models import MemoryEntry
-
-        entries = MemoryEntry.objects.filter(
-            type=EntryType.REFLECTION, active=True, project=session.project or "default"
-        ).order_by("-created_at")[:MEMORIES]
-        texts = []
-        for entry in entries:
-            data = entry.data if isinstance(entry.data, dict) else {}
-            text = data.get("text") or data.get("content") or data.get("reflection") or ""
-            if isinstance(text, str) and text.strip():
-                texts.append(text.strip())
-        return texts
-
-    def _experiment_facts(self, session: ChatSession) -> dict:
-        from scheduler_app.models import Alert, AlertStatus, Run
-
-        runs = Run.objects.filter(chat_session=session)
-        counts = dict(runs.values_list("status").annotate(n=Count("id")))
-        failures = runs.filter(status="failed").order_by("-finished_at")[:3]
-        agent_ids = Agent.objects.filter(chat_session=session).values_list("id", flat=True)
-        alerts = Alert.objects.filter(
-            status=AlertStatus.PENDING, agent_id__in=list(agent_ids)
-        ).order_by("-created_at")[:5]
-        return {
-            "running": counts.get("running", 0),
-            "queued": counts.get("queued", 0),
-            "done": counts.get("done", 0),
-            "failed": counts.get("failed", 0),
-            "recent_failures": [
-                {"id": r.id, "name": r.name, "error": r.error or f"exit code {r.exit_code}"}
-                for r in failures
-            ],
-            "open_alerts": [{"severity": a.severity, "message": a.message} for a in alerts],
         }
 
     def chat_save_prompt(self, *, turn_id: str, prompt: str, skill_id: str, variables: dict):
@@ -438,31 +355,7 @@ class DjangoChatStore:
         return ""
 
     def chat_child_report(self, *, agent_id: str) -> dict:
-        agent = Agent.objects.filter(pk=agent_id).first()
-        if agent is None:
-            return {}
-        report = {
-            "id": agent.id,
-            "kind": "research loop" if "research" in agent.cls_path else "command",
-            "status": agent.status,
-            "goal": agent.goal,
-            "error": agent.error,
-        }
-        from research_app.models import ResearchLoop
-
-        loop = ResearchLoop.objects.filter(agent_id=agent_id).first()
-        if loop is not None:
-            workdir = Path((loop.settings or {}).get("workdir") or "")
-            report["iterations"] = loop.iteration
-            report["reflection"] = loop.reflection
-            report["iteration_log"] = _tail(
-                workdir / ".agents" / "wild" / agent_id / "iteration_log.md"
-            )
-        run = agent.runs.first()
-        if run is not None:
-            report["exit_code"] = run.exit_code
-            report["log_tail"] = _tail(Path(run.run_dir) / "run.log", 3000) if run.run_dir else ""
-        return report
+        return child_report(agent_id)
 
     def chat_enqueue_synthetic(self, *, session_id: str, message: str, child_id: str) -> str:
         """A queued synthetic turn reporting a child's end (once per child); runagentd starts
