@@ -48,6 +48,29 @@ def chat(web, session_id: str, message: str, mode: str = "auto", timeout: float 
         return 200, read_ndjson(response)
 
 
+def chat_events(web, session_id: str, message: str, mode: str = "auto", timeout: float = 60):
+    """POST /api/chat and yield its events as they arrive; leaving the loop early drops the
+    connection mid-answer, as a browser tab that closes does."""
+    body = {"session_id": session_id, "message": message, "mode": mode}
+    with httpx.stream(
+        "POST", f"{web.url}/api/chat", json=body, headers=HEADERS, timeout=timeout
+    ) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if line.strip() and '"keepalive"' not in line:
+                yield json.loads(line)
+
+
+def chat_until(web, session_id: str, message: str, deltas: int) -> list[dict]:
+    """The events of an answer up to its `deltas`-th part_delta; then the connection drops."""
+    events = []
+    for event in chat_events(web, session_id, message):
+        events.append(event)
+        if sum(e["type"] == "part_delta" for e in events) >= deltas:
+            break
+    return events
+
+
 def stream(web, session_id: str, after: int | None = None, timeout: float = 90, stop_after=None):
     params = {} if after is None else {"after": str(after)}
     with httpx.stream(

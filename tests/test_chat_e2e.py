@@ -5,7 +5,6 @@ and stop real agents, whose end starts a synthetic turn by itself."""
 
 from __future__ import annotations
 
-import json
 import signal
 
 import httpx
@@ -14,7 +13,15 @@ import pytest
 from agents_app.models import Agent, Event
 from research_app.models import ResearchLoop
 from sessions_app.models import ChatMessage, ChatTurn
-from tests.chat_clients import HEADERS, ChatSocket, chat, new_session, stream
+from tests.chat_clients import (
+    HEADERS,
+    ChatSocket,
+    chat,
+    chat_events,
+    chat_until,
+    new_session,
+    stream,
+)
 from tests.helpers import free_port, wait_until
 from tests.live_clients import TOKEN, Web
 from tests.test_research_e2e import REFLECTION, happy_script, prompts_seen
@@ -280,16 +287,7 @@ def test_reconnecting_mid_stream_and_after_a_web_restart_loses_nothing(
 ):
     scripted_llm.load({"turns": [{"match": "chat-auto", "steps": SLOW}] * 2})
     session = new_session(web)
-    body = {"session_id": session, "message": "talk slowly", "mode": "auto"}
-    first = []
-    with httpx.stream(
-        "POST", f"{web.url}/api/chat", json=body, headers=HEADERS, timeout=60
-    ) as response:
-        for line in response.iter_lines():
-            if line.strip() and '"keepalive"' not in line:
-                first.append(json.loads(line))
-            if len([e for e in first if e["type"] == "part_delta"]) >= 3:
-                break  # the connection drops mid-answer
+    first = chat_until(web, session, "talk slowly", deltas=3)  # the connection drops
     rest = stream(web, session, after=first[-1]["seq"])
     whole = first + rest
     assert_contiguous(whole)
@@ -297,16 +295,7 @@ def test_reconnecting_mid_stream_and_after_a_web_restart_loses_nothing(
     assert text_of(whole) == SLOW[1]["text"]
 
     # The web process restarts while the second answer streams; the client comes back.
-    body["message"] = "again"
-    second = []
-    with httpx.stream(
-        "POST", f"{web.url}/api/chat", json=body, headers=HEADERS, timeout=60
-    ) as response:
-        for line in response.iter_lines():
-            if line.strip() and '"keepalive"' not in line:
-                second.append(json.loads(line))
-            if len([e for e in second if e["type"] == "part_delta"]) >= 3:
-                break
+    second = chat_until(web, session, "again", deltas=3)
     port = web.port
     web.stop()
     restarted = Web(port, **web.env)
@@ -338,13 +327,7 @@ def test_sigkill_of_runagentd_mid_turn_keeps_the_partial_reply_and_the_next_turn
     )
     daemon = make_daemon()
     session = new_session(web)
-    body = {"session_id": session, "message": "first question", "mode": "auto"}
-    with httpx.stream(
-        "POST", f"{web.url}/api/chat", json=body, headers=HEADERS, timeout=60
-    ) as response:
-        for line in response.iter_lines():
-            if '"part_delta"' in line:
-                break
+    chat_until(web, session, "first question", deltas=1)
     daemon.stop(signal.SIGKILL)
     make_daemon()  # the next runagentd closes what its predecessor left
     turn = wait_until(
@@ -396,22 +379,12 @@ def test_stop_ends_a_streaming_reply_keeping_what_came(web, daemon, scripted_llm
         }
     )
     session = new_session(web)
-    body = {"session_id": session, "message": "long question", "mode": "auto"}
-    with httpx.stream(
-        "POST", f"{web.url}/api/chat", json=body, headers=HEADERS, timeout=60
-    ) as response:
-        events, asked = [], False
-        for line in response.iter_lines():
-            if line.strip():
-                events.append(json.loads(line))
-            if events and events[-1]["type"] == "part_delta" and not asked:
-                asked = True
-                stop = httpx.post(
-                    f"{web.url}/api/sessions/{session}/stop", headers=HEADERS, timeout=10
-                )
-                assert stop.json()["stopping"], stop.text
-            if events and events[-1]["type"] == "session_status":
-                break
+    events = []
+    for event in chat_events(web, session, "long question"):
+        events.append(event)
+        if event["type"] == "part_delta" and len(events) == 3:  # user, provenance, delta
+            stop = httpx.post(f"{web.url}/api/sessions/{session}/stop", headers=HEADERS)
+            assert stop.json()["stopping"], stop.text
     assert events[-1]["outcome"] == "stopped"
     assert turn_of(session).status == "stopped"
     assert assistant_messages(session)[0].content == "Thinking aloud, "
