@@ -26,13 +26,15 @@ def _plain_static_storage(settings):
 
 
 @pytest.fixture(autouse=True)
-def _skills_in_a_copy(settings, tmp_path):
+def _skills_in_a_copy(settings, tmp_path_factory):
     """PUT /api/skills/{id} (the contract fuzz sends it too) edits a copy, never the repo."""
     import shutil
 
     from agentsys.research.settings import DEFAULT_SKILLS_DIR
 
-    settings.AGENTSYS_SKILLS_DIR = shutil.copytree(DEFAULT_SKILLS_DIR, tmp_path / "skills-copy")
+    # Outside tmp_path, which some tests use as a project whose files they list.
+    copy = tmp_path_factory.mktemp("skills") / "skills"
+    settings.AGENTSYS_SKILLS_DIR = shutil.copytree(DEFAULT_SKILLS_DIR, copy)
 
 
 @pytest.fixture
