@@ -246,6 +246,7 @@ class Command(BaseCommand):
             self._say(f"API token for '{login.username}' (shown only this once): {token}")
             self._say("  Start the demo run with:")
             self._say(f"  {demo_run_curl(url, token)}")
+        self._say("Chat with the session agent (in a second terminal): make chat")
         self._say(f"Workdir: {settings.AGENTSYS_WORKDIR}   Ctrl-C stops everything.")
         self._say("")
 
