@@ -229,7 +229,6 @@ class DjangoChatStore:
             "model_provider": session.model_provider,
             "model_id": session.model_id,
             "opencode_session_id": session.opencode_session_id,
-            "title_is_default": not session.title or session.title == "New chat",
             "system_prompt": session.system_prompt,
             "after_interrupt": ChatTurn.objects.filter(session=session)
             .exclude(pk=turn.pk)

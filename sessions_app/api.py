@@ -97,21 +97,8 @@ class ErrorOut(Schema):
     detail: str
 
 
-def _caller(request):
-    # The API token stands for the operator (request.auth == "token"), a session for its user.
-    return None if request.auth == "token" else request.user
-
-
 def _no_session(session_id: str) -> Status:
     return Status(404, {"detail": f"No chat session {session_id!r}"})
-
-
-def _session(request, session_id: str):
-    return (
-        selectors.sessions_for(user=_caller(request), include_archived=True)
-        .filter(pk=session_id)
-        .first()
-    )
 
 
 @router.get("", response=list[SessionListOut], summary="Chat sessions, most recently active first")
@@ -121,14 +108,16 @@ def list_sessions(
     limit: int = Query(50, ge=1, le=500),
     q: str | None = Query(None, max_length=200, description="Words in the title"),
 ):
-    sessions = selectors.session_list(user=_caller(request), include_archived=include_archived, q=q)
+    sessions = selectors.session_list(
+        user=selectors.caller_of(request), include_archived=include_archived, q=q
+    )
     return list(sessions[:limit])
 
 
 @router.post("", response={201: SessionListOut}, summary="Create a chat session")
 def create_session(request, payload: SessionIn):
     session = services.create_session(
-        owner=_caller(request),
+        owner=selectors.caller_of(request),
         title=payload.title,
         mode=payload.mode,
         system_prompt=payload.system_prompt,
@@ -151,7 +140,7 @@ def get_session(
         selectors.MESSAGES_LIMIT_DEFAULT, ge=1, le=selectors.MESSAGES_LIMIT_MAX
     ),
 ):
-    session = selectors.session_detail(user=_caller(request), session_id=session_id)
+    session = selectors.session_detail(user=selectors.caller_of(request), session_id=session_id)
     if session is None:
         return _no_session(session_id)
     return {
@@ -166,11 +155,11 @@ def get_session(
     "/{session_id}", response={200: SessionListOut, 404: ErrorOut}, summary="Rename a session"
 )
 def rename_session(request, session_id: str, payload: TitleIn):
-    session = _session(request, session_id)
+    session = selectors.visible_session(request, session_id)
     if session is None:
         return _no_session(session_id)
     services.rename_session(session=session, title=payload.title)
-    return selectors.session_detail(user=_caller(request), session_id=session.pk)
+    return selectors.session_detail(user=selectors.caller_of(request), session_id=session.pk)
 
 
 @router.delete(
@@ -179,16 +168,16 @@ def rename_session(request, session_id: str, payload: TitleIn):
     summary="Archive a session and stop its agents and its live turn",
 )
 def delete_session(request, session_id: str):
-    session = _session(request, session_id)
+    session = selectors.visible_session(request, session_id)
     if session is None:
         return _no_session(session_id)
-    services.delete_session(session=session, user=_caller(request))
+    services.delete_session(session=session, user=selectors.caller_of(request))
     return Status(204, None)
 
 
 @router.get("/{session_id}/model", response={200: ModelIO, 404: ErrorOut}, summary="Its model")
 def get_model(request, session_id: str):
-    session = _session(request, session_id)
+    session = selectors.visible_session(request, session_id)
     return _no_session(session_id) if session is None else session
 
 
@@ -198,7 +187,7 @@ def get_model(request, session_id: str):
     summary="Choose the model of its next turns",
 )
 def put_model(request, session_id: str, payload: ModelIO):
-    session = _session(request, session_id)
+    session = selectors.visible_session(request, session_id)
     if session is None:
         return _no_session(session_id)
     return services.set_model(
@@ -212,7 +201,7 @@ def put_model(request, session_id: str, payload: ModelIO):
     summary="Its system prompt",
 )
 def get_system_prompt(request, session_id: str):
-    session = _session(request, session_id)
+    session = selectors.visible_session(request, session_id)
     return _no_session(session_id) if session is None else session
 
 
@@ -222,7 +211,7 @@ def get_system_prompt(request, session_id: str):
     summary="Set its system prompt (empty: none)",
 )
 def put_system_prompt(request, session_id: str, payload: SystemPromptIO):
-    session = _session(request, session_id)
+    session = selectors.visible_session(request, session_id)
     if session is None:
         return _no_session(session_id)
     return services.set_system_prompt(session=session, system_prompt=payload.system_prompt)

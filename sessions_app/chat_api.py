@@ -18,8 +18,7 @@ import logging
 from collections.abc import AsyncIterator
 
 from channels.db import database_sync_to_async
-from django.http import StreamingHttpResponse
-from django.shortcuts import get_object_or_404
+from django.http import Http404, StreamingHttpResponse
 from ninja import Field, Router, Schema
 from ninja.errors import HttpError
 from pydantic import ConfigDict
@@ -58,14 +57,11 @@ class StopOut(Schema):
     stopping: str | None = Field(None, description="The turn being stopped, if one streamed")
 
 
-def _caller(request):
-    return None if request.auth == "token" else request.user
-
-
 def _session(request, session_id: str):
-    return get_object_or_404(
-        selectors.sessions_for(user=_caller(request), include_archived=True), pk=session_id
-    )
+    session = selectors.visible_session(request, session_id)
+    if session is None:
+        raise Http404(f"No chat session {session_id!r}")
+    return session
 
 
 def ndjson_line(message: dict) -> bytes:

@@ -37,6 +37,19 @@ def sessions_for(*, user, include_archived: bool = False) -> QuerySet[ChatSessio
     return sessions.order_by("-updated_at")
 
 
+def caller_of(request):
+    """Whose sessions an API request may see: the API token stands for the operator (all of
+    them, user None), a logged-in session or a personal token for its user."""
+    return None if request.auth == "token" else request.user
+
+
+def visible_session(request, session_id: str) -> ChatSession | None:
+    """The session `session_id` if the caller may see it (archived too), else None."""
+    return (
+        sessions_for(user=caller_of(request), include_archived=True).filter(pk=session_id).first()
+    )
+
+
 def with_status(sessions: QuerySet[ChatSession]) -> QuerySet[ChatSession]:
     """Annotate each session with `status`, in the same SQL query (EXISTS / scalar
     subqueries, served by the chat_session and session indexes: no query per session).

@@ -33,7 +33,6 @@ class FakePort:
             model_provider="p",
             model_id="m",
             opencode_session_id="ses_1",
-            title_is_default=True,
             variables={"workdir": "/tmp"},
         )
 

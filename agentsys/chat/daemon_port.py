@@ -39,7 +39,6 @@ class DaemonChatPort:
             model_provider=raw["model_provider"],
             model_id=raw["model_id"],
             opencode_session_id=raw["opencode_session_id"],
-            title_is_default=raw["title_is_default"],
             after_interrupt=raw["after_interrupt"],
             variables=variables_for(
                 raw["raw"],

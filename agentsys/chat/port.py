@@ -19,7 +19,6 @@ class TurnContext:
     model_provider: str
     model_id: str
     opencode_session_id: str
-    title_is_default: bool
     after_interrupt: bool = False  # the last turn was cut off: OpenCode may still work on it
     variables: dict = field(default_factory=dict)  # the prompt's {{...}} values
 
