@@ -50,7 +50,15 @@ lint: setup
 check-deploy: setup
 	env $(DEPLOY_ENV) $(PY) manage.py check --deploy --fail-level WARNING
 
-test: lint check-deploy
+# The browser tests drive Debian's Chromium through Playwright (no browser download).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+$(CHROMIUM):
+	@command -v apt-get >/dev/null || { echo "The browser tests need Chromium at $(CHROMIUM)"; exit 1; }
+	$(SUDO) apt-get install -y chromium || { $(SUDO) apt-get update && $(SUDO) apt-get install -y chromium; }
+
+test: lint check-deploy $(CHROMIUM)
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) -m pytest
 

@@ -116,35 +116,19 @@ def agent_tree(request, root_id: str | None = Query(None, max_length=ID_LENGTH))
 
 
 def _assemble_tree(agents: list[Agent], root_ids: list[str]) -> list[dict]:
-    """Nest `agents` (in spawn order) under `root_ids`. Walks down from the roots placing each
-    agent once, so a parent cycle cannot recurse forever here either."""
-    nodes = {
-        agent.id: {
-            "id": agent.id,
-            "role": agent.role,
-            "status": agent.status,
-            "goal": agent.goal,
-            "iteration": agent.iteration,
-            "superseded_by_id": agent.superseded_by_id,
-            "created_at": agent.created_at,
-            "children": [],
-        }
-        for agent in agents
+    return selectors.nest(agents, root_ids, _tree_node)
+
+
+def _tree_node(agent: Agent) -> dict:
+    return {
+        "id": agent.id,
+        "role": agent.role,
+        "status": agent.status,
+        "goal": agent.goal,
+        "iteration": agent.iteration,
+        "superseded_by_id": agent.superseded_by_id,
+        "created_at": agent.created_at,
     }
-    children_of: dict[str, list[Agent]] = {}
-    for agent in agents:  # in spawn order
-        if agent.parent_id:
-            children_of.setdefault(agent.parent_id, []).append(agent)
-    placed = set(root_ids)
-    pending = list(root_ids)
-    while pending:
-        parent_id = pending.pop()
-        for child in children_of.get(parent_id, []):
-            if child.id not in placed:
-                placed.add(child.id)
-                nodes[parent_id]["children"].append(nodes[child.id])
-                pending.append(child.id)
-    return [nodes[root_id] for root_id in root_ids]
 
 
 @router.get(

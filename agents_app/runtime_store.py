@@ -29,6 +29,7 @@ from agentsys.types import (
 from memory_app.services import write_entry
 from researchagent.db_outage import DATABASE_ERRORS, drop_connection, first_line
 from researchagent.ids import create_with_unique_id
+from researchagent.json_safe import json_safe
 from scheduler_app import lifecycle, oplog, queue
 from scheduler_app import services as host_services
 from scheduler_app.models import Host, HostStatus, ScheduleRequest
@@ -217,7 +218,8 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
         if pid is not None:
             agent.pid, agent.started_at = pid, agent.started_at or now
         if status in TERMINAL_AGENT_STATUSES:
-            agent.finished_at, agent.error, agent.result = now, error, result
+            # An agent's result is its own JSON: a NaN in it (a run's last loss) is stored by name.
+            agent.finished_at, agent.error, agent.result = now, error, json_safe(result)
         agent.save()
         if status == AgentStatus.FAILED:
             write_entry(

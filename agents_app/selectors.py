@@ -68,3 +68,24 @@ def child_ids(*, agent_id: str) -> list[str]:
 def recent_events(*, agent_id: str, limit: int) -> list[Event]:
     """An agent's last `limit` events, oldest first (event_agent_timeline_idx)."""
     return list(reversed(Event.objects.filter(agent_id=agent_id).order_by("-id")[:limit]))
+
+
+def nest(agents: list[Agent], root_ids: list[str], node) -> list[dict]:
+    """Nest `agents` (in spawn order) under `root_ids`, each made a dict by `node(agent)` plus
+    "children". Walks down from the roots placing each agent once, so a parent cycle made by
+    hand (admin) cannot recurse forever."""
+    nodes = {agent.id: {**node(agent), "children": []} for agent in agents}
+    children_of: dict[str, list[Agent]] = {}
+    for agent in agents:  # in spawn order
+        if agent.parent_id:
+            children_of.setdefault(agent.parent_id, []).append(agent)
+    placed = set(root_ids)
+    pending = list(root_ids)
+    while pending:
+        parent_id = pending.pop()
+        for child in children_of.get(parent_id, []):
+            if child.id not in placed:
+                placed.add(child.id)
+                nodes[parent_id]["children"].append(nodes[child.id])
+                pending.append(child.id)
+    return [nodes[root_id] for root_id in root_ids]

@@ -241,6 +241,12 @@ class Agent:
             return 0
         return await asyncio.to_thread(self.memory.write_many, type=type, rows=rows, tags=tags)
 
+    async def record_metrics(self, rows: list[dict]) -> int:
+        """A run's metric rows into its series (off the event loop)."""
+        if self.memory is None or not rows:
+            return 0
+        return await asyncio.to_thread(self.memory.write_metrics, rows=rows)
+
     async def in_memory(self, method: str, /, **kwargs):
         """Any other MemoryView call (query, read_self, msg, read_inbox, ack,
         assemble_context, memory_bank), off the event loop; None when no memory is attached."""

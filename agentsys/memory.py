@@ -98,7 +98,12 @@ class MemoryView(Protocol):
     def write(self, *, type: str, data: dict, tags: list[str] | None = None) -> str: ...
 
     def write_many(self, *, type: str, rows: list[dict], tags: list[str] | None = None) -> int:
-        """Entries of one type in one round trip (a run's metrics rows); returns the count."""
+        """Entries of one type in one round trip; returns the count."""
+        ...
+
+    def write_metrics(self, *, rows: list[dict]) -> int:
+        """A run's metric rows (agent_metrics.jsonl) into its series, not into memory
+        entries: returns the number of points stored."""
         ...
 
     def read_self(self, *, limit: int = 100) -> list[Entry]: ...

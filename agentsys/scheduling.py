@@ -94,3 +94,63 @@ def policy_named(name: str) -> SchedulingPolicy:
         raise ValueError(
             f"unknown scheduling policy {name!r}; choose one of {', '.join(POLICIES)}"
         ) from None
+
+
+# -- why a queued request waits (the queue page) ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HostCapacity:
+    name: str
+    alive: bool
+    total: int  # enabled GPUs
+    free: int  # enabled, not allocated, not held by foreign processes
+
+
+def waiting_reasons(
+    queue: Sequence[QueuedRequest], hosts: Sequence[HostCapacity], policy_name: str
+) -> dict[str, str]:
+    """One line per queued request, in queue order, saying what it waits for. It replays the
+    claim's rules over all hosts at once: first fit in arrival order; under `reserve` the
+    first request that fits a host's GPUs but not its free ones holds that host."""
+    live = [h for h in hosts if h.alive]
+    free = {h.name: h.free for h in live}
+    held_by: dict[str, str] = {}  # host -> the request reserving it (reserve policy)
+    reasons = {}
+    for request in queue:
+        need = request.gpu_required
+        if not live:
+            down = ", ".join(sorted(h.name for h in hosts)) or "none registered"
+            reasons[request.id] = f"No live host (runagentd down; hosts: {down})"
+            continue
+        if need == 0:
+            reasons[request.id] = "Needs no GPU: the next claim starts it"
+            continue
+        fitting = [h for h in live if h.total >= need]
+        if not fitting:
+            largest = max(h.total for h in live)
+            dead = [h.name for h in hosts if not h.alive and h.total >= need]
+            reasons[request.id] = (
+                f"Host down: only {', '.join(dead)} has {need} GPUs"
+                if dead
+                else f"Needs {need} GPUs; the largest live host has {largest}"
+            )
+            continue
+        open_hosts = [h for h in fitting if held_by.get(h.name, request.id) == request.id]
+        ready = [h for h in open_hosts if free[h.name] >= need]
+        if ready:
+            free[ready[0].name] -= need
+            reasons[request.id] = f"{need} GPU(s) free on {ready[0].name}: the next claim starts it"
+            continue
+        if not open_hosts:
+            heads = sorted({held_by[h.name] for h in fitting})
+            reasons[request.id] = f"Behind the head reservation of {', '.join(heads)}"
+            continue
+        best = max(open_hosts, key=lambda h: free[h.name])
+        reasons[request.id] = (
+            f"Not enough free GPUs: needs {need}, {best.name} has {free[best.name]} free"
+        )
+        if policy_name == HeadReservation.name:
+            for host in open_hosts:
+                held_by[host.name] = request.id
+    return reasons

@@ -3,7 +3,8 @@ of millions of rows (tests/test_memory_indexes.py runs EXPLAIN on each)."""
 
 from __future__ import annotations
 
-from django.db.models import Q
+from django.db.models import Q, TextField
+from django.db.models.functions import Cast
 
 from agentsys.memory import Entry, EntryQuery
 from agentsys.types import EntryType
@@ -98,3 +99,37 @@ def memories(
     if search:
         found = found.filter(Q(data__text__icontains=search) | Q(data__title__icontains=search))
     return found.count(), list(found.order_by(*NEWEST)[offset : offset + limit])
+
+
+SCOPE_FIELDS = ("project", "session", "sweep", "run")
+
+
+def browse(
+    *,
+    scope: str = "",
+    scope_value: str = "",
+    type: str = "",
+    tag: str = "",
+    search: str = "",
+    active: bool | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> tuple[int | None, list[MemoryEntry]]:
+    """Entries of every type a person browses on the memory page, newest first. Without a
+    search the count is exact; a search over the JSON text counts nothing (None) rather than
+    scan millions of rows twice."""
+    found = MemoryEntry.objects.all()
+    if scope in SCOPE_FIELDS and scope_value:
+        found = found.filter(**{scope: scope_value})
+    if type:
+        found = found.filter(type=type)
+    if tag:
+        found = found.filter(tags__overlap=[tag])
+    if active is not None:
+        found = found.filter(active=active)
+    count = None
+    if search:
+        found = found.annotate(body=Cast("data", TextField())).filter(body__icontains=search)
+    else:
+        count = found.count()
+    return count, list(found.order_by(*NEWEST)[offset : offset + limit])

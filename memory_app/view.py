@@ -13,6 +13,7 @@ from memory_app import selectors
 from memory_app.context import assemble_context
 from memory_app.models import MemoryEntry
 from memory_app.services import write_entries, write_entry
+from scheduler_app.metric_series import record_rows
 from scheduler_app.services import raise_alert
 
 
@@ -51,6 +52,10 @@ class DjangoMemoryView:
                     **self.scope,
                 )
             )
+
+    def write_metrics(self, *, rows: list[dict]) -> int:
+        with _fresh_connection():
+            return record_rows(agent_id=self.agent_id, run_id=self.scope["run"], rows=rows)
 
     def msg(self, *, target_id: str, data: dict, tags: list[str] | None = None) -> str:
         """A MESSAGE to another agent: it lands in that agent's inbox."""

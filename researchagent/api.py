@@ -21,6 +21,7 @@ from researchagent.api_contract import (
 from researchagent.auth import API_AUTH
 from researchagent.health import router as health_router
 from scheduler_app.api import router as scheduler_router
+from scheduler_app.api_metrics import router as metrics_router
 from scheduler_app.api_runs import router as runs_router
 from sessions_app.api import router as sessions_router
 from sessions_app.chat_api import router as chat_router
@@ -61,6 +62,7 @@ api.add_router("", chat_router)
 api.add_router("", models_router)
 api.add_router("", skills_router, tags=["skills"])
 api.add_router("", scheduler_router, tags=["hosts"])
+api.add_router("", metrics_router)  # before runs: /runs/metrics is not a run id
 api.add_router("", runs_router)
 api.add_router("/agents", agents_router, tags=["agents"])
 api.add_router("", memory_router)

@@ -1,27 +1,61 @@
-"""Cross-app read models for the dashboard."""
+"""Cross-app read models for the overview page: what runs, what waits, what needs a person."""
 
 from __future__ import annotations
 
-from django.db.models import Count
+from django.db.models import Count, Max
 
 from agents_app.models import Agent
-from scheduler_app import selectors as scheduler_selectors
-from scheduler_app.models import Alert, AlertStatus, Run
-from sessions_app.models import ChatSession
+from agentsys.types import AgentStatus
+from research_app import selectors as research_selectors
+from research_app.models import ResearchLoop
+from scheduler_app import queue_board
+from scheduler_app import selectors as run_selectors
+from scheduler_app.models import Alert, AlertStatus, MetricSeries, RunStatus
+
+LIVE_AGENT_STATUSES = [AgentStatus.IDLE, AgentStatus.RUNNING, AgentStatus.PAUSED]
+SHOWN = 8
+
+
+def _running_runs() -> list:
+    """Running runs, each with `.last_step`: the furthest step any of its series reached."""
+    runs = run_selectors.run_list(status=RunStatus.RUNNING, limit=SHOWN)
+    last = dict(
+        MetricSeries.objects.filter(run__in=runs)
+        .order_by()
+        .values_list("run_id")
+        .annotate(step=Max("last_step"))
+        .values_list("run_id", "step")
+    )
+    for run in runs:
+        run.last_step = last.get(run.pk)
+    return runs
 
 
 def system_overview() -> dict:
-    agents_by_status = dict(
-        Agent.objects.order_by()
-        .values_list("status")
-        .annotate(n=Count("id"))
-        .values_list("status", "n")
+    agents_by_status = dict(Agent.objects.order_by().values_list("status").annotate(n=Count("id")))
+    runs_by_status = dict(
+        run_selectors.Run.objects.order_by().values_list("status").annotate(n=Count("id"))
     )
+    board_hosts = queue_board.host_rows()
+    queue = queue_board.queue_rows(board_hosts, limit=5)
+    loops = ResearchLoop.objects.select_related("agent").filter(
+        agent__status__in=LIVE_AGENT_STATUSES
+    )
+    open_alerts = Alert.objects.filter(status=AlertStatus.PENDING)
     return {
-        "hosts": scheduler_selectors.hosts_with_gpus(),
-        "agents_by_status": agents_by_status,
-        "agent_total": sum(agents_by_status.values()),
-        "sessions": ChatSession.objects.filter(archived=False)[:10],
-        "recent_runs": Run.objects.all()[:10],
-        "open_alerts": Alert.objects.filter(status=AlertStatus.PENDING)[:10],
+        "counts": {
+            "agents_live": sum(agents_by_status.get(s, 0) for s in LIVE_AGENT_STATUSES),
+            "runs_running": runs_by_status.get(RunStatus.RUNNING, 0),
+            "runs_queued": runs_by_status.get(RunStatus.QUEUED, 0),
+            "alerts_open": open_alerts.count(),
+            "gpus_busy": sum(1 for h in board_hosts for g in h.gpus if g.allocated_to_id),
+            "gpus_total": sum(1 for h in board_hosts for g in h.gpus if g.enabled),
+        },
+        "hosts": board_hosts,
+        "queue": queue,
+        "running_runs": _running_runs(),
+        "open_alerts": list(open_alerts.select_related("run")[:SHOWN]),
+        "loops": [
+            research_selectors.summary(loop) for loop in loops.order_by("-created_at")[:SHOWN]
+        ],
     }

@@ -2,9 +2,16 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from accounts_app import views as settings_views
 from agents_app import sse
+from agents_app import views as agent_views
+from memory_app import views as memory_views
+from research_app import views as research_views
 from researchagent import views
 from researchagent.api import api
+from scheduler_app import alert_views
+from scheduler_app import views as run_views
+from sessions_app import views as chat_views
 
 admin.site.site_header = "AgentSys administration"
 admin.site.site_title = "AgentSys admin"
@@ -12,6 +19,37 @@ admin.site.index_title = "Agents, queue, memory and chats"
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("agents/", agent_views.agent_tree, name="agents"),
+    path("agents/<str:agent_id>/<str:action>/", agent_views.agent_command, name="agent-command"),
+    path("research/", research_views.loop_list, name="research-loops"),
+    path("research/<str:agent_id>/", research_views.loop_detail, name="research-loop"),
+    path(
+        "research/<str:agent_id>/diff/<str:commit>/",
+        research_views.commit_diff,
+        name="research-diff",
+    ),
+    path("chat/", chat_views.chat_list, name="chats"),
+    path("chat/new/", chat_views.new_chat, name="new-chat"),
+    path("chat/<str:session_id>/", chat_views.chat, name="chat"),
+    path("chat/<str:session_id>/send/", chat_views.send, name="chat-send"),
+    path("chat/<str:session_id>/stop/", chat_views.stop, name="chat-stop"),
+    path("chat/<str:session_id>/model/", chat_views.set_model, name="chat-model"),
+    path("runs/", run_views.run_list, name="runs"),
+    path("runs/compare/", run_views.compare, name="compare"),
+    path("runs/<str:run_id>/", run_views.run_detail, name="run"),
+    path("runs/<str:run_id>/<str:action>/", run_views.run_action, name="run-action"),
+    path("queue/", run_views.queue, name="queue"),
+    path("queue/<str:request_id>/cancel/", run_views.queue_cancel, name="queue-cancel"),
+    path("alerts/", alert_views.inbox, name="alerts"),
+    path("alerts/<str:alert_id>/respond/", alert_views.respond, name="alert-respond"),
+    path("memory/", memory_views.memory_page, name="memory"),
+    path("memory/add/", memory_views.add_note, name="memory-add"),
+    path("memory/<str:key>/<str:action>/", memory_views.entry_action, name="memory-action"),
+    path("settings/", settings_views.settings_page, name="settings"),
+    path("settings/tokens/", settings_views.create_token, name="token-create"),
+    path(
+        "settings/tokens/<int:token_id>/revoke/", settings_views.revoke_token, name="token-revoke"
+    ),
     path(
         "accounts/login/",
         auth_views.LoginView.as_view(redirect_authenticated_user=True),

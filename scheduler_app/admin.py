@@ -2,7 +2,17 @@ from django.contrib import admin
 
 from researchagent.admin_tools import MachineManagedAdmin, json_display, run_service_action
 from scheduler_app import runs, selectors, services
-from scheduler_app.models import GPU, Alert, Host, Run, RunStatus, ScheduleRequest, Sweep
+from scheduler_app.models import (
+    GPU,
+    Alert,
+    Host,
+    MetricPoint,
+    MetricSeries,
+    Run,
+    RunStatus,
+    ScheduleRequest,
+    Sweep,
+)
 
 # What runagentd detects about a GPU and what the queue books on it; `enabled` (offer it to
 # the scheduler or not) is the one thing a person decides.
@@ -268,3 +278,23 @@ class AlertAdmin(MachineManagedAdmin):
             lambda a: services.answer_alert(alert_id=a.pk, response="stop", user=request.user),
             "Stopped",
         )
+
+
+@admin.register(MetricSeries)
+class MetricSeriesAdmin(MachineManagedAdmin):
+    """A run's series as its executor stored them; the run page charts them."""
+
+    list_display = ("key", "run", "agent_id", "points", "last_step", "last_value", "updated_at")
+    list_select_related = ("run",)
+    search_fields = ("key", "run__id", "run__name", "agent_id")
+
+
+@admin.register(MetricPoint)
+class MetricPointAdmin(MachineManagedAdmin):
+    """Millions of rows: no full count, no sorting but by the index."""
+
+    list_display = ("series", "step", "value", "time")
+    list_select_related = ("series",)
+    show_full_result_count = False
+    ordering = ("series", "step")
+    raw_id_fields = ("series",)

@@ -312,3 +312,57 @@ class Alert(models.Model):
 
     def __str__(self) -> str:
         return f"[{self.severity}] {self.message[:60]}"
+
+
+class MetricSeries(models.Model):
+    """One numeric series an executor's run logged ("loss", "lr"), with a summary kept as its
+    points arrive, so that a run's keys and last values are one indexed read. The points
+    themselves are MetricPoint rows (agentsys run metrics are not memory entries)."""
+
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.CASCADE, related_name="metric_series"
+    )
+    agent_id = models.CharField(max_length=64, help_text="The executor that logged it")
+    key = models.CharField(max_length=200)
+    points = models.PositiveBigIntegerField(default=0)
+    first_step = models.BigIntegerField(null=True, blank=True)
+    last_step = models.BigIntegerField(null=True, blank=True)
+    last_value = models.FloatField(null=True, blank=True, help_text="May be NaN or ±inf")
+    min_value = models.FloatField(null=True, blank=True, help_text="Of the finite values")
+    max_value = models.FloatField(null=True, blank=True, help_text="Of the finite values")
+    non_finite = models.PositiveBigIntegerField(default=0, help_text="NaN and ±inf points")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["agent_id", "key"], name="metric_series_key_uniq")
+        ]
+        indexes = [
+            # A run's keys; several runs' key K (compare).
+            models.Index(fields=["run", "key"], name="metric_series_run_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} of {self.run_id or self.agent_id}"
+
+
+class MetricPoint(models.Model):
+    """One (step, value) of a series; NaN and ±inf are stored as they came."""
+
+    id = models.BigAutoField(primary_key=True)
+    # No index of its own: (series, step) below serves every lookup by series.
+    series = models.ForeignKey(
+        MetricSeries, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    step = models.BigIntegerField()
+    value = models.FloatField()
+    time = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            # Key K from step S, in step order; the downsampling scan.
+            models.Index(fields=["series", "step"], name="metric_point_step_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.step}: {self.value}"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
-from scheduler_app.models import GPU, Host, HostStatus
+from scheduler_app.models import GPU, Host, HostStatus, MetricSeries, Run, ScheduleRequest
 
 # A host that has not heart-beaten for this long is shown (and later declared) dead.
 HEARTBEAT_STALE_AFTER = timedelta(seconds=30)
@@ -26,3 +26,77 @@ def host_is_alive(host: Host, *, now=None) -> bool:
         and host.last_heartbeat is not None
         and now - host.last_heartbeat < HEARTBEAT_STALE_AFTER
     )
+
+
+# -- runs, as the pages show them ----------------------------------------------------------------
+
+RUN_SEARCH_FIELDS = ("name__icontains", "command__icontains", "id__icontains")
+LOSS_KEYS = ("loss", "train/loss", "train_loss", "training_loss")
+
+
+def run_list(*, q: str = "", status: str = "", sweep_id: str = "", limit: int = 100) -> list[Run]:
+    """Runs newest first, each with `.request` (host, GPUs) and `.last_loss` attached."""
+    found = Run.objects.order_by("-created_at", "id")
+    if status:
+        found = found.filter(status=status)
+    if sweep_id:
+        found = found.filter(sweep_id=sweep_id)
+    if q:
+        terms = Q()
+        for field in RUN_SEARCH_FIELDS:
+            terms |= Q(**{field: q})
+        found = found.filter(terms)
+    rows = list(found[:limit])
+    now = timezone.now()
+    for run in rows:
+        run.elapsed = run_duration(run, now=now)
+    _attach_requests(rows)
+    _attach_last_loss(rows)
+    return rows
+
+
+def _attach_requests(rows: list[Run]) -> None:
+    agent_ids = [run.agent_id for run in rows if run.agent_id]
+    requests = {
+        r.agent_id: r
+        for r in ScheduleRequest.objects.filter(agent_id__in=agent_ids).select_related("host")
+    }
+    for run in rows:
+        run.request = requests.get(run.agent_id)
+
+
+def _attach_last_loss(rows: list[Run]) -> None:
+    found = MetricSeries.objects.filter(run__in=rows, key__in=LOSS_KEYS).values_list(
+        "run_id", "key", "last_value"
+    )
+    best: dict[str, tuple[int, float | None]] = {}
+    for run_id, key, value in found:
+        rank = LOSS_KEYS.index(key)
+        if run_id not in best or rank < best[run_id][0]:
+            best[run_id] = (rank, value)
+    for run in rows:
+        run.last_loss = best.get(run.pk, (0, None))[1]
+
+
+def run_page(run_id: str) -> Run | None:
+    run = Run.objects.select_related("sweep", "agent", "chat_session").filter(pk=run_id).first()
+    if run is None:
+        return None
+    _attach_requests([run])
+    run.series = list(MetricSeries.objects.filter(run=run).order_by("key"))
+    run.alert_list = list(run.alerts.order_by("-created_at")[:50])
+    return run
+
+
+def run_duration(run: Run, *, now=None) -> timedelta | None:
+    if run.started_at is None:
+        return None
+    return (run.finished_at or now or timezone.now()) - run.started_at
+
+
+def shared_keys(run_ids: list[str]) -> list[str]:
+    """The metric keys any of these runs logged, loss-like ones first."""
+    keys = set(
+        MetricSeries.objects.filter(run_id__in=run_ids).values_list("key", flat=True).distinct()
+    )
+    return sorted(keys, key=lambda k: (k not in LOSS_KEYS, k))

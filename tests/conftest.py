@@ -106,3 +106,48 @@ def api(client, agentsys_config):
         return getattr(client, method)(path, **kwargs)
 
     return call
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """Debian's Chromium under Playwright, for a module of browser tests (tests/browser.py)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser import allow_orm_beside_playwright, collect_static, launch_chromium
+
+    collect_static()
+    with allow_orm_beside_playwright(), sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def site(chromium):
+    """A daphne serving the app and a logged-in Chromium page at 1280 px: (base url, page)."""
+    from django.contrib.auth import get_user_model
+
+    from tests.browser import PASSWORD, USER, log_in
+    from tests.helpers import free_port
+    from tests.live_clients import Web
+
+    get_user_model().objects.create_user(USER, password=PASSWORD)
+    web = Web(free_port())
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    log_in(page, web.url)
+    yield web.url, page
+    context.close()
+    web.stop()
+
+
+@pytest.fixture
+def daemon():
+    """A runagentd with one declared GPU (index 0)."""
+    from tests.runtime_harness import DaemonProcess
+
+    started = DaemonProcess("ui-host", AGENTSYS_GPUS="1")
+    yield started
+    if started.process.poll() is None:
+        started.stop()

@@ -8,6 +8,7 @@ from agents_app.events import record_event
 from agents_app.models import Agent, AgentCommand
 from agentsys.types import AgentStatus, EntryType, RequestStatus
 from memory_app.models import MemoryEntry
+from scheduler_app.metric_series import record_rows
 from scheduler_app.models import GPU, Alert, GPUSource, Host, Run, ScheduleRequest, Sweep
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 
@@ -52,6 +53,7 @@ def one_of_everything() -> dict:
     alert = Alert.objects.create(
         run=run, agent_id=l3.id, message="High loss", choices=["acknowledge", "stop"]
     )
+    record_rows(agent_id=l3.id, run_id=run.pk, rows=[{"_step": 1, "loss": 0.5}])
     memory = MemoryEntry.objects.create(
         type=EntryType.REFLECTION,
         agent_id=l1.id,

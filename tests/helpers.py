@@ -36,6 +36,7 @@ def child_env(**overrides: str | None) -> dict[str, str]:
     """The test process's environment with overrides; a None value removes the variable."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.pop("DJANGO_SETTINGS_MODULE", None)
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # set around Playwright, for the test itself
     for key, value in overrides.items():
         if value is None:
             env.pop(key, None)
@@ -111,3 +112,17 @@ def run_ended(run, timeout=30):
         lambda: Run.objects.get(pk=run.pk).status not in live, timeout, message=f"{run.id} to end"
     )
     return Run.objects.get(pk=run.pk)
+
+
+def migrate(targets=None):
+    """Migrate the test database to `targets` (default: every app's latest migration); the
+    project state's apps at those targets. A test that moves the schema back must end with
+    migrate(): the tests after it share the database."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    targets = targets or executor.loader.graph.leaf_nodes()
+    executor.migrate(targets)
+    return executor.loader.project_state(targets).apps

@@ -64,7 +64,8 @@ def test_login_page_is_public(client):
 def test_logged_in_user_sees_overview(admin_client):
     response = admin_client.get("/")
     assert response.status_code == 200
-    assert b"GPU hosts" in response.content
+    for heading in (b"Running runs", b"Queue head", b"Open alerts", b"Hosts and GPUs"):
+        assert heading in response.content
 
 
 @pytest.mark.parametrize("path", API_ROUTES)

@@ -14,7 +14,15 @@ from agents_app.services import request_agent_start
 from agentsys.types import AgentStatus, RequestStatus
 from memory_app.models import MemoryEntry
 from scheduler_app import runs
-from scheduler_app.models import GPU, Alert, Run, RunStatus, ScheduleRequest
+from scheduler_app.models import (
+    GPU,
+    Alert,
+    MetricPoint,
+    MetricSeries,
+    Run,
+    RunStatus,
+    ScheduleRequest,
+)
 from tests import runtime_agents
 from tests.helpers import REPO, describe_process, launch_run, pid_alive, run_ended, wait_until
 from tests.runtime_harness import DaemonProcess, events, wait_child, wait_event, wait_status
@@ -121,18 +129,21 @@ def _writes_losses(losses) -> str:
         ([1, 9.0], "warning", "High loss detected (step=1, loss=9.0000, threshold=8.0)."),
     ],
 )
-def test_metrics_become_entries_and_one_alert_a_person_sees(
+def test_metrics_become_series_and_one_alert_a_person_sees(
     daemons, tmp_path, losses, severity, message
 ):
     daemons()
     run = run_ended(launch_run(tmp_path, _writes_losses(losses)))
     assert run.status == RunStatus.DONE, (run.error, Agent.objects.get(pk=run.agent_id).error)
-    metrics = MemoryEntry.objects.filter(agent_id=run.agent_id, type="metrics")
-    assert metrics.count() == len(losses), (
-        list(metrics.values_list("data", flat=True)),
+    loss = MetricSeries.objects.filter(run=run, key="loss").first()
+    assert loss is not None and loss.points == len(losses), (
+        loss and loss.points,
         (Path(run.run_dir) / "agent_metrics.jsonl").read_text(),
         (Path(run.run_dir) / "run.log").read_text(),
     )
+    result = MemoryEntry.objects.get(agent_id=run.agent_id, type="result")
+    assert result.data["metrics"]["loss"]["points"] == len(losses)  # what agents read of it
+    assert not MemoryEntry.objects.filter(agent_id=run.agent_id, type="metrics").exists()
     [alert] = Alert.objects.filter(agent_id=run.agent_id)
     assert (alert.severity, alert.message, alert.run_id) == (severity, message, run.id)
     assert MemoryEntry.objects.filter(agent_id=run.agent_id, type="alert").count() == 1
@@ -277,11 +288,8 @@ def test_sigkill_of_the_worker_alone_re_adopts_the_run_and_its_metrics(daemons, 
     run = run_ended(run)
     assert (run.status, run.exit_code) == (RunStatus.DONE, 0)
     assert len(events(run.agent_id, "run_adopted")) == 1
-    steps = sorted(
-        MemoryEntry.objects.filter(agent_id=run.agent_id, type="metrics").values_list(
-            "data___step", flat=True
-        )
-    )
+    loss = MetricSeries.objects.get(run=run, key="loss")
+    steps = sorted(MetricPoint.objects.filter(series=loss).values_list("step", flat=True))
     assert steps == list(range(30))  # none lost, none stored twice
 
 

@@ -32,9 +32,8 @@ from django.utils import timezone
 
 from agents_app.models import Agent, Event
 from agents_app.services import request_agent_command, request_agent_start
-from agentsys.types import AgentStatus, CommandKind, EntryType
-from memory_app.models import MemoryEntry
-from scheduler_app.models import Alert, Host, Run, RunStatus
+from agentsys.types import AgentStatus, CommandKind
+from scheduler_app.models import Alert, Host, MetricPoint, Run, RunStatus
 from scheduler_app.runs import create_run
 from tests.helpers import PYTHON, REPO, child_env, free_port, pid_alive, wait_until
 from tests.live_clients import TOKEN, Follower, Web
@@ -155,8 +154,8 @@ class Training:
         return int((self.run_dir / "job.pid").read_text().split()[0])
 
     def stored_steps(self) -> list[int]:
-        rows = MemoryEntry.objects.filter(type=EntryType.METRICS, run=self.run.pk)
-        return sorted(row["_step"] for row in rows.values_list("data", flat=True))
+        points = MetricPoint.objects.filter(series__run=self.run.pk, series__key="loss")
+        return sorted(points.values_list("step", flat=True))
 
     def file_steps(self) -> list[int]:
         import json

@@ -2,8 +2,8 @@
 so that a run, its request and its agent agree (issue 9 items 7 and 8)."""
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.helpers import migrate
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 BEFORE = [
@@ -17,11 +17,14 @@ AFTER = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _latest_schema_after():
+    yield
+    migrate()  # the tests after this one need every migration applied
+
+
 def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
+    return migrate(targets)
 
 
 def test_old_rows_get_the_shared_words():

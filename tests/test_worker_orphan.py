@@ -62,8 +62,10 @@ def test_the_supervisor_dying_stops_the_worker_though_its_pipe_stays_open():
 
 def test_an_orphaned_worker_whose_agent_will_not_stop_still_ends():
     supervisor = subprocess.Popen(["sleep", "60"])
-    worker, pipe = start_worker(supervisor.pid, ignore_stop=True)
-    wait_until(lambda: pipe.poll(0.1), 20, message="the worker to start")
+    worker, pipe = start_worker(supervisor.pid, ignore_stop=True, emit_ticks=True)
+    # Its agent must be inside its (stop-ignoring) loop: killed before it got there, it would
+    # see the stop on entry and end cleanly, which is not what this test is about.
+    wait_until(lambda: pipe.poll(0.1) and pipe.recv()["t"] == Ev.EMIT, 20, message="a tick")
     supervisor.kill()
     supervisor.wait()
     killed_at = time.monotonic()

@@ -31,6 +31,7 @@ from agentsys.agent import Agent, PauseRefused
 from agentsys.gpu_conflicts import RetryPolicy, is_gpu_conflict
 from agentsys.metrics import AnomalyThresholds, LossAnomalyDetector, MetricsTail
 from agentsys.proctree import MARKER_VARIABLE, STOPPED_STATES, RunProcesses
+from agentsys.research.results import summarize_metrics
 from agentsys.types import AgentRole, AgentStatus, EntryType
 
 logger = logging.getLogger("agentsys.executor")
@@ -137,6 +138,10 @@ class ExecutorAgent(Agent):
         except Exception:  # bookkeeping must not turn a finished run into a failed one
             logger.exception("%s: could not store the last metrics", self.id)
         result = {"exit_code": exit_code, "run_dir": str(self.run_dir), "command": command}
+        # What an agent reads of the metrics (their points are the run's series, not memory).
+        summary = await asyncio.to_thread(summarize_metrics, self.run_dir / "agent_metrics.jsonl")
+        if summary:
+            result["metrics"] = summary
         if exit_code != 0:
             result["error"] = (
                 "lost: the run ended while no executor watched it, leaving no exit code"
@@ -335,9 +340,7 @@ class ExecutorAgent(Agent):
         if not rows:
             return
         for start in range(0, len(rows), METRICS_CHUNK):
-            await self.remember_many(
-                EntryType.METRICS, rows[start : start + METRICS_CHUNK], tags=["metrics"]
-            )
+            await self.record_metrics(rows[start : start + METRICS_CHUNK])
         _write_metrics_position(self.run_dir / "metrics.pos", *self.metrics.position())
         self.emit_event("metrics", {"rows": len(rows), "last": rows[-1]})
         for anomaly in self.detector.check(rows):

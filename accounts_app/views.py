@@ -1,0 +1,55 @@
+"""Settings: the person's API tokens (create with a name, shown once; revoke), the model the
+agents use and whether OpenCode answers."""
+
+from __future__ import annotations
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from accounts_app import selectors, services
+from accounts_app.models import ApiToken
+from researchagent.health import opencode_check
+
+
+def settings_page(request: HttpRequest, *, new_token: str = "", status: int = 200) -> HttpResponse:
+    config = settings.AGENTSYS
+    context = {
+        "nav": "settings",
+        "tokens": selectors.tokens(username=request.user.get_username()),
+        "new_token": new_token,
+        "model": f"{config.model_provider}/{config.model_id}",
+        "opencode": async_to_sync(opencode_check)(),
+        "project": config.project,
+        "policy": config.scheduler_policy,
+    }
+    return render(request, "accounts_app/settings.html", context, status=status)
+
+
+@require_POST
+def create_token(request: HttpRequest) -> HttpResponse:
+    try:
+        row, token = services.create_token(user=request.user, name=request.POST.get("name", ""))
+    except services.TokenError as error:
+        messages.error(request, f"No token made: {error}.")
+        return settings_page(request, status=400)
+    messages.success(request, f"Token “{row.name}” made. Copy it now: it is not shown again.")
+    # Rendered, not redirected: the token exists only in this response.
+    response = settings_page(request, new_token=token)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_POST
+def revoke_token(request: HttpRequest, token_id: int) -> HttpResponse:
+    # Only the person's own tokens: another user's id answers as if it did not exist.
+    row = ApiToken.objects.filter(pk=token_id, user=request.user).first()
+    if row is None:
+        messages.error(request, "No such token of yours.")
+    else:
+        services.revoke_token(token_id=row.pk)
+        messages.success(request, f"Token “{row.name}” revoked: requests with it now get 401.")
+    return redirect("settings")

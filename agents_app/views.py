@@ -1,0 +1,119 @@
+"""The agents page: the live tree L1 (chat session agent) → L2 (research loops) → L3
+(executors), each node with its status, goal, iteration and age, and steer / pause / resume /
+stop on any node. Actions go through agents_app.services, as the REST API's do; the tree
+re-renders its section (htmx) when the agents feed reports a change."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from agents_app import selectors, services
+from agents_app.events import AGENTS_STREAM
+from agents_app.models import Agent
+from agentsys.types import TERMINAL_AGENT_STATUSES, AgentRole, CommandKind, SteerUrgency
+from sessions_app.models import SESSION_AGENT
+
+ROOTS_SHOWN = 50
+PAGE_FIELDS = (
+    "id",
+    "parent_id",
+    "role",
+    "cls_path",
+    "status",
+    "goal",
+    "iteration",
+    "run",
+    "chat_session_id",
+    "superseded_by_id",
+    "created_at",
+    "finished_at",
+    "error",
+)
+TIERS = [
+    (SteerUrgency.MESSAGE, "Message: read at its next step, nothing interrupted"),
+    (SteerUrgency.PRIORITY, "Priority: acted on before its next step"),
+    (SteerUrgency.CRITICAL, "Critical: stopped and restarted with your context"),
+]
+COMMANDS = {"pause": CommandKind.PAUSE, "resume": CommandKind.RESUME, "stop": CommandKind.STOP}
+
+
+def level_of(agent: Agent) -> str:
+    """Where the agent sits in the design's three levels, in the words the page uses."""
+    if agent.cls_path == SESSION_AGENT:
+        return "L1 session"
+    if agent.role == AgentRole.EXECUTOR:
+        return "L3 run"
+    if agent.role == AgentRole.ORCHESTRATOR:
+        return "L2 research"
+    return str(agent.role)
+
+
+def _node(agent: Agent, now) -> dict:
+    return {
+        "agent": agent,
+        "level": level_of(agent),
+        "live": agent.status not in TERMINAL_AGENT_STATUSES,
+        "age": now - agent.created_at,
+    }
+
+
+def forest(*, show_ended: bool) -> list[dict]:
+    """The newest ROOTS_SHOWN trees; without show_ended, only trees with a live agent."""
+    agents = list(Agent.objects.only(*PAGE_FIELDS).order_by("created_at", "id"))
+    now = timezone.now()
+    roots = [a.id for a in reversed(agents) if a.parent_id is None]
+    trees = selectors.nest(agents, roots, lambda a: _node(a, now))
+    if not show_ended:
+        trees = [tree for tree in trees if _any_live(tree)]
+    return trees[:ROOTS_SHOWN]
+
+
+def _any_live(tree: dict) -> bool:
+    return tree["live"] or any(_any_live(child) for child in tree["children"])
+
+
+def agent_tree(request: HttpRequest) -> HttpResponse:
+    show_ended = request.GET.get("ended") == "1"
+    context = {
+        "nav": "agents",
+        "trees": forest(show_ended=show_ended),
+        "show_ended": show_ended,
+        "tiers": TIERS,
+    }
+    if request.headers.get("HX-Request"):
+        return render(request, "agents_app/_forest.html", context)
+    context["feed_after"] = selectors.last_seq(stream=AGENTS_STREAM)
+    return render(request, "agents_app/agents.html", context)
+
+
+@require_POST
+def agent_command(request: HttpRequest, agent_id: str, action: str) -> HttpResponse:
+    if action not in COMMANDS and action != "steer":
+        raise Http404("No such action")
+    try:
+        if action == "steer":
+            urgency = request.POST.get("urgency", SteerUrgency.PRIORITY)
+            context = request.POST.get("context", "").strip()
+            if urgency not in {tier.value for tier in SteerUrgency} or not context:
+                raise services.AgentCommandRefused("steer needs a tier and some context")
+            services.steer_agent(
+                agent_id=agent_id,
+                context=context[: services.MAX_STEER_CONTEXT],
+                urgency=urgency,
+                user=request.user,
+            )
+            messages.success(request, f"Steered {agent_id} ({urgency}).")
+        else:
+            services.request_agent_command(
+                agent_id=agent_id, kind=COMMANDS[action], user=request.user
+            )
+            messages.success(request, f"{action.capitalize()} sent to {agent_id}.")
+    except Agent.DoesNotExist:
+        raise Http404("No such agent") from None
+    except services.AgentCommandRefused as refused:
+        messages.error(request, f"{agent_id}: {refused}")
+    return redirect(f"/agents/#agent-{agent_id}")

@@ -1,0 +1,216 @@
+"""Browser figures, in Debian's Chromium (Playwright) against a real daphne:
+
+- chat_1000_messages_load_ms: a chat of 1,000 messages, from the page request to its
+  DOMContentLoaded (every message in the DOM; the script scrolls to the last).
+- run_page_first_paint_ms: a run page, request to first contentful paint.
+- metrics_1e6_points_chart_ms: a run whose loss series holds 10^6 points, request to its
+  chart drawn (the server sends min/max buckets; run_page.js marks the moment).
+- metrics_1e6_points_api_ms: GET /api/runs/{id}/metrics of that run (the downsampling alone).
+- runs_20_live_event_to_cell_p50_ms / _p99_ms: the runs list showing 20 running runs while
+  each gets 10 metrics events a second (200 a second in all, published the way runagentd
+  does): from an event's publish to its row's loss cell changing, in the page.
+- runs_20_live_long_tasks: main-thread tasks over 50 ms in the page during those events
+  (0 = nothing a person would feel as jank; each event updates one cell, no re-render).
+
+Each figure is the median of ROUNDS page loads.
+"""
+
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._report import percentile, report
+
+ROUNDS = 5
+POINTS = 1_000_000
+MESSAGES = 1000
+USER, PASSWORD = "bench", "bench-password-123"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def seed() -> tuple[str, str]:
+    """A chat of MESSAGES messages and a run with POINTS loss points; their ids."""
+    from django.contrib.auth import get_user_model
+
+    from scheduler_app.metric_series import record_rows
+    from scheduler_app.models import Run, RunStatus
+    from sessions_app.models import ChatMessage, ChatSession
+
+    user = get_user_model().objects.create_user(USER, password=PASSWORD)
+    chat = ChatSession.objects.create(title="A long chat", owner=user)
+    ChatMessage.objects.bulk_create(
+        ChatMessage(
+            session=chat,
+            seq=i + 1,
+            role="user" if i % 2 == 0 else "assistant",
+            content=f"Message {i}: " + "a few words of a reply " * 8,
+        )
+        for i in range(MESSAGES)
+    )
+    run = Run.objects.create(name="1e6 points", command="python train.py", status=RunStatus.DONE)
+    for start in range(0, POINTS, 100_000):
+        rows = [
+            {"_step": s, "loss": 2.0 / math.sqrt(s + 1) + 0.01 * math.sin(s)}
+            for s in range(start, start + 100_000)
+        ]
+        record_rows(agent_id="executor-bench", run_id=run.pk, rows=rows)
+    return chat.pk, run.pk
+
+
+LIVE_RUNS, LIVE_ROUNDS = 20, 30
+
+WATCH_CELLS = """() => {
+    window.cellChanges = [];
+    window.longTasks = 0;
+    new PerformanceObserver((list) => { window.longTasks += list.getEntries().length; })
+        .observe({ type: "longtask" });
+    for (const cell of document.querySelectorAll("td.loss")) {
+        const agent = cell.closest("tr").dataset.agent;
+        new MutationObserver(() => window.cellChanges.push([agent, cell.textContent, Date.now()]))
+            .observe(cell, { childList: true, characterData: true, subtree: true });
+    }
+}"""
+
+
+def seed_live_runs() -> list[str]:
+    from agents_app.models import Agent
+    from scheduler_app.models import Run, RunStatus
+
+    agents = []
+    for i in range(LIVE_RUNS):
+        agent = Agent.objects.create(id=f"executor-live{i:04d}", role="executor")
+        Run.objects.create(
+            name=f"live {i}", command="python train.py", status=RunStatus.RUNNING, agent=agent
+        )
+        agents.append(agent.pk)
+    return agents
+
+
+async def publish_metrics(agents: list[str]) -> dict:
+    """LIVE_ROUNDS rounds of one metrics event per run, 100 ms apart; when each was sent."""
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+
+    from agents_app.events import AGENTS_STREAM, record_event
+    from agents_app.live import publish
+
+    store = sync_to_async(record_event, thread_sensitive=True)
+    sent = {}
+    for k in range(1, LIVE_ROUNDS + 1):
+        for agent in agents:
+            event = await store(
+                stream=AGENTS_STREAM,
+                kind="metrics",
+                agent_id=agent,
+                payload={"rows": 1, "last": {"loss": k}},
+                publish_live=False,
+            )
+            sent[(agent, str(k))] = time.time() * 1000
+            await publish(event.as_message())
+        await asyncio.sleep(0.1)
+    return sent
+
+
+def live_runs_figures(page, base: str, agents: list[str]) -> tuple[list[float], int]:
+    import asyncio
+    import concurrent.futures
+
+    page.goto(f"{base}/runs/?status=running")
+    page.wait_for_function("() => document.getElementById('live-state').textContent === 'live'")
+    page.evaluate(WATCH_CELLS)
+    # Playwright's loop runs in this thread; the events go out from a loop of their own.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        sent = pool.submit(asyncio.run, publish_metrics(agents)).result()
+    page.wait_for_function(
+        f"() => [...document.querySelectorAll('td.loss')].every(c => c.textContent === "
+        f"'{LIVE_ROUNDS}')",
+        timeout=60_000,
+    )
+    changes = page.evaluate("window.cellChanges")
+    delays = [at - sent[(agent, text)] for agent, text, at in changes if (agent, text) in sent]
+    return delays, int(page.evaluate("window.longTasks"))
+
+
+def main() -> None:
+    import subprocess
+
+    import httpx
+    from playwright.sync_api import sync_playwright
+
+    from bench.harness import REPO, TOKEN, BenchSystem
+
+    system = BenchSystem(port=free_port())
+    try:
+        subprocess.run(
+            [sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
+            cwd=REPO,
+            env=system.env,
+            check=True,
+        )
+        chat_id, run_id = seed()
+        live_agents = seed_live_runs()
+        system.start_web()
+        base = f"http://127.0.0.1:{system.port}"
+        api = []
+        for _ in range(ROUNDS):
+            started = time.perf_counter()
+            httpx.get(
+                f"{base}/api/runs/{run_id}/metrics", headers={"X-Auth-Token": TOKEN}, timeout=60
+            ).raise_for_status()
+            api.append((time.perf_counter() - started) * 1000)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path="/usr/bin/chromium",
+                headless=True,
+                args=["--no-sandbox", "--disable-gpu", "--no-first-run"],
+            )
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(f"{base}/accounts/login/")
+            page.fill("#id_username", USER)
+            page.fill("#id_password", PASSWORD)
+            page.click("button[type=submit]")
+            page.wait_for_url(f"{base}/")
+            chat, paint, chart = [], [], []
+            for _ in range(ROUNDS):
+                page.goto(f"{base}/chat/{chat_id}/", wait_until="domcontentloaded")
+                assert page.locator("article.msg").count() == MESSAGES
+                chat.append(
+                    page.evaluate(
+                        "performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd"
+                    )
+                )
+                page.goto(f"{base}/runs/{run_id}/")
+                page.wait_for_function("() => document.body.dataset.chartsReadyAt", timeout=60_000)
+                chart.append(float(page.evaluate("document.body.dataset.chartsReadyAt")))
+                paint.append(
+                    page.evaluate(
+                        "performance.getEntriesByName('first-contentful-paint')[0].startTime"
+                    )
+                )
+            live_delays, long_tasks = live_runs_figures(page, base, live_agents)
+            browser.close()
+    finally:
+        system.close()
+    report("chat_1000_messages_load_ms", statistics.median(chat), "ms")
+    report("run_page_first_paint_ms", statistics.median(paint), "ms")
+    report("metrics_1e6_points_chart_ms", statistics.median(chart), "ms")
+    report("metrics_1e6_points_api_ms", statistics.median(api), "ms")
+    report("runs_20_live_event_to_cell_p50_ms", percentile(live_delays, 50), "ms")
+    report("runs_20_live_event_to_cell_p99_ms", percentile(live_delays, 99), "ms")
+    report("runs_20_live_long_tasks", long_tasks, "tasks")
+
+
+if __name__ == "__main__":
+    main()

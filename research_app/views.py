@@ -1,0 +1,118 @@
+"""Research loop pages: the list, and one loop — goal, status, the plan (tasks.md with its
+checkboxes), each iteration's summary, promise, files changed with a link to its commit's
+diff, its experiments (runs with their final loss), the reflection and the memories it wrote.
+The page follows the agents feed and re-renders its body (htmx) when the loop moves."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from agents_app.events import AGENTS_STREAM
+from agents_app.selectors import last_seq
+from memory_app.models import MemoryEntry
+from research_app import selectors
+from research_app.models import ResearchLoop
+from scheduler_app.models import MetricSeries
+from scheduler_app.selectors import LOSS_KEYS
+
+COMMIT = re.compile(r"[0-9a-f]{7,40}")
+TASK = re.compile(r"^\s*(?:[-*]|\d+[.)])\s*(?:\[( |x|X)\]\s*)?(.*)$")
+DIFF_TIMEOUT_SECONDS = 10
+DIFF_LIMIT = 400_000
+TEXT_LIMIT = 200_000
+
+
+def loop_list(request: HttpRequest) -> HttpResponse:
+    loops = [selectors.summary(loop) for loop in selectors.loops(limit=100, offset=0)]
+    return render(request, "research_app/loops.html", {"nav": "agents", "loops": loops})
+
+
+def _loop_or_404(agent_id: str) -> ResearchLoop:
+    loop = selectors.loop(agent_id)
+    if loop is None:
+        raise Http404("No such research loop")
+    return loop
+
+
+def plan_items(text: str) -> list[dict]:
+    """tasks.md (or the plan) as lines: each list item with its checkbox state (None: no box)."""
+    items = []
+    for line in text.splitlines():
+        if not line.strip() or line.strip().startswith("<"):
+            continue
+        match = TASK.match(line)
+        if match:
+            box, label = match.groups()
+            items.append({"text": label, "done": None if box is None else box != " "})
+        else:
+            items.append({"text": line.strip(), "done": None, "heading": line.startswith("#")})
+    return items
+
+
+def _read(path: Path | None) -> str:
+    if path is None or not path.is_file():
+        return ""
+    with path.open(errors="replace") as handle:
+        return handle.read(TEXT_LIMIT)
+
+
+def _final_losses(history: list[dict]) -> None:
+    run_ids = [run["id"] for step in history for run in step["runs"] if run["id"]]
+    found = MetricSeries.objects.filter(run_id__in=run_ids, key__in=LOSS_KEYS)
+    last = {run_id: value for run_id, value in found.values_list("run_id", "last_value")}
+    for step in history:
+        for run in step["runs"]:
+            run["final_loss"] = last.get(run["id"])
+
+
+def loop_detail(request: HttpRequest, agent_id: str) -> HttpResponse:
+    loop = _loop_or_404(agent_id)
+    detail = selectors.detail(loop)
+    _final_losses(detail["history"])
+    workdir = Path(str(loop.settings.get("workdir") or "."))
+    tasks = _read(workdir / ".agents" / "wild" / loop.agent_id / "tasks.md") or loop.plan
+    context = {
+        "nav": "agents",
+        "loop": detail,
+        "plan": plan_items(tasks),
+        "iteration_log": _read(selectors.iteration_log_path(loop)),
+        "memories": MemoryEntry.objects.filter(agent_id=loop.agent_id)
+        .exclude(type="metrics")
+        .order_by("-created_at")[:50],
+    }
+    if request.headers.get("HX-Request"):
+        return render(request, "research_app/_loop_body.html", context)
+    context["feed_after"] = last_seq(stream=AGENTS_STREAM)
+    return render(request, "research_app/loop.html", context)
+
+
+def commit_diff(request: HttpRequest, agent_id: str, commit: str) -> HttpResponse:
+    """One iteration's commit in the loop's workdir, as `git show` prints it. Only a commit
+    the loop recorded is shown, read with a timeout and a size cap."""
+    loop = _loop_or_404(agent_id)
+    recorded = {
+        str(h.get("commit") or "") for h in loop.state.get("history") or [] if isinstance(h, dict)
+    }
+    if not COMMIT.fullmatch(commit) or commit not in recorded:
+        raise Http404("No such commit in this loop")
+    workdir = str(loop.settings.get("workdir") or "")
+    try:
+        shown = subprocess.run(
+            ["git", "show", "--stat", "--patch", "--no-color", commit],
+            cwd=workdir or None,
+            capture_output=True,
+            timeout=DIFF_TIMEOUT_SECONDS,
+            check=False,
+        )
+        text = shown.stdout[:DIFF_LIMIT].decode("utf-8", "replace") or shown.stderr.decode(
+            "utf-8", "replace"
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        text = f"git could not show {commit}: {error}"
+    context = {"nav": "agents", "loop": selectors.summary(loop), "commit": commit, "diff": text}
+    return render(request, "research_app/diff.html", context)

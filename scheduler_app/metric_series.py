@@ -1,0 +1,159 @@
+"""Storing a run's metric rows as series (writes; reads are in metric_queries).
+
+A row is what the training script appended to agent_metrics.jsonl, W&B-style:
+{"_step": 10, "loss": 1.2, "lr": 0.001}. Each numeric field becomes a point of the series of
+that name; the step is the row's `_step` / `step` / `global_step`, or, in a row without one,
+the next step of that series. Fields starting with "_" (W&B's _timestamp, _runtime) and values
+that are not numbers (strings, bools, lists) are not series. `_timestamp` (seconds since the
+epoch), when present, is the point's time; otherwise the time it was stored.
+
+Points go in with COPY (a 500-row batch is one round trip; 10^6 points take seconds, not
+minutes) and each series' summary (count, first/last step, last value, finite min/max) is
+updated in the same transaction, so the runs list's "last loss" never disagrees with the chart.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from agentsys.metrics import STEP_KEYS
+from scheduler_app.models import MetricPoint, MetricSeries, Run
+
+MAX_KEY_LENGTH = 200
+STEP_LIMIT = 2**63 - 1
+
+
+@dataclass
+class _Batch:
+    """The points of one series in one write, with the summary they add."""
+
+    points: list[tuple[int, float, datetime]] = field(default_factory=list)
+
+    def add(self, step: int, value: float, at: datetime) -> None:
+        self.points.append((step, value, at))
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an int too big for a float
+        return math.copysign(math.inf, value)
+
+
+def _step(row: dict[str, Any]) -> int | None:
+    for key in STEP_KEYS:
+        value = row.get(key)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int) and abs(value) <= STEP_LIMIT:
+            return value
+        if isinstance(value, float) and value.is_integer() and abs(value) <= STEP_LIMIT:
+            return int(value)
+    return None
+
+
+def _time(row: dict[str, Any], now: datetime) -> datetime:
+    stamp = _number(row.get("_timestamp"))
+    if stamp is None or not math.isfinite(stamp):
+        return now
+    try:
+        return datetime.fromtimestamp(stamp, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return now
+
+
+def series_of(rows: list[dict[str, Any]], next_steps: dict[str, int]) -> dict[str, _Batch]:
+    """Rows → points per series name. `next_steps` holds, per series, the step a row without
+    one gets; it is advanced in place."""
+    now = timezone.now()
+    batches: dict[str, _Batch] = {}
+    for row in rows:
+        step = _step(row)
+        at = _time(row, now)
+        for key, raw in row.items():
+            if not isinstance(key, str) or key.startswith("_") or key in STEP_KEYS:
+                continue
+            value = _number(raw)
+            if value is None:
+                continue
+            key = key[:MAX_KEY_LENGTH]
+            point_step = step if step is not None else next_steps.get(key, 0)
+            next_steps[key] = max(next_steps.get(key, 0), point_step + 1)
+            batches.setdefault(key, _Batch()).add(point_step, value, at)
+    return batches
+
+
+def record_rows(*, agent_id: str, run_id: str, rows: list[dict[str, Any]]) -> int:
+    """Store a batch of an executor's metric rows; returns the number of points stored."""
+    if not rows:
+        return 0
+    run_id = run_id if run_id and Run.objects.filter(pk=run_id).exists() else None
+    with transaction.atomic():
+        existing = {
+            s.key: s for s in MetricSeries.objects.select_for_update().filter(agent_id=agent_id)
+        }
+        next_steps = {
+            key: s.last_step + 1 for key, s in existing.items() if s.last_step is not None
+        }
+        batches = series_of(rows, next_steps)
+        missing = [
+            MetricSeries(agent_id=agent_id, run_id=run_id, key=key)
+            for key in batches
+            if key not in existing
+        ]
+        if missing:
+            MetricSeries.objects.bulk_create(missing, ignore_conflicts=True)
+            existing = {
+                s.key: s for s in MetricSeries.objects.select_for_update().filter(agent_id=agent_id)
+            }
+        _copy_points((existing[key].pk, batch) for key, batch in batches.items())
+        for key, batch in batches.items():
+            _summarise(existing[key], batch)
+        MetricSeries.objects.bulk_update(
+            [existing[key] for key in batches],
+            [
+                "points",
+                "first_step",
+                "last_step",
+                "last_value",
+                "min_value",
+                "max_value",
+                "non_finite",
+                "updated_at",
+            ],
+        )
+    return sum(len(batch.points) for batch in batches.values())
+
+
+def _copy_points(batches) -> None:
+    table = MetricPoint._meta.db_table
+    statement = f"COPY {table} (series_id, step, value, time) FROM STDIN"
+    with connection.cursor() as cursor, cursor.cursor.copy(statement) as copy:
+        for series_id, batch in batches:
+            for step, value, at in batch.points:
+                copy.write_row((series_id, step, value, at))
+
+
+def _summarise(series: MetricSeries, batch: _Batch) -> None:
+    steps = [step for step, _, _ in batch.points]
+    finite = [value for _, value, _ in batch.points if math.isfinite(value)]
+    series.points += len(batch.points)
+    series.non_finite += len(batch.points) - len(finite)
+    first = min(steps)
+    series.first_step = first if series.first_step is None else min(series.first_step, first)
+    last_step, last_value, _ = max(batch.points, key=lambda point: point[0])
+    if series.last_step is None or last_step >= series.last_step:
+        series.last_step, series.last_value = last_step, last_value
+    if finite:
+        low, high = min(finite), max(finite)
+        series.min_value = low if series.min_value is None else min(series.min_value, low)
+        series.max_value = high if series.max_value is None else max(series.max_value, high)
+    series.updated_at = timezone.now()

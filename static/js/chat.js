@@ -1,0 +1,240 @@
+// One chat: the reply streams into place token by token over the session's WebSocket
+// (ws/chat/<id>/), thinking and tool calls collapsed, each l1_action as a card linking the
+// agent it created. A dropped socket shows in the top bar and resumes after the last event
+// seen (live.js), so no text goes missing. Sending and stopping are JSON POSTs.
+(function () {
+  "use strict";
+  const chat = document.getElementById("chat");
+  const sessionId = chat.dataset.session;
+  const form = document.getElementById("composer");
+  const input = document.getElementById("message");
+  const sendButton = document.getElementById("send");
+  const stopButton = document.getElementById("stop");
+  const errorLine = document.getElementById("chat-error");
+  const ACTION_TAG = /<(spawn_research|spawn_command|steer_child|stop_child)\s*>[\s\S]*?(<\/\1\s*>|$)/gi;
+  const raw = new Map(); // part id -> text as streamed (tags and all)
+  let streaming = chat.dataset.streaming || "";
+
+  function csrf() {
+    try {
+      return JSON.parse(document.body.getAttribute("hx-headers"))["X-CSRFToken"];
+    } catch (error) {
+      return "";
+    }
+  }
+
+  async function post(path, body) {
+    const response = await fetch(`/chat/${encodeURIComponent(sessionId)}/${path}/`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf() },
+      body: JSON.stringify(body || {}),
+    });
+    let answer = {};
+    try { answer = await response.json(); } catch (error) { /* an HTML error page */ }
+    return { ok: response.ok, status: response.status, body: answer };
+  }
+
+  function nearBottom() {
+    return chat.scrollHeight - chat.scrollTop - chat.clientHeight < 120;
+  }
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function showError(text) {
+    errorLine.hidden = !text;
+    errorLine.textContent = text || "";
+  }
+
+  function setStreaming(turnId) {
+    streaming = turnId || "";
+    chat.dataset.streaming = streaming;
+    stopButton.hidden = !streaming;
+    sendButton.disabled = !!streaming;
+  }
+
+  // -- messages -----------------------------------------------------------------------------
+  function message(role, seq, turnId) {
+    if (seq && chat.querySelector(`article.msg[data-seq="${seq}"]`)) return null; // replayed
+    const empty = document.getElementById("chat-empty");
+    if (empty) empty.remove();
+    const article = el("article", `msg ${role}`);
+    if (seq) article.dataset.seq = seq;
+    if (turnId) article.dataset.turn = turnId;
+    const who = { user: "You", system: "System", assistant: "Session agent" }[role];
+    article.append(el("header", "who", who));
+    chat.append(article);
+    return article;
+  }
+
+  function reply(turnId) {
+    let article = chat.querySelector(`article.msg.assistant.streamed[data-turn="${turnId}"]`);
+    if (!article) {
+      article = message("assistant", null, turnId);
+      article.classList.add("streamed");
+    }
+    return article;
+  }
+
+  function textPart(article, id, ptype) {
+    let part = article.querySelector(`[data-part="${CSS.escape(id)}"]`);
+    if (part) return part;
+    if (ptype === "reasoning") {
+      part = el("details", "thinking");
+      part.append(el("summary", "", "Thinking"), el("div", "text"));
+    } else {
+      part = el("div", "text");
+    }
+    part.dataset.part = id;
+    article.append(part);
+    return part;
+  }
+
+  function onDelta(payload) {
+    const article = reply(payload.turn_id);
+    const part = textPart(article, payload.id, payload.ptype);
+    const text = (raw.get(payload.id) || "") + payload.delta;
+    raw.set(payload.id, text);
+    const shown = payload.ptype === "text" ? text.replace(ACTION_TAG, "").replace(/\n{3,}/g, "\n\n") : text;
+    (part.querySelector(".text") || part).textContent = shown;
+  }
+
+  function onTool(payload) {
+    const article = reply(payload.turn_id);
+    let part = article.querySelector(`[data-part="${CSS.escape(payload.id)}"]`);
+    if (!part) {
+      part = el("details", "tool");
+      part.dataset.part = payload.id;
+      article.append(part);
+    }
+    part.textContent = "";
+    const summary = el("summary");
+    summary.append(el("span", "tool-name", payload.tool || "tool"), " ", el("span", `pill ${payload.status || ""}`, payload.status || "?"));
+    if (payload.title) summary.append(" ", el("span", "muted", payload.title));
+    const io = el("div", "tool-io");
+    io.append(el("h4", "", "Input"), el("pre", "", JSON.stringify(payload.input ?? {}, null, 2)));
+    if (payload.output) io.append(el("h4", "", "Output"), el("pre", "", String(payload.output)));
+    part.append(summary, io);
+  }
+
+  function onAction(payload) {
+    const card = el("div", "action-card" + (payload.error ? " refused" : ""));
+    card.append(el("strong", "", (payload.action || "action").replace(/_/g, "")));
+    if (payload.agent_id) {
+      const link = el("a", "", payload.agent_id);
+      link.href = `/agents/#agent-${encodeURIComponent(payload.agent_id)}`;
+      card.append(" ", link);
+    }
+    if (payload.goal) card.append(el("div", "small", payload.goal));
+    if (payload.command) card.append(el("code", "small", payload.command));
+    if (payload.error) card.append(el("div", "error small", "Not carried out: " + payload.error));
+    reply(payload.turn_id).append(card);
+  }
+
+  async function onIdle(payload) {
+    setStreaming("");
+    const article = chat.querySelector(`article.msg.assistant.streamed[data-turn="${payload.turn_id}"]`);
+    if (article && payload.outcome && payload.outcome !== "done") {
+      article.append(el("p", "muted small", `Reply ${payload.outcome}.`));
+    }
+    try {
+      const session = await AgentSysLive.getJSON(`/api/sessions/${encodeURIComponent(sessionId)}`);
+      document.getElementById("chat-title").textContent = session.title;
+      const pill = document.getElementById("chat-status");
+      pill.textContent = session.status.replace(/_/g, "");
+      pill.className = "pill " + session.status;
+    } catch (error) { /* the title stays as it was */ }
+  }
+
+  function onEvent(event) {
+    const stick = nearBottom();
+    const payload = event.payload || {};
+    switch (event.kind) {
+      case "user_message":
+      case "system_message": {
+        const article = message(event.kind === "user_message" ? "user" : "system", payload.seq, payload.turn_id);
+        if (article) article.append(el("div", "text", payload.content));
+        setStreaming(payload.turn_id);
+        break;
+      }
+      case "part_delta": onDelta(payload); break;
+      case "part_update": onTool(payload); break;
+      case "l1_action": onAction(payload); break;
+      case "error": reply(payload.turn_id).append(el("p", "error", payload.message)); break;
+      case "session_status":
+        if (payload.status === "idle") onIdle(payload);
+        else setStreaming(payload.turn_id);
+        break;
+      default: break;
+    }
+    if (stick) chat.scrollTop = chat.scrollHeight;
+  }
+
+  // -- the composer -------------------------------------------------------------------------
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const text = input.value.trim();
+    if (!text || streaming) return;
+    const mode = form.querySelector("input[name=mode]:checked").value;
+    sendButton.disabled = true;
+    const answer = await post("send", { message: text, mode });
+    if (answer.ok) {
+      input.value = "";
+      showError("");
+      setStreaming(answer.body.turn_id);
+    } else {
+      sendButton.disabled = false;
+      showError(answer.body.detail || `Not sent (${answer.status}).`);
+    }
+  });
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  stopButton.addEventListener("click", async () => {
+    const answer = await post("stop");
+    if (!answer.ok) showError(answer.body.detail || "Could not stop the reply.");
+  });
+  const help = JSON.parse(document.getElementById("mode-help-data").textContent);
+  form.querySelectorAll("input[name=mode]").forEach((radio) =>
+    radio.addEventListener("change", () => { document.getElementById("mode-help").textContent = help[radio.value]; })
+  );
+
+  async function loadModels() {
+    const select = document.getElementById("model");
+    try {
+      const body = await AgentSysLive.getJSON("/api/models");
+      const current = select.dataset.current;
+      select.textContent = "";
+      const values = body.models.map((m) => [`${m.provider}/${m.model}`, m.name]);
+      if (!values.some(([v]) => v === current)) values.unshift([current, current]);
+      for (const [value, name] of values) {
+        const option = el("option", "", name === value ? value : `${name} (${value})`);
+        option.value = value;
+        option.selected = value === current;
+        select.append(option);
+      }
+    } catch (error) {
+      select.title = "OpenCode is not answering: the model list is unavailable";
+    }
+    select.addEventListener("change", async () => {
+      const answer = await post("model", { model: select.value });
+      showError(answer.ok ? "" : answer.body.detail || "The model was not changed.");
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    setStreaming(streaming);
+    chat.scrollTop = chat.scrollHeight;
+    window.AgentSysChat = AgentSysLive.follow(`/ws/chat/${encodeURIComponent(sessionId)}/`, onEvent, {
+      after: chat.dataset.after,
+    });
+    loadModels();
+  });
+})();

@@ -1,0 +1,120 @@
+// Live feeds: a WebSocket to a Channels feed that reconnects by itself and resumes after the
+// last event it saw (?after=<id>), so a dropped connection shows in the top bar, then heals
+// with nothing missed. Pages pass the seq they were rendered at, so events between the page
+// render and the socket opening are replayed too.
+(function () {
+  "use strict";
+  const followers = new Set();
+
+  function showState() {
+    const badge = document.getElementById("live-state");
+    if (!badge || followers.size === 0) return;
+    const down = [...followers].some((f) => !f.open);
+    badge.hidden = false;
+    badge.textContent = down ? "reconnecting…" : "live";
+    badge.className = "live-state " + (down ? "down" : "up");
+  }
+
+  function follow(path, onEvent, options) {
+    const opts = options || {};
+    const follower = { open: false, last: opts.after, socket: null, closed: false, drops: 0 };
+    let delay = 300;
+    function connect() {
+      const url = new URL(path, window.location.href);
+      url.protocol = window.location.protocol === "https:" ? "wss:" : "ws:";
+      if (follower.last !== undefined && follower.last !== null && follower.last !== "") {
+        url.searchParams.set("after", follower.last);
+      }
+      const socket = new WebSocket(url);
+      follower.socket = socket;
+      socket.onopen = () => {
+        follower.open = true;
+        delay = 300;
+        showState();
+        if (opts.onOpen) opts.onOpen();
+      };
+      socket.onmessage = (message) => {
+        let event;
+        try {
+          event = JSON.parse(message.data);
+        } catch (error) {
+          return; // not JSON: nothing a page could apply
+        }
+        if (typeof event.id === "number") {
+          if (follower.last !== undefined && event.id <= Number(follower.last)) return;
+          follower.last = event.id;
+        } else if (typeof event.seq === "number") {
+          follower.last = event.seq;
+        }
+        onEvent(event);
+      };
+      socket.onclose = () => {
+        follower.open = false;
+        if (follower.closed) return;
+        follower.drops += 1;
+        showState();
+        window.setTimeout(connect, delay);
+        delay = Math.min(delay * 2, 5000);
+      };
+    }
+    followers.add(follower);
+    connect();
+    follower.close = () => {
+      follower.closed = true;
+      followers.delete(follower);
+      if (follower.socket) follower.socket.close();
+    };
+    return follower;
+  }
+
+  async function getJSON(url) {
+    const response = await fetch(url, { headers: { Accept: "application/json" } });
+    if (!response.ok) throw new Error(url + ": " + response.status);
+    return response.json();
+  }
+
+  // The words a run (and its executor) can be in; alerts carry a status of their own.
+  const RUN_STATUSES = new Set([
+    "ready", "queued", "running", "paused", "done", "failed", "stopped", "cancelled", "rejected", "lost",
+  ]);
+
+  // A section re-rendered from the server (htmx) when the feed says something moved: at most
+  // once per `delay` ms however busy the feed, and never while the person is typing in it.
+  function refresher(target, url, delay) {
+    let timer = null;
+    function refresh() {
+      if (timer) return;
+      timer = window.setTimeout(() => {
+        timer = null;
+        const element = document.querySelector(target);
+        if (!element) return;
+        if (element.contains(document.activeElement) && document.activeElement.matches("input, textarea, select")) {
+          return refresh();
+        }
+        htmx.ajax("GET", url, { target: target, swap: "innerHTML" });
+      }, delay || 500);
+    }
+    return refresh;
+  }
+
+  // The banner that says what is down (runagentd, OpenCode, the database), from /api/health.
+  async function checkHealth(banner) {
+    let text = "";
+    try {
+      const response = await fetch("/api/health", { headers: { Accept: "application/json" } });
+      const health = await response.json();
+      text = [...(health.problems || []), ...(health.warnings || [])].join(" · ");
+    } catch (error) {
+      text = "The server is unreachable: what you see may be out of date.";
+    }
+    banner.textContent = text;
+    banner.hidden = !text;
+  }
+
+  function watchHealth(banner, every) {
+    checkHealth(banner);
+    return window.setInterval(() => checkHealth(banner), every || 15000);
+  }
+
+  window.AgentSysLive = { follow, followers, getJSON, RUN_STATUSES, refresher, watchHealth };
+})();

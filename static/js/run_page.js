@@ -1,0 +1,163 @@
+// The run page: every numeric series charted by step, the log's tail, both kept live.
+// New metric points come when the run's executor reports a "metrics" event on the agents
+// feed (fetched from the last drawn step on); the log is polled from its last byte while the
+// run is live. Paging back through a long log reads 64 KiB at a time: it is never loaded whole.
+(function () {
+  "use strict";
+  const CHUNK = 65536;
+  const page = document.getElementById("run-page");
+  const runId = page.dataset.run;
+  const agentId = page.dataset.agent;
+  let live = page.dataset.live === "1";
+  const charts = new Map();
+  const api = (path) => `/api/runs/${encodeURIComponent(runId)}${path}`;
+
+  // -- metrics ------------------------------------------------------------------------------
+  function figureFor(key) {
+    let figure = document.querySelector(`figure.chart[data-key="${CSS.escape(key)}"]`);
+    if (!figure) {
+      figure = document.createElement("figure");
+      figure.className = "chart";
+      figure.dataset.key = key;
+      figure.innerHTML = "<figcaption></figcaption><div class='plot'></div>";
+      figure.querySelector("figcaption").textContent = key;
+      document.getElementById("charts").appendChild(figure);
+      document.getElementById("no-metrics").hidden = true;
+    }
+    return figure;
+  }
+
+  function caption(figure, series) {
+    const last = typeof series.last_value === "number" ? series.last_value.toPrecision(4) : series.last_value;
+    figure.querySelector("figcaption").innerHTML = "";
+    figure.querySelector("figcaption").append(series.key + " ");
+    const note = document.createElement("span");
+    note.className = "muted";
+    note.textContent = `last ${last} · ${series.points} points`;
+    figure.querySelector("figcaption").append(note);
+  }
+
+  async function loadMetrics() {
+    const body = await AgentSysLive.getJSON(api("/metrics?max_points=2000"));
+    for (const series of body.series) {
+      const figure = figureFor(series.key);
+      caption(figure, series);
+      charts.set(series.key, AgentSysCharts.lineChart(figure.querySelector(".plot"), "", [{ label: series.key, series }]));
+    }
+    document.body.dataset.chartsReady = "1";
+    document.body.dataset.chartsReadyAt = String(performance.now()); // bench/ui.py reads it
+  }
+
+  let fetching = false;
+  let again = false;
+  async function newPoints() {
+    if (fetching) { again = true; return; }
+    fetching = true;
+    try {
+      const since = Math.min(...[...charts.values()].map((c) => c.lastStep(0) ?? -1)) + 1;
+      const from = Number.isFinite(since) ? `&since_step=${since}` : "";
+      const body = await AgentSysLive.getJSON(api(`/metrics?max_points=2000${from}`));
+      for (const series of body.series) {
+        const figure = figureFor(series.key);
+        caption(figure, series);
+        if (charts.has(series.key)) charts.get(series.key).append(0, series);
+        else charts.set(series.key, AgentSysCharts.lineChart(figure.querySelector(".plot"), "", [{ label: series.key, series }]));
+      }
+    } finally {
+      fetching = false;
+      if (again) { again = false; newPoints(); }
+    }
+  }
+
+  document.getElementById("log-scale").addEventListener("change", (e) => {
+    for (const chart of charts.values()) chart.setLog(e.target.checked);
+  });
+
+  // -- log ----------------------------------------------------------------------------------
+  const log = document.getElementById("log");
+  const follow = document.getElementById("log-follow");
+  const older = document.getElementById("log-older");
+  let start = 0; // first byte shown
+  let end = 0; // next byte to read
+
+  function sizeNote(size) {
+    const kib = (n) => (n / 1024).toFixed(n < 10240 ? 1 : 0) + " KiB";
+    document.getElementById("log-size").textContent =
+      size ? `showing ${kib(end - start)} of ${kib(size)}` : "The log is empty so far.";
+    older.disabled = start === 0;
+  }
+
+  async function loadLogTail() {
+    const probe = await AgentSysLive.getJSON(api(`/logs?offset=${Number.MAX_SAFE_INTEGER}&limit=1`));
+    start = Math.max(0, probe.size - CHUNK);
+    const chunk = await AgentSysLive.getJSON(api(`/logs?offset=${start}&limit=${CHUNK}`));
+    log.textContent = chunk.text;
+    end = chunk.next_offset;
+    sizeNote(chunk.size);
+    log.scrollTop = log.scrollHeight;
+  }
+
+  async function pollLog() {
+    const chunk = await AgentSysLive.getJSON(api(`/logs?offset=${end}&limit=${CHUNK * 4}`));
+    if (chunk.text) {
+      log.append(chunk.text);
+      end = chunk.next_offset;
+      if (follow.checked) log.scrollTop = log.scrollHeight;
+    }
+    sizeNote(chunk.size);
+    return chunk.next_offset < chunk.size; // more already waiting
+  }
+
+  older.addEventListener("click", async () => {
+    const from = Math.max(0, start - CHUNK);
+    const chunk = await AgentSysLive.getJSON(api(`/logs?offset=${from}&limit=${start - from}`));
+    const height = log.scrollHeight;
+    log.prepend(chunk.text);
+    start = from;
+    log.scrollTop += log.scrollHeight - height; // keep the reader's place
+    sizeNote(chunk.size);
+  });
+  log.addEventListener("wheel", (e) => { if (e.deltaY < 0) follow.checked = false; });
+
+  async function logLoop() {
+    while (live) {
+      let more = false;
+      try { more = await pollLog(); } catch (error) { /* the server is back soon: poll again */ }
+      await new Promise((r) => setTimeout(r, more ? 50 : 1000));
+    }
+    await pollLog(); // the lines written just before it ended
+  }
+
+  // -- status -------------------------------------------------------------------------------
+  const LIVE = new Set(["queued", "running", "paused"]);
+  function refresh(part, target) {
+    // The server renders the section again (htmx): actions, exit code, alerts stay its own.
+    htmx.ajax("GET", `${window.location.pathname}?part=${part}`, { target, swap: "outerHTML" });
+  }
+
+  function onEvent(event) {
+    if (event.agent_id !== agentId) return;
+    if (event.kind === "metrics") newPoints();
+    if (event.kind.startsWith("alert")) {
+      refresh("alerts", "#run-alerts-card");
+      return;
+    }
+    const status = event.payload && event.payload.status;
+    if (AgentSysLive.RUN_STATUSES.has(status)) { // not an alert's own status
+      const badge = document.getElementById("run-status");
+      badge.textContent = status;
+      badge.className = "pill " + status;
+      refresh("head", "#run-head");
+      if (!LIVE.has(status) && live) {
+        live = false;
+        newPoints();
+      }
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", async () => {
+    if (agentId) AgentSysLive.follow("/ws/agents/events/", onEvent, { after: page.dataset.feedAfter });
+    await Promise.all([loadMetrics(), loadLogTail()]);
+    logLoop();
+  });
+})();

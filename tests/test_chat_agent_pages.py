@@ -1,0 +1,212 @@
+"""The chat and agents pages as Django renders them (the browser tests drive them live)."""
+
+import json
+
+import pytest
+from django.test import Client
+
+from agents_app.models import Agent, AgentCommand
+from sessions_app.models import ChatMessage, ChatSession, ChatTurn, TurnStatus
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def browser(client, django_user_model):
+    client.user = django_user_model.objects.create_user("ada", password="x" * 12)
+    client.force_login(client.user)
+    return client
+
+
+def test_the_pages_need_login(client):
+    session = ChatSession.objects.create(title="t")
+    for url in ("/chat/", f"/chat/{session.pk}/", "/agents/"):
+        response = client.get(url)
+        assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+    assert client.post(f"/chat/{session.pk}/send/", "{}", "application/json").status_code == 302
+
+
+def test_new_chat_then_send_and_stop(browser):
+    response = browser.post("/chat/new/", {"mode": "wild"})
+    session = ChatSession.objects.get()
+    assert response["Location"] == f"/chat/{session.pk}/" and session.mode == "wild"
+    assert session.owner == browser.user
+    page = browser.get(f"/chat/{session.pk}/").content.decode()
+    assert 'value="wild" checked' in page and "Every message starts a research loop" in page
+    sent = browser.post(
+        f"/chat/{session.pk}/send/",
+        json.dumps({"message": "hi", "mode": "auto"}),
+        "application/json",
+    )
+    assert sent.status_code == 202
+    turn = ChatTurn.objects.get(pk=sent.json()["turn_id"])
+    assert turn.status == TurnStatus.RUNNING and turn.mode == "auto"
+    again = browser.post(
+        f"/chat/{session.pk}/send/", json.dumps({"message": "x"}), "application/json"
+    )
+    assert again.status_code == 409 and "still streaming" in again.json()["detail"]
+    assert browser.post(f"/chat/{session.pk}/stop/").status_code == 200
+    turn.refresh_from_db()
+    assert turn.status == TurnStatus.STOPPED  # no runagentd had claimed it: stopped at once
+
+
+@pytest.mark.parametrize(
+    "body", ["not json", json.dumps([1]), json.dumps({"message": ""}), json.dumps({"message": 5})]
+)
+def test_a_bad_message_is_a_400_with_a_reason(browser, body):
+    session = ChatSession.objects.create(title="t", owner=browser.user)
+    response = browser.post(f"/chat/{session.pk}/send/", body, "application/json")
+    assert response.status_code == 400 and response.json()["detail"]
+    assert not ChatTurn.objects.exists()
+
+
+def test_someone_elses_chat_is_not_found(browser, django_user_model):
+    other = django_user_model.objects.create_user("bob", password="x" * 12)
+    session = ChatSession.objects.create(title="bob's", owner=other)
+    assert browser.get(f"/chat/{session.pk}/").status_code == 404
+    assert browser.post(f"/chat/{session.pk}/stop/").status_code == 404
+    assert "bob's" not in browser.get("/chat/").content.decode()
+
+
+def test_a_chat_shows_its_messages_parts_and_actions(browser):
+    session = ChatSession.objects.create(title="Tune", owner=browser.user)
+    turn = ChatTurn.objects.create(
+        session=session,
+        status=TurnStatus.DONE,
+        actions=[
+            {
+                "action": "spawn_research",
+                "goal": "find lr",
+                "agent_id": "orchestrator-1",
+                "error": "",
+            }
+        ],
+    )
+    ChatMessage.objects.create(session=session, seq=1, role="user", content="Which lr?")
+    ChatMessage.objects.create(
+        session=session,
+        seq=2,
+        role="assistant",
+        content="Starting a loop.",
+        turn=turn,
+        parts=[
+            {"id": "p1", "type": "reasoning", "text": "they want lr"},
+            {
+                "id": "p2",
+                "type": "tool",
+                "tool": "bash",
+                "status": "completed",
+                "input": {"command": "ls"},
+                "output": "train.py",
+            },
+            {"id": "p3", "type": "text", "text": "Starting a loop."},
+        ],
+    )
+    page = browser.get(f"/chat/{session.pk}/").content.decode()
+    for text in (
+        "Which lr?",
+        "Starting a loop.",
+        "they want lr",
+        "train.py",
+        "spawnresearch",
+        "/agents/#agent-orchestrator-1",
+    ):
+        assert text in page, text
+    assert page.index("Which lr?") < page.index("Starting a loop.")
+
+
+def test_set_model_checks_its_input(browser):
+    session = ChatSession.objects.create(title="t", owner=browser.user)
+    bad = browser.post(
+        f"/chat/{session.pk}/model/", json.dumps({"model": "nope"}), "application/json"
+    )
+    assert bad.status_code == 400
+    ok = browser.post(
+        f"/chat/{session.pk}/model/", json.dumps({"model": "demo/brain"}), "application/json"
+    )
+    assert ok.status_code == 200
+    session.refresh_from_db()
+    assert (session.model_provider, session.model_id) == ("demo", "brain")
+
+
+def _tree():
+    l1 = Agent.objects.create(
+        id="orchestrator-l1",
+        role="orchestrator",
+        cls_path="x",
+        project="p",
+        status="running",
+        goal="Chat",
+    )
+    l2 = Agent.objects.create(
+        id="orchestrator-l2",
+        role="orchestrator",
+        cls_path="x",
+        project="p",
+        status="running",
+        parent=l1,
+        goal="Find the lr",
+        iteration=3,
+    )
+    Agent.objects.create(
+        id="executor-l3",
+        role="executor",
+        cls_path="x",
+        project="p",
+        status="done",
+        parent=l2,
+        goal="train",
+        run="run-1",
+    )
+    Agent.objects.create(
+        id="orchestrator-old",
+        role="orchestrator",
+        cls_path="x",
+        project="p",
+        status="done",
+        goal="Old loop",
+    )
+    return l1, l2
+
+
+def test_the_tree_nests_live_trees_and_hides_finished_ones(browser):
+    _tree()
+    page = browser.get("/agents/").content.decode()
+    assert (
+        page.index('id="agent-orchestrator-l1"')
+        < page.index('id="agent-orchestrator-l2"')
+        < page.index('id="agent-executor-l3"')
+    )
+    assert "iteration 3" in page and "Old loop" not in page
+    assert "L2 research" in page and "L3 run" in page
+    assert "Old loop" in browser.get("/agents/?ended=1").content.decode()
+    partial = browser.get("/agents/", HTTP_HX_REQUEST="true").content.decode()
+    assert "<html" not in partial and "agent-orchestrator-l2" in partial
+
+
+def test_tree_actions_go_through_the_services(browser):
+    _, l2 = _tree()
+    response = browser.post(f"/agents/{l2.pk}/pause/", follow=True)
+    assert AgentCommand.objects.get(agent=l2).kind == "pause"
+    assert "Pause sent" in response.content.decode()
+    browser.post(f"/agents/{l2.pk}/steer/", {"context": "try 3e-4", "urgency": "priority"})
+    assert AgentCommand.objects.filter(agent=l2, kind="steer").exists()
+    refused = browser.post("/agents/executor-l3/stop/", follow=True).content.decode()
+    assert "executor-l3:" in refused  # finished: refused with a reason, not a 500
+    assert (
+        browser.post(
+            f"/agents/{l2.pk}/steer/", {"context": "", "urgency": "x"}, follow=True
+        ).status_code
+        == 200
+    )
+    assert browser.post("/agents/nobody/stop/").status_code == 404
+    assert browser.post(f"/agents/{l2.pk}/explode/").status_code == 404
+
+
+def test_tree_actions_need_the_csrf_token(django_user_model):
+    _, l2 = _tree()
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(django_user_model.objects.create_user("eve", password="x" * 12))
+    assert strict.post(f"/agents/{l2.pk}/stop/").status_code == 403
+    assert strict.post("/chat/new/").status_code == 403
+    assert not AgentCommand.objects.exists()

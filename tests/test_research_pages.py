@@ -1,0 +1,106 @@
+"""The research loop pages (issue 12 item 5): plan with checkboxes, iterations with their
+experiments' final loss and a diff link, memories written; the diff shows only a commit the
+loop recorded."""
+
+import subprocess
+
+import pytest
+
+from agents_app.models import Agent
+from memory_app.models import MemoryEntry
+from research_app.models import ResearchLoop
+from research_app.views import plan_items
+from scheduler_app.metric_series import record_rows
+from scheduler_app.models import Run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def browser(client, django_user_model):
+    client.force_login(django_user_model.objects.create_user("ada", password="x" * 12))
+    return client
+
+
+def git(cwd, *args) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def loop(tmp_path):
+    git(tmp_path, "init", "-q")
+    (tmp_path / "train.py").write_text("lr = 0.1\n")
+    git(tmp_path, "add", "train.py")
+    git(tmp_path, "commit", "-q", "-m", "start")
+    (tmp_path / "train.py").write_text("lr = 0.2\n")
+    git(tmp_path, "commit", "-q", "-am", "iteration 1")
+    commit = git(tmp_path, "rev-parse", "HEAD")
+    agent = Agent.objects.create(
+        id="orchestrator-loop", role="orchestrator", cls_path="x", project="p", status="running"
+    )
+    executor = Agent.objects.create(id="executor-1", role="executor", cls_path="x", project="p")
+    run = Run.objects.create(name="lr 0.2", command="python train.py", agent=executor)
+    record_rows(agent_id=executor.id, run_id=run.pk, rows=[{"_step": 9, "loss": 0.4321}])
+    tasks = tmp_path / ".agents" / "wild" / agent.id
+    tasks.mkdir(parents=True)
+    (tasks / "tasks.md").write_text("# Plan\n- [x] baseline at lr=0.1\n- [ ] try lr=0.2\n")
+    (tasks / "iteration_log.md").write_text("## Iteration 1\nraised lr\n")
+    history = [
+        {
+            "iteration": 1,
+            "promise": "CONTINUE",
+            "summary": "Raised the learning rate.",
+            "files_changed": ["train.py"],
+            "commit": commit,
+            "runs": [executor.id],
+        }
+    ]
+    MemoryEntry.objects.create(
+        type="reflection", project="p", agent_id=agent.id, data={"text": "lr=0.2 is steadier"}
+    )
+    return ResearchLoop.objects.create(
+        agent=agent,
+        goal="Find the best learning rate",
+        settings={"workdir": str(tmp_path), "max_iterations": 5},
+        state={"history": history, "phase": "running"},
+        iteration=1,
+    ), commit
+
+
+def test_the_loop_page_shows_plan_iterations_runs_and_memories(browser, loop):
+    row, commit = loop
+    page = browser.get(f"/research/{row.agent_id}/").content.decode()
+    assert "Find the best learning rate" in page
+    assert 'disabled checked aria-label="done"> baseline at lr=0.1' in page
+    assert 'disabled  aria-label="to do"> try lr=0.2' in page
+    assert "Raised the learning rate." in page and "CONTINUE" in page
+    assert f"/research/{row.agent_id}/diff/{commit}/" in page
+    assert "0.4321" in page and "lr 0.2" in page  # the experiment's final loss
+    assert "lr=0.2 is steadier" in page and "raised lr" in page
+    assert row.agent_id in browser.get("/research/").content.decode()
+
+
+def test_the_diff_of_a_recorded_commit(browser, loop):
+    row, commit = loop
+    diff = browser.get(f"/research/{row.agent_id}/diff/{commit}/").content.decode()
+    assert "-lr = 0.1" in diff and "+lr = 0.2" in diff
+    assert browser.get(f"/research/{row.agent_id}/diff/HEAD~1/").status_code == 404
+    assert browser.get(f"/research/{row.agent_id}/diff/{'a' * 40}/").status_code == 404
+    assert browser.get("/research/orchestrator-none/").status_code == 404
+
+
+def test_plan_items_read_checkboxes_and_plain_lines():
+    items = plan_items("<plan>\n1. Run a baseline\n- [X] done one\n- [ ] open one\nfree text\n")
+    assert items == [
+        {"text": "Run a baseline", "done": None},
+        {"text": "done one", "done": True},
+        {"text": "open one", "done": False},
+        {"text": "free text", "done": None, "heading": False},
+    ]

@@ -1,0 +1,85 @@
+"""The runs pages as Django renders them (the browser tests drive them live): login needed,
+filters and search, the htmx partials, actions that refuse clearly, and no 500 on bad input."""
+
+import pytest
+
+from scheduler_app.metric_series import record_rows
+from scheduler_app.models import Run, RunStatus
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def browser(client, django_user_model):
+    client.force_login(django_user_model.objects.create_user("ada", password="x" * 12))
+    return client
+
+
+def test_pages_need_login(client):
+    run = Run.objects.create(name="r", command="true")
+    for url in ("/runs/", f"/runs/{run.pk}/", "/runs/compare/"):
+        response = client.get(url)
+        assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+    assert client.post(f"/runs/{run.pk}/start/").status_code == 302
+    assert Run.objects.get(pk=run.pk).status == RunStatus.READY
+
+
+def test_the_list_filters_searches_and_shows_the_last_loss(browser):
+    lr = Run.objects.create(name="sweep lr=0.1", command="python train.py --lr 0.1")
+    Run.objects.create(name="baseline", command="python base.py", status=RunStatus.FAILED)
+    record_rows(agent_id="executor-x", run_id=lr.pk, rows=[{"_step": 9, "loss": 0.1234567}])
+    page = browser.get("/runs/").content.decode()
+    assert "sweep lr=0.1" in page and "baseline" in page and "0.1235" in page
+    found = browser.get("/runs/?q=train.py").content.decode()
+    assert "sweep lr=0.1" in found and "baseline" not in found
+    failed = browser.get("/runs/?status=failed", HTTP_HX_REQUEST="true").content.decode()
+    assert "baseline" in failed and "sweep lr" not in failed
+    assert "<html" not in failed  # htmx gets the rows only
+    assert browser.get("/runs/?status=nonsense&q=" + "x" * 5000).status_code == 200
+
+
+def test_a_run_page_and_its_sections(browser):
+    run = Run.objects.create(name="r", command="echo hi", params={"lr": 0.1})
+    record_rows(agent_id="executor-y", run_id=run.pk, rows=[{"_step": 1, "loss": float("nan")}])
+    page = browser.get(f"/runs/{run.pk}/").content.decode()
+    assert 'data-key="loss"' in page and "last NaN" in page and "echo hi" in page
+    head = browser.get(f"/runs/{run.pk}/?part=head", HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="run-head"' in head and "<html" not in head
+    assert browser.get("/runs/run-nope/").status_code == 404
+
+
+def test_actions_refuse_what_cannot_be_done(browser):
+    run = Run.objects.create(name="r", command="true", status=RunStatus.DONE)
+    response = browser.post(f"/runs/{run.pk}/stop/", follow=True)
+    assert "only" in response.content.decode() or "cannot" in response.content.decode()
+    assert Run.objects.get(pk=run.pk).status == RunStatus.DONE
+    assert browser.post(f"/runs/{run.pk}/explode/").status_code == 404
+    assert browser.get(f"/runs/{run.pk}/stop/").status_code == 405
+
+
+def test_actions_need_the_csrf_token(django_user_model):
+    from django.test import Client
+
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(django_user_model.objects.create_user("eve", password="x" * 12))
+    run = Run.objects.create(name="r", command="true")
+    assert strict.post(f"/runs/{run.pk}/start/").status_code == 403
+    assert Run.objects.get(pk=run.pk).status == RunStatus.READY
+
+
+def test_compare_names_its_runs_and_their_keys(browser):
+    a = Run.objects.create(name="a", command="true")
+    b = Run.objects.create(name="b", command="true")
+    record_rows(agent_id="executor-a", run_id=a.pk, rows=[{"_step": 1, "acc": 1, "loss": 2}])
+    page = browser.get(f"/runs/compare/?ids={a.pk}&ids={b.pk}&ids=run-gone").content.decode()
+    assert f'data-ids="{a.pk},{b.pk}"' in page
+    assert page.index(">loss<") < page.index(">acc<")  # loss first
+    assert "Choose runs" in browser.get("/runs/compare/").content.decode()
+
+
+def test_rerun_starts_a_new_run_and_shows_it(browser):
+    old = Run.objects.create(name="r", command="true", status=RunStatus.DONE)
+    response = browser.post(f"/runs/{old.pk}/rerun/")
+    new = Run.objects.exclude(pk=old.pk).get()
+    assert response["Location"] == f"/runs/{new.pk}/"
+    assert (new.command, new.name) == ("true", "r")

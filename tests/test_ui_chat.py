@@ -1,0 +1,132 @@
+"""Chat and the agents tree in Chromium (issue 12 items 3 and 4), against the real stack: a
+real daphne and runagentd, the real OpenCode server and the project's scripted model. A person
+starts a chat and sees the reply grow in place; the research loop it spawns appears in the
+tree live; a killed WebSocket heals with no text missing; stopping the loop from the tree
+shows in the tree."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from playwright.sync_api import expect
+
+from agents_app.models import Agent
+from sessions_app.models import ChatMessage, ChatSession
+from tests.browser import PASSWORD, USER, log_in, screenshot
+from tests.helpers import free_port, wait_until
+from tests.live_clients import Web
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+OPENING = "Starting a research loop on the learning rate. " * 10  # 20 chunks of 24 chars
+GOAL = "Find the best learning rate for train.py"
+
+
+@pytest.fixture
+def site(chromium, workdir):
+    get_user_model().objects.create_user(USER, password=PASSWORD)
+    web = Web(free_port(), AGENTSYS_WORKDIR=str(workdir))
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    log_in(page, web.url)
+    yield web.url, context, page
+    context.close()
+    web.stop()
+
+
+def _script() -> dict:
+    """A wild reply that streams slowly and spawns a loop whose planning never ends by
+    itself (the test stops it), then the report of that stopped loop."""
+    return {
+        "turns": [
+            {
+                "match": r"chat-wild.*\[USER\] ",
+                "steps": [
+                    {"chunk_delay": 0.25},
+                    {"text": OPENING + f"\n<spawn_research>\ngoal: {GOAL}\n</spawn_research>"},
+                ],
+            },
+            {"match": r"agentsys-prompt: planning", "steps": [{"stall": 120}]},
+            {"match": r"\[SYSTEM\] The research loop", "steps": [{"text": "It was stopped."}]},
+        ]
+    }
+
+
+def test_a_chat_streams_in_place_spawns_a_loop_seen_live_in_the_tree_and_heals(
+    site, make_daemon, scripted_llm
+):
+    url, context, page = site
+    scripted_llm.load(_script())
+    make_daemon()
+    tree = context.new_page()  # a second tab: the agents page, open before anything starts
+    tree.goto(f"{url}/agents/")
+
+    page.goto(f"{url}/chat/")
+    page.get_by_role("button", name="New chat").click()
+    page.get_by_label("wild").check()
+    page.get_by_role("textbox", name="Message").fill("Which learning rate is best?")
+    page.keyboard.press("Enter")
+    expect(page.locator("article.msg.user")).to_contain_text("Which learning rate is best?")
+
+    # The reply grows in one element, token by token.
+    reply = page.locator("article.msg.assistant.streamed .text").first
+    page.wait_for_function(
+        "() => (document.querySelector('article.msg.assistant.streamed .text')?.textContent"
+        " || '').length > 40"
+    )
+    first = len(reply.text_content())
+    page.wait_for_function(
+        "n => (document.querySelector('article.msg.assistant.streamed .text')?.textContent"
+        " || '').length > n",
+        arg=first,
+    )
+    # Kill the socket mid-reply: it reconnects after the last event it saw.
+    streaming = page.evaluate(
+        "() => { window.AgentSysChat.socket.close();"
+        " return !document.getElementById('stop').hidden; }"
+    )
+    assert streaming, "the reply ended before the socket was killed: nothing was tested"
+    card = page.locator(".action-card")
+    expect(card).to_contain_text("spawnresearch", timeout=30_000)
+    expect(page.locator("#stop")).to_be_hidden(timeout=30_000)
+    assert page.evaluate("() => window.AgentSysChat.drops") >= 1
+    session = ChatSession.objects.get()
+    saved = ChatMessage.objects.get(session=session, role="assistant")
+    assert reply.text_content().strip() == saved.content.strip() == OPENING.strip()
+    assert "<spawn_research>" not in reply.text_content()
+    screenshot(page, "chat")
+    page.set_viewport_size({"width": 390, "height": 844})
+    screenshot(page, "chat-phone")
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    child = Agent.objects.get(goal=GOAL)
+    node = tree.locator(f"#agent-{child.id}")
+    expect(node).to_be_visible()  # appeared without a reload
+    expect(node.locator(".pill.status").first).to_have_text("running")
+    screenshot(tree, "agents")
+    tree.once("dialog", lambda dialog: dialog.accept())
+    node.get_by_role("button", name=f"Stop {child.id}").click()
+    expect(tree.locator(f"#agent-{child.id} .pill.status").first).to_have_text(
+        "stopped", timeout=30_000
+    )
+    wait_until(lambda: Agent.objects.get(pk=child.pk).status == "stopped", 10)
+    # Its end reaches the chat by itself, as a synthetic turn.
+    expect(page.locator("article.msg.system")).to_contain_text(child.id, timeout=60_000)
+    expect(page.locator("article.msg.assistant").last).to_contain_text("It was stopped.")
+    tree.goto(f"{url}/research/{child.id}/")
+    expect(tree.locator("#loop-status")).to_have_text("stopped")
+    screenshot(tree, "research-loop")
+
+
+def test_a_chat_with_a_thousand_messages_opens(site):
+    url, _, page = site
+    session = ChatSession.objects.create(title="Long", owner=get_user_model().objects.get())
+    ChatMessage.objects.bulk_create(
+        ChatMessage(
+            session=session, seq=i + 1, role="user" if i % 2 else "assistant", content=f"m{i}"
+        )
+        for i in range(1000)
+    )
+    page.goto(f"{url}/chat/{session.pk}/")
+    expect(page.locator("article.msg")).to_have_count(1000)
+    expect(page.locator("article.msg").last).to_be_in_viewport()  # opened at the bottom
