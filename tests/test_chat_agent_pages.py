@@ -129,47 +129,22 @@ def test_set_model_checks_its_input(browser):
     assert (session.model_provider, session.model_id) == ("demo", "brain")
 
 
+def _agent(agent_id: str, status: str, goal: str, **fields) -> Agent:
+    role = agent_id.split("-")[0]
+    return Agent.objects.create(
+        id=agent_id, role=role, cls_path="x", project="p", status=status, goal=goal, **fields
+    )
+
+
 def _tree():
-    l1 = Agent.objects.create(
-        id="orchestrator-l1",
-        role="orchestrator",
-        cls_path="x",
-        project="p",
-        status="running",
-        goal="Chat",
-    )
-    l2 = Agent.objects.create(
-        id="orchestrator-l2",
-        role="orchestrator",
-        cls_path="x",
-        project="p",
-        status="running",
-        parent=l1,
-        goal="Find the lr",
-        iteration=3,
-    )
-    Agent.objects.create(
-        id="executor-l3",
-        role="executor",
-        cls_path="x",
-        project="p",
-        status="done",
-        parent=l2,
-        goal="train",
-        run="run-1",
-    )
-    Agent.objects.create(
-        id="orchestrator-old",
-        role="orchestrator",
-        cls_path="x",
-        project="p",
-        status="done",
-        goal="Old loop",
-    )
+    l1 = _agent("orchestrator-l1", "running", "Chat")
+    l2 = _agent("orchestrator-l2", "running", "Find the lr", parent=l1, iteration=3)
+    _agent("executor-l3", "done", "train", parent=l2, run="run-1")
+    _agent("orchestrator-old", "done", "Old loop")
     return l1, l2
 
 
-def test_the_tree_nests_live_trees_and_hides_finished_ones(browser):
+def test_the_tree_nests_live_trees_and_hides_ended_ones(browser):
     _tree()
     page = browser.get("/agents/").content.decode()
     assert (
