@@ -9,7 +9,7 @@ Authentication: a logged-in session, or the API token in an `X-Auth-Token` or
 either, the socket closes with 4401; a malformed `after` closes it with 4400 after one
 `{"error": ...}` frame. While the database is down a socket without `after` closes with 1013
 (try again later); an open one, or one resuming, waits and carries on from where it was once
-the database is back.
+the database is back. When the web server stops, open sockets close with 4503 (reconnect later).
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_BAD_REQUEST = 4400
 CLOSE_SERVER_ERROR = 1011
 CLOSE_TRY_AGAIN_LATER = 1013
+# The server is stopping: reconnect with ?after= once it is back. (Not 1001: daphne's
+# WebSocket library lets a server close only with 1000 or 3000-4999.)
+CLOSE_SERVER_STOPPING = 4503
 
 
 def api_token(*, x_auth_token: str = "", authorization: str = "") -> str | None:
@@ -102,6 +105,8 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
                 async for message in feed:
                     if message is not None:  # keepalives: daphne pings the socket itself
                         await self.send_json(message)
+            # The feed ends only when the web process stops (researchagent.draining).
+            await self.close(code=CLOSE_SERVER_STOPPING, reason="server stopping")
         except asyncio.CancelledError:
             raise
         except Exception:
