@@ -54,3 +54,11 @@ def test_the_docs_page_lists_every_operation_with_no_console_error(site):
     screenshot(page, "api-docs-phone")
     assert errors == []
     assert elsewhere == []  # Swagger UI's assets are the app's own (no CDN)
+
+
+def test_favicon_ico_is_the_apps_icon_from_the_real_server(site):
+    url, page = site
+    response = page.goto(f"{url}/favicon.ico")
+    assert response.ok
+    assert response.headers["content-type"].startswith("image/svg+xml")
+    assert page.url.startswith(f"{url}/static/favicon.")  # the hashed file collectstatic made
