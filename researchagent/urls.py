@@ -19,6 +19,7 @@ admin.site.index_title = "Agents, queue, memory and chats"
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("agents/", agent_views.agent_tree, name="agents"),
     path("agents/<str:agent_id>/<str:action>/", agent_views.agent_command, name="agent-command"),
     path("research/", research_views.loop_list, name="research-loops"),

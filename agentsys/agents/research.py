@@ -48,7 +48,7 @@ class ResearchFailed(Exception):
 
 
 class ResearchAgent(Agent):
-    role = AgentRole.ORCHESTRATOR
+    role = AgentRole.RESEARCH
     allowed_children = frozenset({AgentRole.EXECUTOR})
     resumable = True
 
