@@ -15,13 +15,13 @@ from django.shortcuts import render
 from agents_app.events import AGENTS_STREAM
 from agents_app.selectors import last_seq
 from memory_app.models import MemoryEntry
+from memory_app.rendering import plan_items
 from research_app import selectors
 from research_app.models import ResearchLoop
 from scheduler_app.models import MetricSeries
 from scheduler_app.selectors import LOSS_KEYS
 
 COMMIT = re.compile(r"[0-9a-f]{7,40}")
-TASK = re.compile(r"^\s*(?:[-*]|\d+[.)])\s*(?:\[( |x|X)\]\s*)?(.*)$")
 DIFF_TIMEOUT_SECONDS = 10
 DIFF_LIMIT = 400_000
 TEXT_LIMIT = 200_000
@@ -37,21 +37,6 @@ def _loop_or_404(agent_id: str) -> ResearchLoop:
     if loop is None:
         raise Http404("No such research loop")
     return loop
-
-
-def plan_items(text: str) -> list[dict]:
-    """tasks.md (or the plan) as lines: each list item with its checkbox state (None: no box)."""
-    items = []
-    for line in text.splitlines():
-        if not line.strip() or line.strip().startswith("<"):
-            continue
-        match = TASK.match(line)
-        if match:
-            box, label = match.groups()
-            items.append({"text": label, "done": None if box is None else box != " "})
-        else:
-            items.append({"text": line.strip(), "done": None, "heading": line.startswith("#")})
-    return items
 
 
 def _read(path: Path | None) -> str:

@@ -104,3 +104,43 @@ def test_plan_items_read_checkboxes_and_plain_lines():
         {"text": "open one", "done": False},
         {"text": "free text", "done": None, "heading": False},
     ]
+
+
+def _entries_of_each_kind(agent_id: str) -> None:
+    scope = {"project": "p", "agent_id": agent_id}
+    MemoryEntry.objects.create(
+        type="plan", data={"goal": "g", "plan": "1. Baseline at lr=0.1\n2. Try lr=0.3"}, **scope
+    )
+    MemoryEntry.objects.create(
+        type="context",
+        data={"promise": "WAITING", "summary": "Waiting on three runs.", "iteration": 2},
+        **scope,
+    )
+    MemoryEntry.objects.create(
+        type="result", data={"exit_code": 0, "metrics": {"loss": 0.25}}, **scope
+    )
+
+
+def test_memories_read_as_text_not_python_reprs_on_every_page(browser, loop, admin_client):
+    row, _ = loop
+    _entries_of_each_kind(row.agent_id)
+    pages = {
+        "loop": browser.get(f"/research/{row.agent_id}/").content.decode(),
+        "memory": browser.get("/memory/").content.decode(),
+        "admin": admin_client.get("/admin/memory_app/memoryentry/").content.decode(),
+    }
+    context = MemoryEntry.objects.get(type="context")
+    pages["admin entry"] = admin_client.get(
+        f"/admin/memory_app/memoryentry/{context.pk}/change/"
+    ).content.decode()
+    for name, page in pages.items():
+        assert "{&#x27;" not in page and "&#x27;summary&#x27;" not in page, name
+    for name in ("loop", "memory", "admin entry"):
+        # The step as its summary with its iteration.
+        assert "<strong>Iteration 2</strong>" in pages[name], name
+        assert "Waiting on three runs." in pages[name], name
+    for name in ("loop", "memory"):  # the plan as a list, the reflection as its text
+        assert '<li class="">Baseline at lr=0.1</li>' in pages[name], name
+        assert "lr=0.2 is steadier" in pages[name], name
+    assert "<dt>exit_code</dt><dd>0</dd>" in pages["memory"]
+    assert "iteration 2: Waiting on three runs." in pages["admin"]
