@@ -16,6 +16,7 @@ from agents_app.chat_store import DjangoChatStore
 from agents_app.events import chat_stream, record_event
 from agents_app.models import Agent, AgentCommand
 from agentsys.chat.reports import child_report_message
+from memory_app.models import MemoryEntry
 from research_app.models import ResearchLoop
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn, TurnStatus
 from tests.browser import off_the_page_thread, screenshot
@@ -215,6 +216,12 @@ def test_at_390px_the_composer_covers_no_message(site):
 def test_a_research_loop_is_paused_steered_and_stopped_from_its_page(site):
     url, page = site
     loop = _loop(status="running")
+    for kind, data in (
+        ("plan", {"plan": "1. Baseline at lr=0.1\n2. Try lr=0.3\n3. Keep the better one"}),
+        ("context", {"iteration": 1, "promise": "WAITING", "summary": "Waiting on two runs."}),
+        ("reflection", {"text": "lr=0.3 diverged after 200 steps; 0.1 is safe.", "tag": "lr"}),
+    ):
+        MemoryEntry.objects.create(type=kind, project="p", agent_id=loop.agent_id, data=data)
     page.goto(f"{url}/")
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Research").click()
     page.wait_for_url(f"{url}/research/")
@@ -237,6 +244,11 @@ def test_a_research_loop_is_paused_steered_and_stopped_from_its_page(site):
     off_the_page_thread(record_event, **record_event_off, payload={})
     page.reload()
     expect(page.locator("#loop-timeline")).to_contain_text("Paused")
+    memories = page.locator("ul.memories")
+    expect(memories.locator("li li")).to_have_count(3)  # the plan, as a list
+    expect(memories).to_contain_text("Iteration 1 WAITING Waiting on two runs.")
+    expect(memories).to_contain_text("lr=0.3 diverged after 200 steps; 0.1 is safe.")
+    expect(memories).not_to_contain_text("{'")
     shot(page, "research-loop-controls")
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Stop").click()
