@@ -6,6 +6,7 @@ from accounts_app import views as settings_views
 from agents_app import sse
 from agents_app import views as agent_views
 from memory_app import views as memory_views
+from research_app import controls as research_controls
 from research_app import views as research_views
 from researchagent import views
 from researchagent.api import api
@@ -28,6 +29,11 @@ urlpatterns = [
         "research/<str:agent_id>/diff/<str:commit>/",
         research_views.commit_diff,
         name="research-diff",
+    ),
+    path(
+        "research/<str:agent_id>/<str:action>/",
+        research_controls.loop_command,
+        name="research-command",
     ),
     path("chat/", chat_views.chat_list, name="chats"),
     path("chat/new/", chat_views.new_chat, name="new-chat"),

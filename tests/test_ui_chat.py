@@ -113,7 +113,12 @@ def test_a_chat_streams_in_place_spawns_a_loop_seen_live_in_the_tree_and_heals(
     )
     wait_until(lambda: Agent.objects.get(pk=child.pk).status == "stopped", 10)
     # Its end reaches the chat by itself, as a synthetic turn.
-    expect(page.locator("article.msg.system")).to_contain_text(child.id, timeout=60_000)
+    # A line and a link for the person; the report itself is the agent's to read.
+    ended = page.locator("article.msg.system")
+    expect(ended).to_have_text(
+        f"The research loop “{GOAL}” ended: stopped. See the loop", timeout=60_000
+    )
+    expect(ended.get_by_role("link")).to_have_attribute("href", f"/research/{child.id}/")
     expect(page.locator("article.msg.assistant").last).to_contain_text("It was stopped.")
     tree.goto(f"{url}/research/{child.id}/")
     expect(tree.locator("#loop-status")).to_have_text("stopped")
