@@ -145,7 +145,7 @@
     const status = event.payload && event.payload.status;
     if (AgentSysLive.RUN_STATUSES.has(status)) { // not an alert's own status
       const badge = document.getElementById("run-status");
-      badge.textContent = status;
+      badge.textContent = AgentSysLive.statusWord(status);
       badge.className = "pill " + status;
       refresh("head", "#run-head");
       if (!LIVE.has(status) && live) {
