@@ -208,7 +208,8 @@ def _idle_chat(title: str) -> Agent:
 def test_idle_chats_are_not_agents_at_work_and_show_their_new_title(browser):
     chats = [_idle_chat(f"Tune lr {n}") for n in range(3)]
     home = browser.get("/").content.decode()
-    assert 'id="count-agents">0<' in home  # 3 chats waiting for a person: none at work
+    # 3 chats waiting for a person: none at work (they counted as 3 "live agents").
+    assert 'id="count-agents">0</span><span class="label">agents at work<' in home
     page = browser.get("/agents/").content.decode()
     assert "No agent at work" in page and "Tune lr" not in page
     shown = browser.get("/agents/?ended=1").content.decode()
