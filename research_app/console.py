@@ -4,10 +4,12 @@ paragraphs a person reads in a terminal, never a cut sentence or `[plan 0] -:`."
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 WIDTH = 100
 INDENT = "    "
+_BULLET = re.compile(r"^(?:\d+[.)]|[-*•])\s+")
 PROMISES = {"REFLECT_STOP": "the loop stops", "REFLECT_CONTINUE": "the loop goes on"}
 
 
@@ -19,12 +21,14 @@ def _block(text: str) -> str:
             lines.append("")
             continue
         lead = line[: len(line) - len(line.lstrip())]
+        bullet = _BULLET.match(line.strip())  # a list item's wrapped lines hang under its text
+        hang = " " * len(bullet.group(0)) if bullet else ""
         lines.extend(
             textwrap.wrap(
                 line.strip(),
                 WIDTH,
                 initial_indent=INDENT + lead,
-                subsequent_indent=INDENT + lead + "  ",
+                subsequent_indent=INDENT + lead + hang,
                 break_on_hyphens=False,
             )
         )
