@@ -31,8 +31,15 @@ class ActionTagFilter:
     def __init__(self) -> None:
         self.pending = ""
         self.inside: str | None = None
+        self.held = ""  # trailing blank space: shown only if more text follows it
 
     def feed(self, delta: str) -> str:
+        shown = self.held + self._feed(delta)
+        text = shown.rstrip()
+        self.held = shown[len(text) :]
+        return text
+
+    def _feed(self, delta: str) -> str:
         self.pending += delta
         shown: list[str] = []
         while True:
@@ -58,9 +65,11 @@ class ActionTagFilter:
             return "".join(shown)
 
     def flush(self) -> str:
+        """The rest of the part (its end: blank space after the last words is dropped)."""
         rest = "" if self.inside is not None else self.pending
-        self.pending, self.inside = "", None
-        return rest
+        text = (self.held + rest).rstrip()
+        self.pending, self.inside, self.held = "", None, ""
+        return text
 
 
 def _short(text: str, limit: int = 160) -> str:

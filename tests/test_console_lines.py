@@ -26,12 +26,12 @@ def _streamed(text: str, size: int) -> list[str]:
 def test_action_tags_are_taken_out_of_a_streamed_reply_however_it_is_cut(size):
     part = ActionTagFilter()
     shown = "".join(part.feed(delta) for delta in _streamed(REPLY, size)) + part.flush()
-    assert shown == "I will hand this to a research loop: it plans and reports back.\n\n"
+    assert shown == "I will hand this to a research loop: it plans and reports back."
 
 
 def test_text_that_only_looks_like_a_tag_is_kept():
     part = ActionTagFilter()
-    text = "if a < b and <spawn this> or <stop_childhood> stays"
+    text = "if a < b and <spawn this> or <stop_childhood> stays\n\nand  this"
     assert "".join(part.feed(d) for d in _streamed(text, 2)) + part.flush() == text
 
 
@@ -51,7 +51,7 @@ def test_make_chat_prints_the_reply_and_a_line_for_the_action():
     command._show("session_status", {"outcome": "done"}, started)
     text = out.getvalue()
     assert "<spawn_research>" not in text and "max_iterations" not in text
-    assert "reports back.\n\n\n  → Research loop orchestrator-1a2b3c4d started: Find the" in text
+    assert "reports back.\n  → Research loop orchestrator-1a2b3c4d started: Find the" in text
     assert started == {"orchestrator-1a2b3c4d"}
     refused = StringIO()
     ChatCommand(stdout=refused)._show(
