@@ -10,7 +10,12 @@ Upstream (1.1.4) has three gaps that a restart exposes:
 - it leaves a group through Django's ORM, on a connection of daphne's that nothing closes
   after a restart; and a leave that fails while the database is down leaves the channel in
   the group for ever (group rows never expire), each later send storing a message for it.
-Here the LISTEN task reconnects with backoff (and re-reads the messages queued meanwhile,
+- it starts a LISTEN task at every receive until the first one listens, so two sockets opening
+  together make two, and every notification is then queued twice; the second copy of a message
+  over 8,000 bytes (sent as a row id, read and deleted by the first) fails an assert, which
+  killed the receiver's feed.
+Here only one LISTEN task runs per event loop, a message whose row is gone is skipped, the
+LISTEN task reconnects with backoff (and re-reads the messages queued meanwhile,
 as upstream does at its first start), the pool checks a connection before lending it, and
 its reconnection backoff stops growing at one second (psycopg_pool has no setting for that
 cap, so its attempt class is replaced in its module: the only pool of these processes is
@@ -21,7 +26,9 @@ not take is done again once it is back.
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
+import time
 
 import psycopg_pool.pool_async
 from channels_postgres.core import PostgresChannelLayer
@@ -72,6 +79,28 @@ class ReconnectingPostgresChannelLayer(PostgresChannelLayer):
             options, self.db_params, logger=logging.getLogger("channels_postgres.core")
         )
         self._leave_later: set[tuple[str, str]] = set()
+        self._listening_loop: asyncio.AbstractEventLoop | None = None
+
+    def _get_or_create_listener_task(self) -> tuple[asyncio.Event, bool]:
+        loop = asyncio.get_running_loop()
+        if self._listening_loop is loop and self.listener_task_is_running is not None:
+            return self.listener_task_is_running, False
+        # A new loop (a test's, or the first): its own flag, as an Event belongs to one loop.
+        self._listening_loop = self.event_loop = loop
+        self.listener_task_is_running = asyncio.Event()
+        return self.listener_task_is_running, True
+
+    async def _get_message_from_channel(self, channel: str, queue: asyncio.Queue[str]) -> dict:
+        while True:
+            message_id, _, rest = (await queue.get()).partition(":")
+            fields = rest.split(":")
+            if len(fields) == 3:  # channel:base64 message:expiry, sent whole in the NOTIFY
+                if float(fields[2]) < time.time():
+                    continue
+                return self.deserialize(base64.b64decode(fields[1]))
+            row = await self.django_db.delete_message_returning_message(int(message_id))
+            if row is not None:  # else read already (a copy of this notification): skip it
+                return self.deserialize(row[0])
 
     async def group_discard(self, group: str, channel: str, expire=None) -> None:
         try:
@@ -94,7 +123,8 @@ class ReconnectingPostgresChannelLayer(PostgresChannelLayer):
                     await self._reconnected(lost_at)
                     lost_at = None
                 await super().listen_to_all_channels()
-                return  # told to shut down
+                self._listening_loop = None  # told to shut down: the next receive starts one
+                return
             except asyncio.CancelledError:
                 raise
             except Exception as error:

@@ -23,6 +23,7 @@ from sessions_app.models import (
     MessageRole,
     TurnStatus,
 )
+from sessions_app.notices import notices_for
 
 LIVE_AGENT = [AgentStatus.IDLE, AgentStatus.RUNNING, AgentStatus.PAUSED]
 TITLE_CHARS = 50
@@ -216,7 +217,13 @@ class DjangoChatStore:
                     _emit(
                         session.pk,
                         "system_message",
-                        {"turn_id": turn.id, "seq": turn.user_message.seq, "content": turn.message},
+                        {
+                            "turn_id": turn.id,
+                            "seq": turn.user_message.seq,
+                            "content": turn.message,
+                            # The line the page shows a person instead of the agent's report.
+                            "notice": notices_for([turn]).get(turn.id),
+                        },
                     )
                 )
         return {

@@ -7,9 +7,14 @@ connection; `after=0` replays the whole stream first.
 Authentication: a logged-in session, or the API token in an `X-Auth-Token` or
 `Authorization: Bearer` handshake header (asgi.py also wants an allowed `Origin`). Without
 either, the socket closes with 4401; a malformed `after` closes it with 4400 after one
-`{"error": ...}` frame. While the database is down a socket without `after` closes with 1013
+`{"error": ...}` frame. While the database is down a socket without `after` closes with 4503
 (try again later); an open one, or one resuming, waits and carries on from where it was once
-the database is back.
+the database is back. A feed that fails otherwise closes the socket with 4500, and when the
+web server stops, open sockets close with 4503: reconnect with `?after=<last id seen>`.
+
+A server may close a WebSocket only with 1000 or a code in 3000-4999 (daphne's autobahn refuses
+the rest, 1011 and 1013 included, with an exception that left the socket open and silent), so
+these are the HTTP-like codes of the private range.
 """
 
 from __future__ import annotations
@@ -33,8 +38,9 @@ logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_BAD_REQUEST = 4400
-CLOSE_SERVER_ERROR = 1011
-CLOSE_TRY_AGAIN_LATER = 1013
+CLOSE_SERVER_ERROR = 4500
+CLOSE_TRY_AGAIN_LATER = 4503
+CLOSE_SERVER_STOPPING = CLOSE_TRY_AGAIN_LATER  # reconnect with ?after= once it is back
 
 
 def api_token(*, x_auth_token: str = "", authorization: str = "") -> str | None:
@@ -102,12 +108,17 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
                 async for message in feed:
                     if message is not None:  # keepalives: daphne pings the socket itself
                         await self.send_json(message)
+            # The feed ends only when the web process stops (researchagent.draining).
+            await self.close(code=CLOSE_SERVER_STOPPING, reason="server stopping")
         except asyncio.CancelledError:
             raise
         except Exception:
             # The client reconnects with the last id it saw and loses nothing.
-            logger.exception("agent event feed failed")
-            await self.close(code=CLOSE_SERVER_ERROR)
+            logger.exception("%s feed failed", self.stream)
+            try:
+                await self.close(code=CLOSE_SERVER_ERROR)
+            except Exception:  # the client went away meanwhile
+                logger.warning("%s feed: could not close its socket", self.stream)
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
         pass  # the stream is one-way: what a client sends, JSON or not, is ignored

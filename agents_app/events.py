@@ -8,6 +8,7 @@ the group; see agents_app.feed.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 
@@ -23,6 +24,9 @@ logger = logging.getLogger(__name__)
 AGENTS_STREAM = "agents"
 MESSAGE_TYPE = "agentsys.event"  # the consumer method that receives it: agentsys_event
 _GROUP_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+# Bytes of JSON sent inline. channels-postgres base64s the msgpack (about the JSON's size) into
+# the NOTIFY payload with the channel name: 4,000 leaves that well under 8,000.
+INLINE_LIMIT = 4000
 
 
 def chat_stream(session_id: str) -> str:
@@ -32,6 +36,16 @@ def chat_stream(session_id: str) -> str:
 def group_for(stream: str) -> str:
     """Channel-layer group of a stream (group names allow only [A-Za-z0-9._-], < 100 chars)."""
     return "events." + _GROUP_UNSAFE.sub("_", stream)[:90]
+
+
+def layer_message(message: dict) -> dict:
+    """The channel-layer message that carries a stored event (Event.as_message()) live: the
+    event itself when small, else a reference that the feed resolves from the table."""
+    size = len(json.dumps(message, separators=(",", ":"), default=str).encode())
+    if size <= INLINE_LIMIT:
+        return {"type": MESSAGE_TYPE, "event": message}
+    reference = {"id": message["id"], "stream": message["stream"], "kind": message["kind"]}
+    return {"type": MESSAGE_TYPE, "event": {**reference, "reference": True}}
 
 
 def _next_seq(stream: str) -> int:
@@ -77,8 +91,6 @@ def publish(event: Event) -> None:
     if layer is None:
         return
     try:
-        async_to_sync(layer.group_send)(
-            group_for(event.stream), {"type": MESSAGE_TYPE, "event": event.as_message()}
-        )
+        async_to_sync(layer.group_send)(group_for(event.stream), layer_message(event.as_message()))
     except Exception:
         logger.exception("could not publish %s live; readers will fetch it", event)

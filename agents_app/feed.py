@@ -6,7 +6,8 @@ reads the table, so an event committed while the replay runs arrives live and is
 duplicate rather than missed. Live messages from two writer processes can overtake each other;
 seq numbers commit in order and without holes (agents_app.models.EventStream), so a message
 that skips ahead means the ones in between are already in the table, and the feed reads them
-from there first.
+from there first. A big event comes live as a reference (agents_app.events.layer_message): the
+feed reads it, and anything before it, from the table.
 """
 
 from __future__ import annotations
@@ -115,15 +116,19 @@ async def follow_stream(
                 yield message
         while True:
             message = await live.next(keepalive)
-            if message is None or message["id"] > last + 1:
-                # Overtaken (the events in between are committed: read them), or quiet for
-                # a while (publishing is best effort, the table is the truth: look there).
+            if _read_table_first(message, last):
+                # Overtaken (the events in between are committed: read them), a big event
+                # sent by reference (read it), or quiet for a while (publishing is best
+                # effort, the table is the truth: look there).
                 async with contextlib.aclosing(_from_table(stream, last)) as missed:
                     async for earlier in missed:
                         last = earlier["id"]
                         yield earlier
             if message is None:
                 yield None
+            elif message.get("reference"):
+                if message["id"] > last:  # only if its row was deleted from the table
+                    logger.warning("%s: seq %s sent live, not in the table", stream, message["id"])
             elif message["id"] > last:
                 if message["id"] > last + 1:  # only if rows were deleted from the table
                     logger.warning("%s: seq %s..%s missing", stream, last + 1, message["id"] - 1)
@@ -137,6 +142,12 @@ async def follow_stream(
                 await layer.group_discard(group, channel)
             except Exception:  # the client is gone either way; do not mask why
                 logger.exception("could not leave %s", group)
+
+
+def _read_table_first(message: dict | None, last: int) -> bool:
+    if message is None:
+        return True
+    return message["id"] > last + 1 or (bool(message.get("reference")) and message["id"] > last)
 
 
 async def _from_table(stream: str, after_seq: int) -> AsyncIterator[dict]:

@@ -10,7 +10,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from agents_app.events import MESSAGE_TYPE, group_for
+from agents_app.events import group_for, layer_message
 from researchagent.db_outage import first_line, is_database_unavailable, retry_delays
 
 logger = logging.getLogger(__name__)
@@ -21,9 +21,7 @@ async def publish(message: dict) -> None:
     delays them (readers fill gaps from the table), so it is logged, not raised."""
     layer = get_channel_layer()
     try:
-        await layer.group_send(
-            group_for(message["stream"]), {"type": MESSAGE_TYPE, "event": message}
-        )
+        await layer.group_send(group_for(message["stream"]), layer_message(message))
     except Exception:
         logger.exception("could not publish event %s live", message.get("id"))
 

@@ -283,10 +283,13 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
         )
 
     @transaction.atomic
-    def cancel_queued_requests(self, *, parent_ids: list[str]) -> int:
+    def cancel_queued_requests(self, *, parent_ids: list[str]) -> list[dict]:
+        """Cancel the queued children of stopped agents; returns their `cancelled` events,
+        for the daemon to publish as it does every other event."""
         queued = ScheduleRequest.objects.filter(parent_id__in=parent_ids)
         reason = "its parent was stopped"
-        return len(lifecycle.cancel_requests(queued, reason=reason, publish_live=False))
+        _, events = lifecycle.cancel_requests_and_events(queued, reason=reason, publish_live=False)
+        return events
 
     @transaction.atomic
     def claim_pending_agents(self, *, host_id: int, limit: int) -> list[AgentRecord]:

@@ -93,7 +93,7 @@ def known_name(agent: Agent) -> str:
     if not goal:
         return agent.pk
     short = goal if len(goal) <= 80 else goal[:79] + "…"
-    kind = "research loop" if agent.role == "orchestrator" else "agent"
+    kind = "research loop" if agent.role in ("research", "orchestrator") else "agent"
     return f"the {kind} “{short}”"
 
 

@@ -4,9 +4,10 @@ Each event is one SSE message, `id: <seq>`, `event: <kind>`, `data: <Event.as_me
 A browser's EventSource reconnects by itself and sends the last id it saw as `Last-Event-ID`;
 the stream resumes right after it, with nothing missed and nothing repeated. A script can
 start from `?after=<seq>` instead (`after=0`: the whole stream); with neither, only events
-newer than the request arrive. A `: keepalive` comment goes out after every quiet interval so
-that proxies keep the connection open. An open stream outlasts a database outage and goes on
-from where it was; a new request while the database is down gets a 503.
+newer than the request arrive. A `: keepalive` comment goes out at once (the client knows it
+is connected) and after every quiet interval, so that proxies keep the connection open. An
+open stream outlasts a database outage and goes on from where it was; a new request while the
+database is down gets a 503. When the web server stops, the stream ends cleanly.
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ def sse_frame(message: dict) -> bytes:
 
 
 async def _frames(stream: str, after: int) -> AsyncIterator[bytes]:
+    # At once: the response (headers included) reaches the client now, not with the first
+    # event, so a client of a quiet stream knows it is connected.
+    yield KEEPALIVE_FRAME
     try:
         async with contextlib.aclosing(
             follow_steadily(stream, after, keepalive=KEEPALIVE_SECONDS)

@@ -11,16 +11,24 @@ from collections.abc import AsyncIterator
 
 from agents_app.feed import KEEPALIVE_SECONDS, follow_stream
 from researchagent.db_outage import first_line, is_database_unavailable, retry_delays
+from researchagent.draining import until_draining
 
 logger = logging.getLogger(__name__)
 
 
-async def follow_steadily(
+def follow_steadily(
     stream: str, after_seq: int, *, keepalive: float = KEEPALIVE_SECONDS
 ) -> AsyncIterator[dict | None]:
     """Yield what follow_stream yields; when the database fails it, follow again from the
     last event yielded, with backoff, yielding None (a keepalive) while it is down. Any
-    other failure ends the feed as before (the client reconnects)."""
+    other failure ends the feed as before (the client reconnects), and so does the web
+    process beginning to stop (researchagent.draining)."""
+    return until_draining(_follow_through_outages(stream, after_seq, keepalive))
+
+
+async def _follow_through_outages(
+    stream: str, after_seq: int, keepalive: float
+) -> AsyncIterator[dict | None]:
     last = after_seq
     delays = None
     while True:

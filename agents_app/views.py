@@ -53,7 +53,8 @@ def level_of(agent: Agent) -> str:
         return "L1 session"
     if agent.role == AgentRole.EXECUTOR:
         return "L3 run"
-    if agent.role == AgentRole.ORCHESTRATOR:
+    # `orchestrator` below L1: a loop from before research had its own role (its id is kept).
+    if agent.role in (AgentRole.RESEARCH, AgentRole.ORCHESTRATOR):
         return "L2 research"
     return str(agent.role)
 

@@ -28,7 +28,10 @@ class SupervisorControls:
         for level in [*levels, [agent_id]]:
             await asyncio.gather(*(self._stop_one(i) for i in level))
             stopped.extend(level)
-        await self.db(self.store.cancel_queued_requests, parent_ids=stopped)
+        # Stored without publishing, like every event runagentd writes: publish them here, or
+        # live clients would see them only with the next event (or a keepalive, 15 s later).
+        for event in await self.db(self.store.cancel_queued_requests, parent_ids=stopped):
+            await self.publish(event)
         return stopped
 
     async def _stop_one(self, agent_id: str) -> None:

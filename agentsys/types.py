@@ -62,7 +62,8 @@ TERMINAL_AGENT_STATUSES = frozenset(
 
 
 class AgentRole(StrEnum):
-    ORCHESTRATOR = "orchestrator"  # L1 SessionAgent, L2 ResearchAgent
+    ORCHESTRATOR = "orchestrator"  # L1 SessionAgent (and L2 research loops started before 18)
+    RESEARCH = "research"  # L2 ResearchAgent: the research loop, as the pages and docs say
     EXECUTOR = "executor"  # L3: runs commands, GPU-gated by the scheduler
     SIDECAR = "sidecar"  # helpers that bypass the scheduler
 

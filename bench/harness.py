@@ -72,16 +72,7 @@ class BenchSystem:
         import socket
 
         self.processes.append(
-            self._spawn(
-                [
-                    sys.executable,
-                    "-m",
-                    "daphne",
-                    "-p",
-                    str(self.port),
-                    "researchagent.asgi:application",
-                ]
-            )
+            self._spawn([sys.executable, "-m", "researchagent.webserver", "-p", str(self.port)])
         )
 
         def listening():

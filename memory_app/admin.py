@@ -1,7 +1,10 @@
 from django.contrib import admin
+from django.template.loader import render_to_string
+from django.utils.safestring import mark_safe
 
 from memory_app import services
 from memory_app.models import MemoryEntry
+from memory_app.rendering import entry_text, readable
 from researchagent.admin_tools import json_display
 
 
@@ -10,6 +13,7 @@ class MemoryEntryAdmin(admin.ModelAdmin):
     list_display = (
         "key",
         "type",
+        "says",
         "agent_id",
         "target_id",
         "scope",
@@ -29,7 +33,17 @@ class MemoryEntryAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         fixed = ("key", "updated_at", "acked_at")
-        return (*fixed, "data_view") if obj else fixed
+        return (*fixed, "reads_as", "data_view") if obj else fixed
+
+    @admin.display(description="says")
+    def says(self, obj):
+        return entry_text(obj.type, obj.data, limit=120)
+
+    @admin.display(description="reads as")
+    def reads_as(self, obj):
+        # The template escapes every value; the pages show entries with the same include.
+        shown = {"shown": readable(obj.type, obj.data), "compact": False}
+        return mark_safe(render_to_string("memory_app/_entry_body.html", shown))  # noqa: S308
 
     @admin.display(description="scope")
     def scope(self, obj):

@@ -5,8 +5,6 @@ prompts by deactivating them, and cannot rewrite them."""
 
 from __future__ import annotations
 
-import json
-
 from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
@@ -20,7 +18,6 @@ from memory_app.models import MemoryEntry
 
 PAGE = 50
 ACTIVE = {"active": True, "inactive": False, "all": None}
-READABLE = ("text", "plan", "summary", "message")
 
 
 def _filters(params) -> dict:
@@ -40,13 +37,7 @@ def _shown(entry: MemoryEntry) -> MemoryEntry:
     entry.title = data.get("title") if isinstance(data.get("title"), str) else ""
     entry.editable = entry.type == EntryType.REFLECTION
     entry.edit_text = data.get("text") if isinstance(data.get("text"), str) else ""
-    # The words a person reads first; the rest of the record stays one click away.
-    readable = [data[k] for k in READABLE if isinstance(data.get(k), str) and data[k].strip()]
-    entry.text = "\n\n".join(readable)
     entry.goal = data.get("goal") if isinstance(data.get("goal"), str) else ""
-    shown = {k for k in (*READABLE, "goal") if isinstance(data.get(k), str)}
-    rest = {k: v for k, v in data.items() if k not in shown}
-    entry.raw = json.dumps(rest, indent=1, default=str)[:4000] if rest else ""
     return entry
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agents_app.models import AgentCommand, CommandStatus, Event
+from memory_app.models import MemoryEntry
 from research_app.models import ResearchLoop
 from scheduler_app.models import Run
 
@@ -90,3 +92,52 @@ def iteration_log_path(loop: ResearchLoop) -> Path | None:
     if workdir not in path.parents or not path.is_file():
         return None
     return path
+
+
+# What a person reads in a loop's timeline: its life and every command it was given.
+TIMELINE_EVENTS = {
+    "started": "Started",
+    "paused": "Paused",
+    "resumed": "Resumed",
+    "steered": "Steered (priority)",
+    "pause_refused": "Pause refused",
+    "superseded": "Restarted by a critical steer",
+    "worker_restarted": "Its worker was restarted",
+    "done": "Done",
+    "failed": "Failed",
+    "stopped": "Stopped",
+}
+TIMELINE_LIMIT = 100
+
+
+def timeline(loop: ResearchLoop) -> list[dict]:
+    """The loop's life, oldest first: its lifecycle events, the steers it got (a MESSAGE steer
+    is an inbox entry, not an event) and the commands refused, each with its time and words."""
+    agent_id = loop.agent_id
+    events = Event.objects.filter(agent_id=agent_id, kind__in=TIMELINE_EVENTS).order_by("-id")
+    items = [
+        {"at": e.created_at, "what": TIMELINE_EVENTS[e.kind], "detail": _event_detail(e)}
+        for e in events[:TIMELINE_LIMIT]
+    ]
+    messages = MemoryEntry.objects.filter(target_id=agent_id, type="message").order_by(
+        "-created_at"
+    )
+    items += [
+        {"at": m.created_at, "what": "Steered (message)", "detail": str(m.data.get("context", ""))}
+        for m in messages[:TIMELINE_LIMIT]
+        if isinstance(m.data, dict)
+    ]
+    refused = AgentCommand.objects.filter(agent_id=agent_id, status=CommandStatus.REFUSED)
+    items += [
+        {"at": c.created_at, "what": f"{c.kind.capitalize()} not carried out", "detail": c.detail}
+        for c in refused.order_by("-created_at")[:TIMELINE_LIMIT]
+    ]
+    return sorted(items, key=lambda item: item["at"])[-TIMELINE_LIMIT:]
+
+
+def _event_detail(event) -> str:
+    payload = event.payload if isinstance(event.payload, dict) else {}
+    for key in ("context", "reason", "error", "cause"):
+        if isinstance(payload.get(key), str) and payload[key]:
+            return payload[key]
+    return ""

@@ -82,8 +82,8 @@ def start_research(
     )
     agent = create_with_unique_id(
         Agent,
-        lambda: new_agent_id(AgentRole.ORCHESTRATOR),
-        role=AgentRole.ORCHESTRATOR,
+        lambda: new_agent_id(AgentRole.RESEARCH),
+        role=AgentRole.RESEARCH,
         cls_path=RESEARCH_AGENT,
         parent_id=parent_id,  # the chat's L1 agent, told when the loop ends
         goal=goal,

@@ -14,14 +14,16 @@ from django.shortcuts import render
 
 from agents_app.events import AGENTS_STREAM
 from agents_app.selectors import last_seq
+from agents_app.views import TIERS
+from agentsys.types import TERMINAL_AGENT_STATUSES
 from memory_app.models import MemoryEntry
+from memory_app.rendering import plan_items
 from research_app import selectors
 from research_app.models import ResearchLoop
 from scheduler_app.models import MetricSeries
 from scheduler_app.selectors import LOSS_KEYS
 
 COMMIT = re.compile(r"[0-9a-f]{7,40}")
-TASK = re.compile(r"^\s*(?:[-*]|\d+[.)])\s*(?:\[( |x|X)\]\s*)?(.*)$")
 DIFF_TIMEOUT_SECONDS = 10
 DIFF_LIMIT = 400_000
 TEXT_LIMIT = 200_000
@@ -29,7 +31,7 @@ TEXT_LIMIT = 200_000
 
 def loop_list(request: HttpRequest) -> HttpResponse:
     loops = [selectors.summary(loop) for loop in selectors.loops(limit=100, offset=0)]
-    return render(request, "research_app/loops.html", {"nav": "agents", "loops": loops})
+    return render(request, "research_app/loops.html", {"nav": "research", "loops": loops})
 
 
 def _loop_or_404(agent_id: str) -> ResearchLoop:
@@ -37,21 +39,6 @@ def _loop_or_404(agent_id: str) -> ResearchLoop:
     if loop is None:
         raise Http404("No such research loop")
     return loop
-
-
-def plan_items(text: str) -> list[dict]:
-    """tasks.md (or the plan) as lines: each list item with its checkbox state (None: no box)."""
-    items = []
-    for line in text.splitlines():
-        if not line.strip() or line.strip().startswith("<"):
-            continue
-        match = TASK.match(line)
-        if match:
-            box, label = match.groups()
-            items.append({"text": label, "done": None if box is None else box != " "})
-        else:
-            items.append({"text": line.strip(), "done": None, "heading": line.startswith("#")})
-    return items
 
 
 def _read(path: Path | None) -> str:
@@ -77,8 +64,11 @@ def loop_detail(request: HttpRequest, agent_id: str) -> HttpResponse:
     workdir = Path(str(loop.settings.get("workdir") or "."))
     tasks = _read(workdir / ".agents" / "wild" / loop.agent_id / "tasks.md") or loop.plan
     context = {
-        "nav": "agents",
+        "nav": "research",
         "loop": detail,
+        "live": loop.agent.status not in TERMINAL_AGENT_STATUSES,
+        "timeline": selectors.timeline(loop),
+        "tiers": TIERS,
         "plan": plan_items(tasks),
         "iteration_log": _read(selectors.iteration_log_path(loop)),
         "memories": MemoryEntry.objects.filter(agent_id=loop.agent_id)
@@ -114,5 +104,5 @@ def commit_diff(request: HttpRequest, agent_id: str, commit: str) -> HttpRespons
         )
     except (OSError, subprocess.TimeoutExpired) as error:
         text = f"git could not show {commit}: {error}"
-    context = {"nav": "agents", "loop": selectors.summary(loop), "commit": commit, "diff": text}
+    context = {"nav": "research", "loop": selectors.summary(loop), "commit": commit, "diff": text}
     return render(request, "research_app/diff.html", context)

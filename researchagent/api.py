@@ -15,6 +15,7 @@ from researchagent.api_contract import (
     docs_access,
     document_common_errors,
     document_event_stream,
+    one_response_per_status,
     readable_validation_error,
     reject_unknown_query_parameters,
 )
@@ -32,6 +33,7 @@ from sessions_app.skills_api import router as skills_router
 class AgentSysAPI(NinjaAPI):
     def get_openapi_schema(self, *, path_prefix=None, path_params=None):
         schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        one_response_per_status(schema)
         document_event_stream(schema, prefix=self.get_root_path(path_params or {}))
         document_common_errors(schema)
         return schema

@@ -140,6 +140,23 @@ def reject_unknown_query_parameters(bound_routers) -> None:
                 guard_query_parameters(operation)
 
 
+def one_response_per_status(schema: dict) -> None:
+    """ninja keys the responses it derives from `response=` by int and `openapi_extra` adds
+    string keys: both became a `"200"` in the JSON, which YAML-strict readers (Swagger UI,
+    client generators) refuse. Merge them, the declared description and media types winning
+    over ninja's bare "OK"."""
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            merged: dict[str, dict] = {}
+            for status, response in operation.get("responses", {}).items():
+                before = merged.get(str(status), {})
+                content = {**before.get("content", {}), **response.get("content", {})}
+                merged[str(status)] = {**before, **response}
+                if content:
+                    merged[str(status)]["content"] = content
+            operation["responses"] = merged
+
+
 def document_common_errors(schema: dict) -> None:
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     components["Error"] = ERROR_SCHEMA
@@ -148,9 +165,8 @@ def document_common_errors(schema: dict) -> None:
         errors = {**COMMON_ERRORS, **({"404": NOT_FOUND} if "{" in path else {})}
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
-            declared = {str(code) for code in responses}  # ninja's own keys are ints
             for status, description in errors.items():
-                if status not in declared:
+                if status not in responses:
                     responses[status] = {"description": description, "content": error_body}
 
 

@@ -6,6 +6,7 @@ from accounts_app import views as settings_views
 from agents_app import sse
 from agents_app import views as agent_views
 from memory_app import views as memory_views
+from research_app import controls as research_controls
 from research_app import views as research_views
 from researchagent import views
 from researchagent.api import api
@@ -19,6 +20,7 @@ admin.site.index_title = "Agents, queue, memory and chats"
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("agents/", agent_views.agent_tree, name="agents"),
     path("agents/<str:agent_id>/<str:action>/", agent_views.agent_command, name="agent-command"),
     path("research/", research_views.loop_list, name="research-loops"),
@@ -27,6 +29,11 @@ urlpatterns = [
         "research/<str:agent_id>/diff/<str:commit>/",
         research_views.commit_diff,
         name="research-diff",
+    ),
+    path(
+        "research/<str:agent_id>/<str:action>/",
+        research_controls.loop_command,
+        name="research-command",
     ),
     path("chat/", chat_views.chat_list, name="chats"),
     path("chat/new/", chat_views.new_chat, name="new-chat"),

@@ -1,5 +1,7 @@
-from django.http import HttpRequest, HttpResponse
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
+from django.templatetags.static import static
 
 from agents_app.events import AGENTS_STREAM
 from agents_app.selectors import last_seq
@@ -12,3 +14,12 @@ def home(request: HttpRequest) -> HttpResponse:
         return render(request, "_overview.html", context)
     context["feed_after"] = last_seq(stream=AGENTS_STREAM)
     return render(request, "home.html", context)
+
+
+@login_not_required
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico whatever the page links (the admin, the API docs, a
+    bookmark): send them to the app's icon, the one base.html links."""
+    response = HttpResponseRedirect(static("favicon.svg"))
+    response["Cache-Control"] = "max-age=86400"
+    return response

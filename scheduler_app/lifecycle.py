@@ -98,8 +98,16 @@ def cancel_requests(
 ) -> list[str]:
     """Withdraw the queued ones of `requests`: each, its agent and its run become `cancelled`
     together, and the agent's `cancelled` event is recorded. Returns the ids cancelled; one
-    no longer queued (a claim took it first) is left alone. Call inside a transaction.
-    runagentd passes publish_live=False (see agents_app.events.record_event)."""
+    no longer queued (a claim took it first) is left alone. Call inside a transaction."""
+    return cancel_requests_and_events(requests, reason=reason, publish_live=publish_live)[0]
+
+
+def cancel_requests_and_events(
+    requests: QuerySet[ScheduleRequest], *, reason: str = "", publish_live: bool = True
+) -> tuple[list[str], list[dict]]:
+    """cancel_requests, also returning the `cancelled` events it recorded (as messages).
+    runagentd passes publish_live=False and publishes them from its own event loop (see
+    agents_app.events.record_event): the caller must, or live clients see them late."""
     rows = list(
         requests.select_for_update(of=("self",))
         .filter(status=RequestStatus.QUEUED)
@@ -107,7 +115,7 @@ def cancel_requests(
         .values_list("id", "agent_id", "parent_id", "config")
     )
     if not rows:
-        return []
+        return [], []
     now = timezone.now()
     ids = [row[0] for row in rows]
     ScheduleRequest.objects.filter(pk__in=ids).update(
@@ -127,9 +135,10 @@ def cancel_requests(
         status=RunStatus.QUEUED,
     ).update(status=RunStatus.CANCELLED, finished_at=now, error=reason)
     queue.notify_queue()  # a reserving policy may have held GPUs for one of them
+    events = []
     for request_id, agent_id, parent_id, _ in rows:
         if agent_id in cancelled_agents:
-            record_event(
+            event = record_event(
                 stream=AGENTS_STREAM,
                 kind=str(AgentStatus.CANCELLED),
                 agent_id=agent_id,
@@ -141,4 +150,5 @@ def cancel_requests(
                 },
                 publish_live=publish_live,
             )
-    return ids
+            events.append(event.as_message())
+    return ids, events

@@ -15,6 +15,7 @@ from agents_app.events import chat_stream
 from agents_app.selectors import last_seq
 from sessions_app import selectors, services, turns
 from sessions_app.models import ChatMode, ChatTurn
+from sessions_app.notices import notices_for
 
 PAGE_MESSAGES = 1000
 MODE_HELP = {
@@ -76,12 +77,17 @@ def _stream_start(session_id: str, active: dict | None) -> int:
 
 
 def _with_actions(messages: list) -> list:
-    """Each reply with the l1_action results of its turn (`.actions`), one query for all."""
-    turn_ids = {m.turn_id for m in messages if m.turn_id and m.role == "assistant"}
-    found = ChatTurn.objects.filter(pk__in=turn_ids).exclude(actions=[])
-    actions = dict(found.values_list("id", "actions"))
+    """Each reply with the l1_action results of its turn (`.actions`), and each report of a
+    finished child with the line a person reads instead (`.notice`); one query for all."""
+    turn_ids = {m.turn_id for m in messages if m.turn_id and m.role != "user"}
+    turns = list(
+        ChatTurn.objects.filter(pk__in=turn_ids).only("id", "actions", "synthetic", "variables")
+    )
+    actions = {t.pk: t.actions for t in turns}
+    notices = notices_for([t for t in turns if t.synthetic])
     for message in messages:
         message.actions = actions.get(message.turn_id, []) if message.role == "assistant" else []
+        message.notice = notices.get(message.turn_id) if message.role == "system" else None
     return messages
 
 

@@ -23,12 +23,13 @@ RECONNECT_DELAY = 0.2
 
 
 class Web:
-    """A daphne serving the project against the test database."""
+    """The web process (researchagent.webserver: daphne) serving the project against the test
+    database. stop() expects it gone within its stop deadline, whatever is in flight."""
 
     def __init__(self, port: int, *, stderr=subprocess.DEVNULL, **env: str):
         self.port, self.env = port, env
         self.process = subprocess.Popen(
-            [PYTHON, "-m", "daphne", "-p", str(port), "researchagent.asgi:application"],
+            [PYTHON, "-m", "researchagent.webserver", "-p", str(port)],
             cwd=REPO,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
@@ -52,9 +53,12 @@ class Web:
         except OSError:
             return False
 
-    def stop(self) -> None:
+    def stop(self) -> float:
+        """SIGTERM; returns the seconds it took to exit (TimeoutExpired past 10)."""
+        started = time.monotonic()
         self.process.send_signal(signal.SIGTERM)
-        self.process.wait(15)
+        self.process.wait(10)
+        return time.monotonic() - started
 
 
 class Follower(threading.Thread):

@@ -133,7 +133,7 @@ def test_list_by_chat_session(api, tree):
     [
         ("status=sleeping", "status must be one of idle, running, paused, done, failed, stopped"),
         ("status=running,zombie", "got 'zombie'"),
-        ("role=manager", "role must be one of orchestrator, executor, sidecar"),
+        ("role=manager", "role must be one of orchestrator, research, executor, sidecar"),
     ],
 )
 def test_list_unknown_status_or_role_is_400(api, tree, query, complaint):

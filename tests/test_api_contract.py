@@ -4,7 +4,10 @@ and dangling references are refused by name, and errors have one readable shape.
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from openapi_spec_validator import validate
 
 from scheduler_app.models import Run
 from tests.conftest import API_TOKEN
@@ -50,6 +53,36 @@ def test_the_event_stream_is_described_in_the_schema(api):
     assert "text/event-stream" in stream["responses"]["200"]["content"]
     names = {(p["in"], p["name"]) for p in stream["parameters"]}
     assert names == {("query", "after"), ("header", "Last-Event-ID")}
+
+
+def _refuse_duplicated_keys(pairs):
+    keys = [key for key, _ in pairs]
+    duplicated = sorted({key for key in keys if keys.count(key) > 1})
+    assert not duplicated, f"duplicated keys {duplicated} in {keys}"
+    return dict(pairs)
+
+
+def test_the_served_schema_has_no_duplicated_key(api):
+    # Swagger UI and client generators read JSON as YAML, which refuses a repeated key (two
+    # "200" under POST /api/chat made /api/docs a "Parser error").
+    schema = json.loads(
+        api("get", "/api/openapi.json").content, object_pairs_hook=_refuse_duplicated_keys
+    )
+    assert "/api/chat" in schema["paths"]
+
+
+def test_the_served_schema_is_valid_openapi(api):
+    validate(api("get", "/api/openapi.json").json())
+
+
+@pytest.mark.parametrize(
+    ("method", "path"), [("post", "/api/chat"), ("get", "/api/sessions/{session_id}/stream")]
+)
+def test_a_streaming_operation_has_one_200_with_its_stream_media_type(api, method, path):
+    responses = api("get", "/api/openapi.json").json()["paths"][path][method]["responses"]
+    ok = responses["200"]
+    assert "application/x-ndjson" in ok["content"]
+    assert "NDJSON" in ok["description"]  # the declared text, not ninja's bare "OK"
 
 
 def test_every_operation_documents_its_errors(api):

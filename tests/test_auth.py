@@ -28,8 +28,9 @@ def _concrete(route: str) -> str:
 
 
 ROUTES = sorted({_concrete(r) for r in _all_paths()})
-# The way in and out, and the health probe (which tells an anonymous caller only ok/degraded).
-PUBLIC = {"/accounts/login/", "/admin/login/", "/accounts/logout/", "/api/health"}
+# The way in and out, the health probe (which tells an anonymous caller only ok/degraded) and
+# the icon every browser asks for.
+PUBLIC = {"/accounts/login/", "/admin/login/", "/accounts/logout/", "/api/health", "/favicon.ico"}
 PROTECTED = [r for r in ROUTES if r not in PUBLIC]
 API_ROUTES = [r for r in ROUTES if r.startswith("/api/") and r not in ("/api/", "/api/health")]
 

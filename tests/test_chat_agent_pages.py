@@ -233,3 +233,46 @@ def test_status_pills_say_words_not_identifiers(browser):
     # The scripts' table, so a pill updated live reads the same (AgentSysLive.statusWord).
     table = page.split('id="status-words" type="application/json">')[1].split("</script>")[0]
     assert json.loads(table)["awaiting_human"] == "awaiting you"
+
+
+def test_a_childs_end_reads_as_one_line_with_a_link_not_the_agents_report(browser):
+    from agents_app.chat_store import DjangoChatStore
+    from agentsys.chat.reports import child_report_message
+    from research_app.models import ResearchLoop
+    from scheduler_app.models import Run
+
+    session = ChatSession.objects.create(title="t", owner=browser.user)
+    loop = _agent("orchestrator-loop", "done", "Find the lr")
+    ResearchLoop.objects.create(agent=loop, goal=loop.goal)
+    command = _agent("executor-cmd", "failed", "nvidia-smi")
+    run = Run.objects.create(name="nvidia-smi", command="nvidia-smi", agent=command)
+    turns = []
+    for child in (loop, command):
+        report = {"id": child.id, "kind": "x", "status": child.status, "goal": child.goal}
+        turns.append(
+            ChatTurn.objects.create(
+                session=session,
+                synthetic=True,
+                status=TurnStatus.QUEUED,  # one turn runs at a time
+                message=child_report_message(report),
+                variables={"child_id": child.id},
+            )
+        )
+    # The event the page follows live carries the line too (runagentd begins the turn).
+    ChatTurn.objects.filter(pk=turns[0].pk).update(status=TurnStatus.RUNNING)
+    begun = DjangoChatStore().chat_begin_turn(turn_id=turns[0].pk, agent_id="session-x")
+    assert begun["events"][0]["payload"]["notice"] == {
+        "text": "The research loop “Find the lr” ended: done.",
+        "href": "/research/orchestrator-loop/",
+        "link": "See the loop",
+    }
+    ChatTurn.objects.filter(pk=turns[0].pk).update(status=TurnStatus.DONE)
+    ChatTurn.objects.filter(pk=turns[1].pk).update(status=TurnStatus.RUNNING)
+    DjangoChatStore().chat_begin_turn(turn_id=turns[1].pk, agent_id="session-x")
+
+    page = browser.get(f"/chat/{session.pk}/").content.decode()
+    assert "Summarise these results" not in page and "you started has ended" not in page
+    assert "The research loop “Find the lr” ended: done." in page
+    assert '<a href="/research/orchestrator-loop/">See the loop</a>' in page
+    assert "The command “nvidia-smi” ended: failed." in page
+    assert f'<a href="/runs/{run.pk}/">See the run</a>' in page

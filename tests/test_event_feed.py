@@ -296,7 +296,11 @@ class SSEClient:
         return frame.decode()
 
     async def event(self) -> dict:
-        fields = dict(line.split(": ", 1) for line in (await self.frame()).splitlines())
+        """The next event; comments (keepalives) are skipped, as EventSource skips them."""
+        frame = await self.frame()
+        while frame.startswith(":"):
+            frame = await self.frame()
+        fields = dict(line.split(": ", 1) for line in frame.splitlines())
         data = json.loads(fields["data"])
         assert fields["id"] == str(data["id"])
         assert fields["event"] == data["kind"]

@@ -1,9 +1,11 @@
 """`make run` on a fresh state folder: sets up, serves, tells how to log in, stops clean."""
 
+import os
 import re
 import signal
 import subprocess
 import threading
+import time
 
 import httpx
 import psutil
@@ -85,7 +87,7 @@ def test_make_run_serves_login_and_admin_then_stops_clean(tmp_path):
         assert postmaster is not None
         family.append(postmaster)
         names = " ".join(" ".join(psutil.Process(p).cmdline()) for p in family)
-        assert "daphne" in names and "runagentd" in names
+        assert "researchagent.webserver" in names and "runagentd" in names
 
         with httpx.Client(base_url=url.rstrip("/"), timeout=10) as client:
             assert client.get("/").status_code == 302  # to the login page
@@ -107,3 +109,97 @@ def test_make_run_serves_login_and_admin_then_stops_clean(tmp_path):
     )
     assert "Stopped." in output.text
     assert EmbeddedPostgres(home).running_pid() is None
+
+
+def test_make_run_is_gone_within_5s_of_ctrl_c_with_requests_in_flight(tmp_path):
+    """Ctrl-C (SIGTERM to the terminal's process group) while an SSE feed, a wild-mode chat
+    stream and `GET /api/models` wait on an OpenCode that never answers: everything exits,
+    nothing is killed for ignoring the signal, and the embedded PostgreSQL is stopped."""
+    from tests.test_web_stop import BlackHole
+
+    hole = BlackHole()
+    hole.start()
+    home, port = tmp_path / "home", free_port()
+    env = child_env(
+        AGENTSYS_HOME=str(home),
+        PORT=str(port),
+        DATABASE_URL=None,
+        AGENTSYS_WORKDIR=None,
+        OPENCODE_URL=f"http://127.0.0.1:{hole.port}",
+    )
+    make = subprocess.Popen(
+        ["make", "run"],
+        cwd=REPO,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group, as a terminal gives it
+    )
+    output = OutputReader(make.stdout)
+    try:
+        wait_until(lambda: output.find("AgentSys is running at"), 120, 0.2, "the banner")
+        token = output.find(r"API token for 'admin' \(shown only this once\): (\S+)").group(1)
+        family = [p.pid for p in psutil.Process(make.pid).children(recursive=True)]
+        family.append(EmbeddedPostgres(home).running_pid())
+        took = _ctrl_c_with_requests_in_flight(make, f"http://127.0.0.1:{port}", token, hole)
+    finally:
+        if make.poll() is None:
+            os.killpg(make.pid, signal.SIGKILL)
+        hole.close()
+    print(f"make run gone {took:.2f}s after Ctrl-C with 3 requests in flight")
+    assert took < 5.0, output.text
+    assert not [p for p in family if pid_alive(p)], output.text
+    assert "Stopped." in output.text
+    assert "killing it" not in output.text and "left behind" not in output.text, output.text
+    assert EmbeddedPostgres(home).running_pid() is None
+
+
+def _ctrl_c_with_requests_in_flight(make, url: str, token: str, hole) -> float:
+    headers = {"X-Auth-Token": token}
+    with httpx.Client(base_url=url, headers=headers, timeout=30) as api:
+        session = api.post("/api/sessions", json={"title": "ctrl-c"}).json()["id"]
+    in_flight: dict[str, threading.Event] = {k: threading.Event() for k in ("sse", "chat")}
+    ended: dict[str, str] = {}
+
+    def follow(name, method, path, body=None):
+        try:
+            with (
+                httpx.Client(base_url=url, headers=headers, timeout=30) as client,
+                client.stream(method, path, json=body) as answer,
+            ):
+                for _ in answer.iter_lines():
+                    in_flight[name].set()
+            ended[name] = "cleanly"
+        except httpx.HTTPError as error:
+            ended[name] = repr(error)
+
+    def models():
+        try:
+            ended["models"] = str(httpx.get(f"{url}/api/models", headers=headers).status_code)
+        except httpx.HTTPError as error:
+            ended["models"] = repr(error)
+
+    clients = [
+        threading.Thread(target=follow, args=("sse", "GET", "/api/agents/events")),
+        threading.Thread(
+            target=follow,
+            args=("chat", "POST", "/api/chat", {"session_id": session, "message": "hi"}),
+        ),
+        threading.Thread(target=models),
+    ]
+    for client in clients:
+        client.daemon = True
+        client.start()
+    for name, event in in_flight.items():
+        assert event.wait(20), f"{name} never streamed"
+    wait_until(lambda: len(hole.accepted) >= 2, 20, message="the model and the chat at OpenCode")
+    assert not ended, ended
+    started = time.monotonic()
+    os.killpg(make.pid, signal.SIGTERM)
+    make.wait(30)
+    took = time.monotonic() - started
+    for client in clients:
+        client.join(5)
+    assert ended.get("sse") == "cleanly" and ended.get("chat") == "cleanly", ended
+    return took

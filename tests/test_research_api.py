@@ -30,7 +30,7 @@ def test_starting_a_loop_makes_its_agent_sweep_and_row(api, workdir):
     loop = start(api, workdir, max_iterations=7, wait_seconds=2, autonomy_level="cautious")
     agent = Agent.objects.get(pk=loop["id"])
     assert agent.cls_path == "agentsys.agents.research.ResearchAgent"
-    assert agent.role == "orchestrator" and agent.status == "idle" and agent.host_id is None
+    assert agent.role == "research" and agent.status == "idle" and agent.host_id is None
     assert agent.sweep == loop["sweep_id"]
     assert agent.config["max_iterations"] == 7 and agent.config["autonomy_level"] == "cautious"
     assert agent.config["workdir"] == str(workdir)

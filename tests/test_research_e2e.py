@@ -13,6 +13,7 @@ import pytest
 
 from agents_app.models import Agent
 from memory_app.models import MemoryEntry
+from research_app import selectors as research_selectors
 from research_app.models import ResearchLoop
 from scheduler_app.models import Run
 from tests.helpers import wait_until
@@ -205,7 +206,28 @@ def test_a_priority_steer_changes_the_next_iteration_prompt(api, workdir, daemon
         {"context": "Also record the seed of each run", "urgency": "message"},
     )
     assert messaged.status_code == 202 and messaged.json()["status"] == "delivered_to_inbox"
+    assert api("post", f"/api/research/{loop_id}/pause").status_code == 202
+    wait_until(lambda: Agent.objects.get(pk=loop_id).status == "paused", 20)
+    assert api("post", f"/api/research/{loop_id}/resume").status_code == 202
     assert wait_finished(loop_id).status == "done"
+    # Each command leaves its trace in the iteration log, where it happened, with its words.
+    log = api("get", f"/api/research/{loop_id}/iteration-log").content.decode()
+    order = [
+        "## Steer from the researcher (priority",
+        "> Focus on lr=0.3 from now on",
+        "## Paused by the researcher",
+        "## Resumed",
+        "## Iteration 1",
+        "## Message from the researcher (read now)",
+        "> Also record the seed of each run",
+        "## Iteration 2",
+    ]
+    assert [log.find(line) for line in order] == sorted(log.find(line) for line in order), log
+    assert -1 not in [log.find(line) for line in order], log
+    # And in the loop page's timeline.
+    timeline = [item["what"] for item in research_selectors.timeline(ResearchLoop.objects.get())]
+    for what in ("Steered (priority)", "Steered (message)", "Paused", "Resumed", "Done"):
+        assert what in timeline, timeline
     prompts = prompts_seen(scripted_llm)
     first = next(p for p in prompts if "Iteration 1 of" in p)
     second = next(p for p in prompts if "Iteration 2 of" in p)

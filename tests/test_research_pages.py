@@ -6,7 +6,8 @@ import subprocess
 
 import pytest
 
-from agents_app.models import Agent
+from agents_app.events import AGENTS_STREAM, record_event
+from agents_app.models import Agent, AgentCommand
 from memory_app.models import MemoryEntry
 from research_app.models import ResearchLoop
 from research_app.views import plan_items
@@ -104,3 +105,104 @@ def test_plan_items_read_checkboxes_and_plain_lines():
         {"text": "open one", "done": False},
         {"text": "free text", "done": None, "heading": False},
     ]
+
+
+def _entries_of_each_kind(agent_id: str) -> None:
+    scope = {"project": "p", "agent_id": agent_id}
+    MemoryEntry.objects.create(
+        type="plan", data={"goal": "g", "plan": "1. Baseline at lr=0.1\n2. Try lr=0.3"}, **scope
+    )
+    MemoryEntry.objects.create(
+        type="context",
+        data={"promise": "WAITING", "summary": "Waiting on three runs.", "iteration": 2},
+        **scope,
+    )
+    MemoryEntry.objects.create(
+        type="result", data={"exit_code": 0, "metrics": {"loss": 0.25}}, **scope
+    )
+
+
+def test_memories_read_as_text_not_python_reprs_on_every_page(browser, loop, admin_client):
+    row, _ = loop
+    _entries_of_each_kind(row.agent_id)
+    pages = {
+        "loop": browser.get(f"/research/{row.agent_id}/").content.decode(),
+        "memory": browser.get("/memory/").content.decode(),
+        "admin": admin_client.get("/admin/memory_app/memoryentry/").content.decode(),
+    }
+    context = MemoryEntry.objects.get(type="context")
+    pages["admin entry"] = admin_client.get(
+        f"/admin/memory_app/memoryentry/{context.pk}/change/"
+    ).content.decode()
+    for name, page in pages.items():
+        assert "{&#x27;" not in page and "&#x27;summary&#x27;" not in page, name
+    for name in ("loop", "memory", "admin entry"):
+        # The step as its summary with its iteration.
+        assert "<strong>Iteration 2</strong>" in pages[name], name
+        assert "Waiting on three runs." in pages[name], name
+    for name in ("loop", "memory"):  # the plan as a list, the reflection as its text
+        assert '<li class="">Baseline at lr=0.1</li>' in pages[name], name
+        assert "lr=0.2 is steadier" in pages[name], name
+    assert "<dt>exit_code</dt><dd>0</dd>" in pages["memory"]
+    assert "iteration 2: Waiting on three runs." in pages["admin"]
+
+
+def test_research_is_in_the_top_nav(browser, loop):
+    row, _ = loop
+    for path in ("/", "/research/", f"/research/{row.agent_id}/"):
+        page = browser.get(path).content.decode()
+        assert '<a href="/research/"' in page, path
+    assert (
+        '<a href="/research/" aria-current="page">Research</a>'
+        in browser.get("/research/").content.decode()
+    )
+
+
+def test_the_loop_page_pauses_steers_and_stops_and_its_timeline_shows_them(browser, loop):
+    row, _ = loop
+    url = f"/research/{row.agent_id}/"
+    page = browser.get(url).content.decode()
+    for action in ("pause", "stop", "steer"):
+        assert f'action="{url}{action}/"' in page, action
+    assert 'name="csrfmiddlewaretoken"' in page
+
+    paused = browser.post(f"{url}pause/", follow=True)
+    assert paused.redirect_chain[-1][0] == url
+    assert "Pause sent" in paused.content.decode()
+    steered = browser.post(
+        f"{url}steer/", {"context": "Try a cosine schedule", "urgency": "priority"}, follow=True
+    )
+    assert "Steer sent" in steered.content.decode()
+    kinds = list(
+        AgentCommand.objects.filter(agent_id=row.agent_id)
+        .order_by("created_at")
+        .values_list("kind", "payload")
+    )
+    assert kinds == [
+        ("pause", {}),
+        ("steer", {"context": "Try a cosine schedule", "urgency": "priority"}),
+    ]
+    browser.post(f"{url}steer/", {"context": "Also log the seed", "urgency": "message"})
+    # What the daemon records when it carries them out (agentsys.control, the supervisor).
+    record_event(stream=AGENTS_STREAM, kind="paused", agent_id=row.agent_id, payload={})
+    record_event(stream=AGENTS_STREAM, kind="resumed", agent_id=row.agent_id, payload={})
+    record_event(
+        stream=AGENTS_STREAM,
+        kind="steered",
+        agent_id=row.agent_id,
+        payload={"urgency": "priority", "context": "Try a cosine schedule"},
+    )
+    timeline = browser.get(url).content.decode().split('id="loop-timeline"')[1].split("</ol>")[0]
+    assert "<strong>Paused</strong>" in timeline and "<strong>Resumed</strong>" in timeline
+    assert 'Steered (priority)</strong> <span class="detail">Try a cosine schedule' in timeline
+    assert 'Steered (message)</strong> <span class="detail">Also log the seed' in timeline
+
+    empty = browser.post(f"{url}steer/", {"context": "  ", "urgency": "priority"}, follow=True)
+    assert "a steer needs some words" in empty.content.decode()
+    Agent.objects.filter(pk=row.agent_id).update(status="done")
+    refused = browser.post(f"{url}stop/", follow=True).content.decode()
+    assert "Not done:" in refused and "no longer takes commands" in refused
+    assert f'action="{url}pause/"' not in refused  # an ended loop offers no controls
+    assert browser.post(f"{url}explode/").status_code == 404
+    assert browser.post("/research/executor-1/pause/").status_code == 404  # not a loop
+    assert browser.get(f"{url}pause/").status_code == 405

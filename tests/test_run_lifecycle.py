@@ -158,7 +158,8 @@ def test_a_stopped_parent_cancels_its_queued_childrens_runs(host, tmp_path):
     Agent.objects.filter(pk=blocker.agent_id).update(parent=parent)
     Agent.objects.filter(pk=run.agent_id).update(parent=parent)
     ScheduleRequest.objects.update(parent=parent)
-    assert store.cancel_queued_requests(parent_ids=[parent.id]) == 1  # the one still queued
+    [cancelled] = store.cancel_queued_requests(parent_ids=[parent.id])  # the one still queued
+    assert (cancelled["kind"], cancelled["agent_id"]) == ("cancelled", blocker.agent_id)
     assert states(blocker) == ("cancelled", "cancelled", "cancelled")
     assert states(run)[:2] == ("running", "running")  # placed already: the stop reaches it
 

@@ -4,7 +4,9 @@ its leader, moved to another process group and ignores SIGTERM, is still ended."
 from __future__ import annotations
 
 import io
+import signal
 import sys
+import time
 
 from researchagent import process_session
 from researchagent.management.commands import serve
@@ -31,6 +33,33 @@ def test_stop_ends_the_session_when_the_leader_is_already_gone(tmp_path, monkeyp
     assert not pid_alive(worker)
     assert process_session.session_members(child.process.pid) == []
     assert "killed 1 process(es) left behind" in command.stderr._out.getvalue()
+
+
+def test_a_leader_that_ignores_sigterm_is_killed_with_its_session_within_the_grace(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(serve, "STOP_GRACE_SECONDS", 1.0)
+    monkeypatch.setenv("MARK", str(tmp_path / "pid"))
+    command = serve.Command(stdout=io.StringIO(), stderr=io.StringIO())
+    deaf_leader = (
+        "import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+        f" subprocess.Popen([sys.executable, '-c', {STUBBORN!r}]); time.sleep(300)"
+    )
+    child = serve.Child("web", [sys.executable, "-c", deaf_leader], RestartPolicy())
+    command._spawn(child)
+    worker = int(
+        wait_until(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text(), 20)
+    )
+    started = time.monotonic()
+    command._stop(child)
+    took = time.monotonic() - started
+    assert took < 1.0 + serve.KILL_WAIT_SECONDS, took
+    assert child.process.returncode == -signal.SIGKILL
+    assert not pid_alive(worker)
+    assert process_session.session_members(child.process.pid) == []
+    said = command.stderr._out.getvalue()
+    assert "web did not stop within 1s of SIGTERM; killing it" in said, said
+    assert "killed 2 process(es)" in said, said
 
 
 def _leader() -> str:

@@ -167,6 +167,7 @@ NAV = {
     "Overview": "/",
     "Chat": "/chat/",
     "Agents": "/agents/",
+    "Research": "/research/",
     "Runs": "/runs/",
     "Queue": "/queue/",
     "Alerts": "/alerts/",

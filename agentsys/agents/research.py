@@ -22,7 +22,7 @@ from agentsys.agent import Agent
 from agentsys.prompts import PromptSkills
 from agentsys.research import experiments
 from agentsys.research.llm import ModelGateway, ModelReply, OpenCodeError, OpenCodeGateway
-from agentsys.research.logbook import iteration_section, reflection_section
+from agentsys.research.logbook import control_section, iteration_section, reflection_section
 from agentsys.research.reply import ParsedReply, parse_reply
 from agentsys.research.results import ExperimentResult, format_history, format_results
 from agentsys.research.settings import ResearchSettings
@@ -48,7 +48,7 @@ class ResearchFailed(Exception):
 
 
 class ResearchAgent(Agent):
-    role = AgentRole.ORCHESTRATOR
+    role = AgentRole.RESEARCH
     allowed_children = frozenset({AgentRole.EXECUTOR})
     resumable = True
 
@@ -141,7 +141,10 @@ class ResearchAgent(Agent):
         else:
             n = self.state.iteration + 1
             self.state.in_progress = progress = {"iteration": n, "started_at": time.time()}
-            steer = "\n".join(filter(None, [self.consume_steer(), *await self._inbox()]))
+            messages = await self._inbox()
+            for message in messages:
+                self._log_control("Message from the researcher (read now)", message)
+            steer = "\n".join(filter(None, [self.consume_steer(), *messages]))
             if steer:
                 self.state.steer_context = steer
             before = await self.workspace.snapshot()
@@ -294,6 +297,29 @@ class ResearchAgent(Agent):
             )
         for tag, rows in by_tag.items():
             await self.remember_many(EntryType.REFLECTION, rows, tags=[tag])
+
+    # -- a person's commands, in the iteration log --------------------------------------------
+
+    async def on_pause(self) -> None:
+        self._log_control("Paused by the researcher")
+
+    async def on_resume(self) -> None:
+        self._log_control("Resumed")
+
+    def inject_steer(self, context: str) -> None:
+        super().inject_steer(context)
+        self._log_control("Steer from the researcher (priority: acted on next iteration)", context)
+
+    def _log_control(self, title: str, text: str = "") -> None:
+        workspace = getattr(self, "workspace", None)  # None: a command before on_start
+        if workspace is None:
+            return
+        try:
+            workspace.append_log(
+                control_section(title, at=time.time(), iteration=self.state.iteration, text=text)
+            )
+        except OSError:  # the log is for reading later; the command itself still applies
+            logger.exception("%s: could not write to the iteration log", self.id)
 
     # -- the model ---------------------------------------------------------------------------
 

@@ -37,7 +37,9 @@ class TurnStopped(Exception):
 
 class SessionAgent(Agent):
     role = AgentRole.ORCHESTRATOR
-    allowed_children = frozenset({AgentRole.ORCHESTRATOR, AgentRole.EXECUTOR, AgentRole.SIDECAR})
+    allowed_children = frozenset(
+        {AgentRole.RESEARCH, AgentRole.ORCHESTRATOR, AgentRole.EXECUTOR, AgentRole.SIDECAR}
+    )
     hosting = "local"
     resumable = True
 

@@ -52,3 +52,12 @@ def reflection_section(record: IterationRecord, reflection: str, parsed) -> str:
             reflection or "(no reflection)",
         ]
     )
+
+
+def control_section(title: str, *, at: float, iteration: int, text: str = "") -> str:
+    """A person's command, where it happened between the iterations: a pause, a resume, a
+    steer with its words (so the log read later says why the loop turned)."""
+    lines = [f"## {title}", "", f"- at: {_when(at)}", f"- after iteration: {iteration}"]
+    if text:
+        lines += ["", "\n".join(f"> {line}" for line in text.strip().splitlines())]
+    return "\n".join(lines)

@@ -71,6 +71,18 @@
     return article;
   }
 
+  // A child's end reported to the session agent: the person reads one line and a link (the
+  // same as sessions_app/_notice.html), not the report the agent was given.
+  function showNotice(article, notice) {
+    article.classList.add("notice");
+    article.textContent = "";
+    const line = el("p", "notice-line");
+    const link = el("a", "", notice.link);
+    link.href = notice.href;
+    line.append(el("span", "notice-text", notice.text), " ", link);
+    article.append(line);
+  }
+
   function reply(turnId) {
     let article = chat.querySelector(`article.msg.assistant.streamed[data-turn="${turnId}"]`);
     if (!article) {
@@ -99,8 +111,26 @@
     const part = textPart(article, payload.id, payload.ptype);
     const text = (raw.get(payload.id) || "") + payload.delta;
     raw.set(payload.id, text);
-    const shown = payload.ptype === "text" ? text.replace(ACTION_TAG, "").replace(/\n{3,}/g, "\n\n") : text;
-    (part.querySelector(".text") || part).textContent = shown;
+    if (payload.ptype !== "text") {
+      (part.querySelector(".text") || part).textContent = text;
+      return;
+    }
+    renderSoon(part, text.replace(ACTION_TAG, "").replace(/\n{3,}/g, "\n\n"));
+  }
+
+  // Markdown is rendered at most every 40 ms per part, however fast the deltas come (a timer,
+  // not requestAnimationFrame: a tab in the background still catches up).
+  const pending = new Map(); // part element -> its latest text
+  function renderSoon(part, text) {
+    const first = !pending.has(part);
+    pending.set(part, text);
+    if (!first) return;
+    setTimeout(() => {
+      const stick = nearBottom();
+      AgentSysMarkdown.render(part, pending.get(part));
+      pending.delete(part);
+      if (stick) chat.scrollTop = chat.scrollHeight;
+    }, 40);
   }
 
   function onTool(payload) {
@@ -157,7 +187,8 @@
       case "user_message":
       case "system_message": {
         const article = message(event.kind === "user_message" ? "user" : "system", payload.seq, payload.turn_id);
-        if (article) article.append(el("div", "text", payload.content));
+        if (article && payload.notice) showNotice(article, payload.notice);
+        else if (article) article.append(el("div", "text", payload.content));
         setStreaming(payload.turn_id);
         break;
       }
@@ -175,21 +206,57 @@
   }
 
   // -- the composer -------------------------------------------------------------------------
+  // The box is emptied as the message leaves: what is typed while it is sent or answered is
+  // the next message, and stays. A message that was not sent comes back, before any of that.
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     const text = input.value.trim();
     if (!text || streaming) return;
     const mode = form.querySelector("input[name=mode]:checked").value;
     sendButton.disabled = true;
+    input.value = "";
+    showCut("");
     const answer = await post("send", { message: text, mode });
     if (answer.ok) {
-      input.value = "";
       showError("");
       setStreaming(answer.body.turn_id);
     } else {
+      input.value = input.value ? `${text}\n${input.value}` : text;
       sendButton.disabled = false;
       showError(answer.body.detail || `Not sent (${answer.status}).`);
     }
+  });
+
+  // A paste that would go past the limit is cut to fit, and the person is told by how much
+  // (the browser's maxlength would cut it without a word).
+  const cutNotice = document.getElementById("composer-notice");
+  function showCut(text) {
+    cutNotice.hidden = !text;
+    cutNotice.textContent = text || "";
+  }
+  function insertCut(text, inputType) {
+    const limit = input.maxLength > 0 ? input.maxLength : Infinity;
+    const room = limit - (input.value.length - (input.selectionEnd - input.selectionStart));
+    if (text.length <= room) return false;
+    const kept = text.slice(0, Math.max(0, room));
+    input.setRangeText(kept, input.selectionStart, input.selectionEnd, "end");
+    input.dispatchEvent(new InputEvent("input", { bubbles: true, inputType }));
+    const fmt = (n) => n.toLocaleString("en");
+    showCut(`The ${inputType === "insertFromDrop" ? "dropped" : "pasted"} text was cut: ` +
+      `${fmt(text.length - kept.length)} of its ${fmt(text.length)} characters were left out, ` +
+      `as a message holds at most ${fmt(limit)}.`);
+    return true;
+  }
+  input.addEventListener("paste", (e) => {
+    const text = e.clipboardData ? e.clipboardData.getData("text/plain") : "";
+    if (text && insertCut(text, "insertFromPaste")) e.preventDefault();
+  });
+  input.addEventListener("drop", (e) => {
+    const text = e.dataTransfer ? e.dataTransfer.getData("text/plain") : "";
+    if (text && insertCut(text, "insertFromDrop")) e.preventDefault();
+  });
+  input.addEventListener("input", () => {
+    if (!cutNotice.hidden && input.value.length < input.maxLength) showCut("");
   });
   input.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
@@ -230,6 +297,7 @@
   }
 
   document.addEventListener("DOMContentLoaded", () => {
+    chat.querySelectorAll("article.msg.assistant .text.md").forEach((part) => AgentSysMarkdown.render(part, part.textContent));
     setStreaming(streaming);
     chat.scrollTop = chat.scrollHeight;
     window.AgentSysChat = AgentSysLive.follow(`/ws/chat/${encodeURIComponent(sessionId)}/`, onEvent, {

@@ -36,9 +36,19 @@ from researchagent.bootstrap import (
 )
 from researchagent.restart_policy import RestartPolicy, exit_cause
 
-STOP_GRACE_SECONDS = 10
+STOP_GRACE_SECONDS = 5  # the web stops within 3 s, runagentd within 1 s (tests/test_web_stop.py)
+KILL_WAIT_SECONDS = 2
 _PR_SET_PDEATHSIG = 1
 logger = logging.getLogger("agentsys.serve")
+
+
+def _waited(process: subprocess.Popen, deadline: float) -> bool:
+    """Whether `process` exited by `deadline` (it is reaped if so)."""
+    try:
+        process.wait(max(0.0, deadline - time.monotonic()))
+        return True
+    except subprocess.TimeoutExpired:
+        return False
 
 
 def _die_with_parent() -> None:
@@ -111,12 +121,11 @@ class Command(BaseCommand):
 
         config = settings.AGENTSYS
         children, shared_env = self._plan_model(policy)
-        web = [sys.executable, "-m", "daphne", "-b", config.host, "-p", str(config.port)]
-        # daphne's default verbosity prints a line per request: only when asked for.
-        web += ["--access-log", "-"] if config.access_log else ["-v", "0"]
-        children["web"] = Child(
-            "web", [*web, "researchagent.asgi:application"], policy(), env=shared_env
-        )
+        web = [sys.executable, "-m", "researchagent.webserver", "-b", config.host]
+        web += ["-p", str(config.port)]
+        if config.access_log:  # a line per request: only when asked for
+            web += ["--access-log", "-"]
+        children["web"] = Child("web", web, policy(), env=shared_env)
         if not options["no_daemon"]:
             daemon = [
                 sys.executable,
@@ -177,12 +186,18 @@ class Command(BaseCommand):
         return children, env
 
     def _wait_for_opencode(self, timeout: float = 60) -> None:
+        """Until OpenCode answers, in short waits, so that Ctrl-C meanwhile stops at once."""
         if self._opencode is None:
             return
-        try:
-            self._opencode.wait_healthy(timeout)
-        except Exception as error:  # the web and the daemon still work; agents will say why
-            self.stderr.write(f"OpenCode is not answering: {error}")
+        deadline = time.monotonic() + timeout
+        while self._stop_signal is None:
+            try:
+                self._opencode.wait_healthy(min(1.0, max(0.1, deadline - time.monotonic())))
+                return
+            except Exception as error:  # the web and the daemon still work; agents say why
+                if time.monotonic() >= deadline:
+                    self.stderr.write(f"OpenCode is not answering: {error}")
+                    return
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -289,31 +304,46 @@ class Command(BaseCommand):
         return 0
 
     def _stop_children(self) -> None:
-        # The daemon first (it may still write to the database), then the web server.
-        for name in ("runagentd", "web", "opencode", "model"):
-            child = self._children.get(name) if hasattr(self, "_children") else None
-            if child is not None:
-                self._stop(child)
+        # The daemon and the web first (the daemon may still write to the database and talk
+        # to OpenCode), then the model side; each group stops together, within one grace.
+        children = getattr(self, "_children", {})
+        for group in (("runagentd", "web"), ("opencode", "model")):
+            self._stop_together([children[name] for name in group if name in children])
         self._report_live_runs()
         self._say("Stopped.")
 
-    def _stop(self, child: Child) -> None:
-        """SIGTERM to the leader, then wait for its whole session; SIGKILL what is left."""
-        process = child.process
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(STOP_GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                self.stderr.write(f"{child.name} ignored SIGTERM for {STOP_GRACE_SECONDS}s")
+    def _stop_together(self, children: list[Child]) -> None:
         deadline = time.monotonic() + STOP_GRACE_SECONDS
+        for child in children:
+            if child.process is not None and child.process.poll() is None:
+                child.process.send_signal(signal.SIGTERM)
+        for child in children:
+            self._stop(child, deadline)
+
+    def _stop(self, child: Child, deadline: float | None = None) -> None:
+        """After SIGTERM to the leader: wait until `deadline` for its whole session (every
+        session it ever led) to end, then SIGKILL every process still in it, the leader
+        included. Every wait is bounded: a process that survives SIGKILL (stuck in the kernel)
+        is reported and left, never waited for."""
+        if deadline is None:  # stopping one child alone
+            deadline = time.monotonic() + STOP_GRACE_SECONDS
+            if child.process is not None and child.process.poll() is None:
+                child.process.send_signal(signal.SIGTERM)
+        process = child.process
+        if process is not None and not _waited(process, deadline):
+            self.stderr.write(
+                f"{child.name} did not stop within {STOP_GRACE_SECONDS:g}s of SIGTERM; killing it"
+            )
         for sid in child.sessions:
-            if not process_session.wait_session_empty(sid, max(0.0, deadline - time.monotonic())):
-                left = process_session.kill_session(sid)
-                self.stderr.write(f"{child.name}: killed {len(left)} process(es) left behind")
-                process_session.wait_session_empty(sid, STOP_GRACE_SECONDS)
-        if process is not None and process.poll() is None:
-            process.wait()
+            remaining = max(0.0, deadline - time.monotonic())
+            if process_session.wait_session_empty(sid, remaining):
+                continue
+            left = process_session.kill_session(sid)
+            self.stderr.write(f"{child.name}: killed {len(left)} process(es) left behind")
+            if not process_session.wait_session_empty(sid, KILL_WAIT_SECONDS):
+                self.stderr.write(f"{child.name}: pids {left} survived SIGKILL; leaving them")
+        if process is not None:
+            _waited(process, time.monotonic() + KILL_WAIT_SECONDS)  # reap the leader
 
     def _report_live_runs(self) -> None:
         from scheduler_app.run_processes import live_runs

@@ -1,0 +1,62 @@
+"""Pause, resume, steer and stop a research loop from its page: the same services as the
+agents tree and `POST /api/research/{id}/...`, then back to the loop with what was done."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from agents_app import services
+from agents_app.models import Agent
+from agentsys.types import CommandKind, SteerUrgency
+from research_app.models import ResearchLoop
+
+COMMANDS = {"pause": CommandKind.PAUSE, "resume": CommandKind.RESUME, "stop": CommandKind.STOP}
+DONE = {
+    "pause": "Pause sent: the loop and its experiments pause now, and wait for Resume.",
+    "resume": "Resume sent: the loop goes on where it paused.",
+    "stop": "Stop sent: the loop, its experiments and its model session end.",
+}
+STEERED = {
+    SteerUrgency.MESSAGE: "Message left in the loop's inbox: it reads it at its next iteration.",
+    SteerUrgency.PRIORITY: "Steer sent: the loop acts on it at its next iteration.",
+    SteerUrgency.CRITICAL: "Critical steer sent: the loop stops and restarts with it.",
+}
+
+
+@require_POST
+def loop_command(request: HttpRequest, agent_id: str, action: str) -> HttpResponse:
+    if action not in COMMANDS and action != "steer":
+        raise Http404("No such action")
+    if not ResearchLoop.objects.filter(agent_id=agent_id).exists():
+        raise Http404("No such research loop")
+    try:
+        if action == "steer":
+            _steer(request, agent_id)
+        else:
+            services.request_agent_command(
+                agent_id=agent_id, kind=COMMANDS[action], user=request.user
+            )
+            messages.success(request, DONE[action])
+    except Agent.DoesNotExist:
+        raise Http404("No such research loop") from None
+    except services.AgentCommandRefused as refused:
+        messages.error(request, f"Not done: {refused}")
+    return redirect("research-loop", agent_id=agent_id)
+
+
+def _steer(request: HttpRequest, agent_id: str) -> None:
+    urgency = request.POST.get("urgency", SteerUrgency.PRIORITY)
+    context = request.POST.get("context", "").strip()
+    if urgency not in {tier.value for tier in SteerUrgency}:
+        raise services.AgentCommandRefused("choose how urgent the steer is")
+    if not context:
+        raise services.AgentCommandRefused("a steer needs some words for the loop")
+    if len(context) > services.MAX_STEER_CONTEXT:
+        raise services.AgentCommandRefused(
+            f"the steer is {len(context):,} characters; at most {services.MAX_STEER_CONTEXT:,}"
+        )
+    services.steer_agent(agent_id=agent_id, context=context, urgency=urgency, user=request.user)
+    messages.success(request, STEERED[SteerUrgency(urgency)])
