@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from agents_app.models import Agent, Event
+from agentsys.types import AgentStatus
+
+LIVE_AGENT_STATUSES = (AgentStatus.IDLE, AgentStatus.RUNNING, AgentStatus.PAUSED)
 
 REPLAY_LIMIT = 1000
 
@@ -42,6 +45,56 @@ def agents_matching(
     if goal_contains:
         agents = agents.filter(goal__icontains=goal_contains)
     return agents
+
+
+def working_agents() -> QuerySet[Agent]:
+    """Agents at work: live (idle, running or paused), less the chat session agents that only
+    wait for a person. A session agent stays `running` as long as its chat exists; it works
+    only while a turn of its chat is queued or streaming."""
+    from sessions_app.models import LIVE_TURN_STATUSES, SESSION_AGENT, ChatTurn
+
+    live_turn = ChatTurn.objects.filter(
+        session_id=OuterRef("chat_session_id"), status__in=LIVE_TURN_STATUSES
+    )
+    return Agent.objects.filter(status__in=LIVE_AGENT_STATUSES).filter(
+        ~Q(cls_path=SESSION_AGENT) | Exists(live_turn)
+    )
+
+
+def chats_answering() -> set[str]:
+    """Ids of the chat sessions with a turn queued or streaming."""
+    from sessions_app.models import LIVE_TURN_STATUSES, ChatTurn
+
+    turns = ChatTurn.objects.filter(status__in=LIVE_TURN_STATUSES)
+    return set(turns.values_list("session_id", flat=True).distinct())
+
+
+def chat_titles(*, session_ids: set[str]) -> dict[str, str]:
+    from sessions_app.models import ChatSession
+
+    return dict(ChatSession.objects.filter(pk__in=session_ids).values_list("pk", "title"))
+
+
+def known_name(agent: Agent) -> str:
+    """The agent as a person knows it, for messages: its chat, its run or its goal, never
+    its internal id unless it has nothing else."""
+    from scheduler_app.models import Run
+    from sessions_app.models import SESSION_AGENT
+
+    if agent.cls_path == SESSION_AGENT and agent.chat_session_id:
+        title = chat_titles(session_ids={agent.chat_session_id}).get(agent.chat_session_id)
+        if title:
+            return f"the chat “{title[:80]}”"
+    if agent.role == "executor":
+        name = Run.objects.filter(agent_id=agent.pk).values_list("name", flat=True).first()
+        if name:
+            return f"the run “{name[:80]}”"
+    goal = " ".join(agent.goal.split())
+    if not goal:
+        return agent.pk
+    short = goal if len(goal) <= 80 else goal[:79] + "…"
+    kind = "research loop" if agent.role in ("research", "orchestrator") else "agent"
+    return f"the {kind} “{short}”"
 
 
 def agents_in_spawn_order(*, fields: tuple[str, ...]) -> list[Agent]:

@@ -14,7 +14,13 @@ from django.views.decorators.http import require_POST
 from agents_app import selectors, services
 from agents_app.events import AGENTS_STREAM
 from agents_app.models import Agent
-from agentsys.types import TERMINAL_AGENT_STATUSES, AgentRole, CommandKind, SteerUrgency
+from agentsys.types import (
+    TERMINAL_AGENT_STATUSES,
+    AgentRole,
+    AgentStatus,
+    CommandKind,
+    SteerUrgency,
+)
 from sessions_app.models import SESSION_AGENT
 
 ROOTS_SHOWN = 50
@@ -53,28 +59,46 @@ def level_of(agent: Agent) -> str:
     return str(agent.role)
 
 
-def _node(agent: Agent, now) -> dict:
-    return {
+def _node(agent: Agent, now, *, answering: set[str], titles: dict[str, str]) -> dict:
+    live = agent.status not in TERMINAL_AGENT_STATUSES
+    node = {
         "agent": agent,
         "level": level_of(agent),
-        "live": agent.status not in TERMINAL_AGENT_STATUSES,
+        "live": live,
+        "working": live,
+        "status": agent.status,
+        "goal": agent.goal,
         "age": now - agent.created_at,
     }
+    if agent.cls_path == SESSION_AGENT:
+        # Its goal was written with the chat's title of the day: the chat's own title now
+        # is the one a person knows. It works only while its chat is answering.
+        if agent.chat_session_id in titles:
+            node["goal"] = f"Chat: {titles[agent.chat_session_id]}"
+        if live and agent.chat_session_id not in answering:
+            node["working"], node["status"] = False, AgentStatus.IDLE
+    return node
 
 
 def forest(*, show_ended: bool) -> list[dict]:
-    """The newest ROOTS_SHOWN trees; without show_ended, only trees with a live agent."""
+    """The newest ROOTS_SHOWN trees; without show_ended, only trees with an agent at work
+    (a chat whose session agent waits for a person is not at work)."""
     agents = list(Agent.objects.only(*PAGE_FIELDS).order_by("created_at", "id"))
     now = timezone.now()
+    answering = selectors.chats_answering()
+    sessions = {a.chat_session_id for a in agents if a.cls_path == SESSION_AGENT}
+    titles = selectors.chat_titles(session_ids=sessions - {None})
     roots = [a.id for a in reversed(agents) if a.parent_id is None]
-    trees = selectors.nest(agents, roots, lambda a: _node(a, now))
+    trees = selectors.nest(
+        agents, roots, lambda a: _node(a, now, answering=answering, titles=titles)
+    )
     if not show_ended:
-        trees = [tree for tree in trees if _any_live(tree)]
+        trees = [tree for tree in trees if _any_working(tree)]
     return trees[:ROOTS_SHOWN]
 
 
-def _any_live(tree: dict) -> bool:
-    return tree["live"] or any(_any_live(child) for child in tree["children"])
+def _any_working(tree: dict) -> bool:
+    return tree["working"] or any(_any_working(child) for child in tree["children"])
 
 
 def agent_tree(request: HttpRequest) -> HttpResponse:
@@ -95,6 +119,10 @@ def agent_tree(request: HttpRequest) -> HttpResponse:
 def agent_command(request: HttpRequest, agent_id: str, action: str) -> HttpResponse:
     if action not in COMMANDS and action != "steer":
         raise Http404("No such action")
+    agent = Agent.objects.filter(pk=agent_id).first()
+    if agent is None:
+        raise Http404("No such agent")
+    name = selectors.known_name(agent)
     try:
         if action == "steer":
             urgency = request.POST.get("urgency", SteerUrgency.PRIORITY)
@@ -107,14 +135,14 @@ def agent_command(request: HttpRequest, agent_id: str, action: str) -> HttpRespo
                 urgency=urgency,
                 user=request.user,
             )
-            messages.success(request, f"Steered {agent_id} ({urgency}).")
+            messages.success(request, f"Steered {name} ({urgency}).")
         else:
             services.request_agent_command(
                 agent_id=agent_id, kind=COMMANDS[action], user=request.user
             )
-            messages.success(request, f"{action.capitalize()} sent to {agent_id}.")
+            messages.success(request, f"{action.capitalize()} sent to {name}.")
     except Agent.DoesNotExist:
         raise Http404("No such agent") from None
     except services.AgentCommandRefused as refused:
-        messages.error(request, f"{agent_id}: {refused}")
+        messages.error(request, f"Not sent to {name}: {refused}")
     return redirect(f"/agents/#agent-{agent_id}")

@@ -97,6 +97,9 @@ def step_of(row: dict[str, Any]) -> Any:
 @dataclass
 class AnomalyThresholds:
     high_loss: float = 8.0
+    # A loss this large is no longer "high": the training has blown up (float32 overflows at
+    # 3.4e38, and the next step of a float64 script often raises OverflowError).
+    diverged_loss: float = 1e30
     spike_factor: float = 3.0
     window: int = 20  # earlier finite losses the spike rule averages over
     quiet_seconds: float = 180.0  # one report per signature per this many seconds
@@ -114,7 +117,7 @@ class AnomalyThresholds:
 @dataclass
 class Anomaly:
     severity: Literal["critical", "warning"]
-    signature: str  # "nan_loss" | "inf_loss" | "high_loss" | "loss_spike"
+    signature: str  # "nan_loss" | "inf_loss" | "diverged_loss" | "high_loss" | "loss_spike"
     message: str
     step: Any
     loss: float
@@ -126,6 +129,7 @@ class LossAnomalyDetector:
 
     Rules per row with a loss, at most one anomaly per row:
     - NaN or ±Inf: critical. It never enters the rolling window.
+    - loss >= diverged_loss: critical "diverged_loss": the run is blowing up.
     - loss >= high_loss: warning "high_loss". A high loss that is also a spike is reported
       as high loss only: it is the more specific news, and one row should raise one alert.
     - loss >= spike_factor x mean of the earlier finite losses (the last `window` of them,
@@ -161,15 +165,21 @@ class LossAnomalyDetector:
         if math.isinf(loss):
             return Anomaly("critical", "inf_loss", f"Inf loss detected (step={step}).", step, loss)
         limits = self.thresholds
+        if loss >= limits.diverged_loss:
+            message = f"Loss diverged (step={step}, loss={loss:.4g}): the training has blown up."
+            return Anomaly("critical", "diverged_loss", message, step, loss)
         if loss >= limits.high_loss:
             message = (
-                f"High loss detected (step={step}, loss={loss:.4f}, threshold={limits.high_loss})."
+                f"High loss detected (step={step}, loss={_shown(loss)}, "
+                f"threshold={limits.high_loss})."
             )
             return Anomaly("warning", "high_loss", message, step, loss)
         if len(self._window) >= limits.min_points:
             average = sum(self._window) / len(self._window)
             if average > 0 and loss >= limits.spike_factor * average:
-                message = f"Loss spike detected (loss={loss:.4f}, rolling_avg={average:.4f})."
+                message = (
+                    f"Loss spike detected (loss={_shown(loss)}, rolling_avg={_shown(average)})."
+                )
                 return Anomaly("warning", "loss_spike", message, step, loss)
         return None
 
@@ -179,3 +189,8 @@ class LossAnomalyDetector:
             return False
         self._last_reported[signature] = now
         return True
+
+
+def _shown(value: float) -> str:
+    """4 decimals for a readable loss; a huge one in 4 significant digits, not 300 of them."""
+    return f"{value:.4f}" if abs(value) < 1e6 else f"{value:.4g}"

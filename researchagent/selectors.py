@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db.models import Count, Max
 
-from agents_app.models import Agent
+from agents_app import selectors as agent_selectors
 from agentsys.types import AgentStatus
 from research_app import selectors as research_selectors
 from research_app.models import ResearchLoop
@@ -32,7 +32,6 @@ def _running_runs() -> list:
 
 
 def system_overview() -> dict:
-    agents_by_status = dict(Agent.objects.order_by().values_list("status").annotate(n=Count("id")))
     runs_by_status = dict(
         run_selectors.Run.objects.order_by().values_list("status").annotate(n=Count("id"))
     )
@@ -44,7 +43,7 @@ def system_overview() -> dict:
     open_alerts = Alert.objects.filter(status=AlertStatus.PENDING)
     return {
         "counts": {
-            "agents_live": sum(agents_by_status.get(s, 0) for s in LIVE_AGENT_STATUSES),
+            "agents_live": agent_selectors.working_agents().count(),
             "runs_running": runs_by_status.get(RunStatus.RUNNING, 0),
             "runs_queued": runs_by_status.get(RunStatus.QUEUED, 0),
             "alerts_open": open_alerts.count(),

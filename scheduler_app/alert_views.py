@@ -58,5 +58,6 @@ def respond(request: HttpRequest, alert_id: str) -> HttpResponse:
         messages.error(request, str(error))
     else:
         done = "stopped what raised it" if response == "stop" else f"answered “{response}”"
-        messages.success(request, f"Alert {alert.pk}: {done}.")
+        about = f"on the run “{alert.run.name[:80]}”" if alert.run_id else f"from {alert.agent_id}"
+        messages.success(request, f"Alert {about}: {done}.")
     return redirect(reverse("alerts") + (f"?{back}" if back else ""))

@@ -39,6 +39,8 @@ def run_moved(*, agent_id: str, status: str, exit_code: int | None, error: str) 
 
 
 def agent_moved(agent, *, old: str, new: str) -> None:
+    if old == new:  # a re-adopted agent reporting its new pid: no state changed
+        return
     logger.info("agent %s (%s) %s -> %s", agent.id, agent.role, old, new)
 
 

@@ -7,7 +7,16 @@ from datetime import timedelta
 from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
-from scheduler_app.models import GPU, Host, HostStatus, MetricSeries, Run, ScheduleRequest
+from scheduler_app import run_log
+from scheduler_app.models import (
+    GPU,
+    Host,
+    HostStatus,
+    MetricSeries,
+    Run,
+    RunStatus,
+    ScheduleRequest,
+)
 
 # A host that has not heart-beaten for this long is shown (and later declared) dead.
 HEARTBEAT_STALE_AFTER = timedelta(seconds=30)
@@ -85,6 +94,8 @@ def run_page(run_id: str) -> Run | None:
     _attach_requests([run])
     run.series = list(MetricSeries.objects.filter(run=run).order_by("key"))
     run.alert_list = list(run.alerts.order_by("-created_at")[:50])
+    failed = run.status == RunStatus.FAILED or (run.exit_code or 0) != 0
+    run.log_error = run_log.last_error_line(run.run_dir) if failed else ""
     return run
 
 

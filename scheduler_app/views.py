@@ -95,12 +95,29 @@ def queue(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def queue_cancel(request: HttpRequest, request_id: str) -> HttpResponse:
+    row = ScheduleRequest.objects.filter(pk=request_id).first()
+    if row is None:
+        raise Http404("No such request")
+    name = _request_name(row)
     try:
-        cancelled = services.cancel_request(request_id=request_id)
+        services.cancel_request(request_id=request_id)
     except ScheduleRequest.DoesNotExist:
         raise Http404("No such request") from None
-    except services.ServiceError as error:
-        messages.error(request, str(error))
+    except services.ServiceError:
+        row.refresh_from_db()
+        messages.error(
+            request,
+            f"{name} was not cancelled: it is {row.status}; only queued requests can be cancelled.",
+        )
     else:
-        messages.success(request, f"Cancelled {cancelled.pk}: it left the queue.")
+        messages.success(request, f"Cancelled {name}: it left the queue.")
     return redirect("queue")
+
+
+def _request_name(row: ScheduleRequest) -> str:
+    """A queue request as a person knows it: its run's name, else its goal (not `sched-…`)."""
+    name = Run.objects.filter(agent_id=row.agent_id).values_list("name", flat=True).first()
+    text = " ".join((name or row.goal or "").split())
+    if not text:
+        return "the request"
+    return f"“{text[:80]}”" if len(text) <= 80 else f"“{text[:79]}…”"

@@ -6,7 +6,9 @@ import pytest
 from django.test import Client
 
 from agents_app.models import Agent, AgentCommand
-from sessions_app.models import ChatMessage, ChatSession, ChatTurn, TurnStatus
+from scheduler_app.models import Alert
+from sessions_app.models import SESSION_AGENT, ChatMessage, ChatSession, ChatTurn, TurnStatus
+from sessions_app.services import rename_session
 
 pytestmark = pytest.mark.django_db
 
@@ -163,11 +165,11 @@ def test_tree_actions_go_through_the_services(browser):
     _, l2 = _tree()
     response = browser.post(f"/agents/{l2.pk}/pause/", follow=True)
     assert AgentCommand.objects.get(agent=l2).kind == "pause"
-    assert "Pause sent" in response.content.decode()
+    assert "Pause sent to the research loop “Find the lr”" in response.content.decode()
     browser.post(f"/agents/{l2.pk}/steer/", {"context": "try 3e-4", "urgency": "priority"})
     assert AgentCommand.objects.filter(agent=l2, kind="steer").exists()
     refused = browser.post("/agents/executor-l3/stop/", follow=True).content.decode()
-    assert "executor-l3:" in refused  # finished: refused with a reason, not a 500
+    assert "Not sent to the agent “train”:" in refused  # finished: refused with a reason
     assert (
         browser.post(
             f"/agents/{l2.pk}/steer/", {"context": "", "urgency": "x"}, follow=True
@@ -185,6 +187,52 @@ def test_tree_actions_need_the_csrf_token(django_user_model):
     assert strict.post(f"/agents/{l2.pk}/stop/").status_code == 403
     assert strict.post("/chat/new/").status_code == 403
     assert not AgentCommand.objects.exists()
+
+
+def _idle_chat(title: str) -> Agent:
+    """A chat renamed after its session agent was made: the agent's goal has the old title,
+    and it stays `running` for as long as the chat exists, answering or not."""
+    session = ChatSession.objects.create(title="New chat")
+    agent = Agent.objects.create(
+        id=f"orchestrator-{session.pk[-8:]}",
+        role="orchestrator",
+        cls_path=SESSION_AGENT,
+        status="running",
+        goal="Chat session: New chat",
+        chat_session=session,
+    )
+    rename_session(session=session, title=title)
+    return agent
+
+
+def test_idle_chats_are_not_agents_at_work_and_show_their_new_title(browser):
+    chats = [_idle_chat(f"Tune lr {n}") for n in range(3)]
+    home = browser.get("/").content.decode()
+    # 3 chats waiting for a person: none at work (they counted as 3 "live agents").
+    assert 'id="count-agents">0</span><span class="label">agents at work<' in home
+    page = browser.get("/agents/").content.decode()
+    assert "No agent at work" in page and "Tune lr" not in page
+    shown = browser.get("/agents/?ended=1").content.decode()
+    assert "Chat: Tune lr 0" in shown and "New chat" not in shown  # the title of now
+    assert '<span class="pill status idle">idle</span>' in shown
+    ChatTurn.objects.create(session=chats[0].chat_session, status=TurnStatus.RUNNING)
+    assert 'id="count-agents">1<' in browser.get("/").content.decode()
+    working = browser.get("/agents/").content.decode()
+    assert "Chat: Tune lr 0" in working and "Tune lr 1" not in working
+    assert '<span class="pill status running">running</span>' in working
+
+
+def test_status_pills_say_words_not_identifiers(browser):
+    session = ChatSession.objects.create(title="Asks", owner=browser.user)
+    _agent("executor-ask", "running", "train", chat_session=session)
+    Alert.objects.create(agent_id="executor-ask", message="NaN loss", choices=["stop"])
+    listing = browser.get("/chat/").content.decode()
+    assert ">awaiting you</span>" in listing and "awaitinghuman" not in listing
+    page = browser.get(f"/chat/{session.pk}/").content.decode()
+    assert 'id="chat-status">awaiting you</span>' in page
+    # The scripts' table, so a pill updated live reads the same (AgentSysLive.statusWord).
+    table = page.split('id="status-words" type="application/json">')[1].split("</script>")[0]
+    assert json.loads(table)["awaiting_human"] == "awaiting you"
 
 
 def test_a_childs_end_reads_as_one_line_with_a_link_not_the_agents_report(browser):

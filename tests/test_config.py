@@ -87,3 +87,42 @@ def test_env_example_lists_every_variable():
     example = (REPO / ".env.example").read_text()
     listed = set(re.findall(r"^#?([A-Z_]+)=", example, flags=re.MULTILINE))
     assert listed == set(config.VARIABLES)
+
+
+def test_the_readme_config_table_gives_the_real_defaults():
+    readme = (REPO / "README.md").read_text()
+    checked = 0
+    for row in re.findall(r"^\| (`[A-Z_]+`.*?) \| (.*?) \| .* \|$", readme, re.MULTILINE):
+        names = re.findall(r"`([A-Z_]+)`", row[0])
+        defaults = re.findall(r"`([^`]*)`", row[1])
+        for index, name in enumerate(names):
+            default = config.VARIABLES[name][0]
+            if default:  # an unset one is described in words ("generated once", "none")
+                assert index < len(defaults) and defaults[index] == default, (name, row[1])
+                checked += 1
+    assert checked >= 15
+
+
+def test_the_readme_console_sample_is_what_make_run_prints(agentsys_config, settings):
+    """Each line of the README's start-up sample is a line `serve` prints, in order ("..."
+    stands for what differs per start)."""
+    from io import StringIO
+    from types import SimpleNamespace
+
+    from researchagent.management.commands.serve import Command
+
+    agentsys_config(host="127.0.0.1", port=8000)
+    out = StringIO()
+    login = SimpleNamespace(username="admin", password="8mJw3sSECRET", created=True)
+    Command(stdout=out)._announce(login, "ast_q3VTOKEN")
+    printed = out.getvalue().splitlines()
+    readme = (REPO / "README.md").read_text()
+    sample = readme.split("```\nAgentSys is running at", 1)[1].split("```", 1)[0]
+    position = 0
+    for line in ("AgentSys is running at" + sample).strip().splitlines():
+        pattern = re.compile(".*".join(re.escape(piece) for piece in line.split("...")))
+        found = next(
+            (i for i in range(position, len(printed)) if pattern.fullmatch(printed[i])), None
+        )
+        assert found is not None, f"README line not printed by serve: {line!r}"
+        position = found + 1

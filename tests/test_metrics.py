@@ -270,3 +270,16 @@ def test_tail_and_detector_together(tmp_path):
     assert detector.check(tail.read_new()) == []
     append(path, json.dumps({"_step": 2, "loss": 1}) + "\n" + '{"_step": 3, "loss": NaN}\n')
     assert [a.signature for a in detector.check(tail.read_new())] == ["nan_loss"]
+
+
+def test_a_diverged_loss_is_critical_and_its_message_short():
+    detector = LossAnomalyDetector(clock=FakeClock())
+    anomalies = detector.check([{"_step": 90, "loss": 1e305}, {"_step": 91, "loss": 2.5e7}])
+    assert [(a.severity, a.signature, a.message) for a in anomalies] == [
+        (
+            "critical",
+            "diverged_loss",
+            "Loss diverged (step=90, loss=1e+305): the training has blown up.",
+        ),
+        ("warning", "high_loss", "High loss detected (step=91, loss=2.5e+07, threshold=8.0)."),
+    ]

@@ -61,3 +61,35 @@ def test_a_provider_of_its_own_or_a_local_server():
     local = provider_config(provider="local", model="qwen", demo_base_url="http://h:11434/v1")
     assert local["provider"]["local"]["options"]["baseURL"] == "http://h:11434/v1"
     assert local["enabled_providers"] == ["local"]
+
+
+def test_many_event_subscribers_print_no_warning_dump(opencode_server):
+    """More than ten /global/event subscribers (agents, tabs) made OpenCode print a 40-line
+    MaxListenersExceededWarning on the console of `make run`."""
+    import threading
+    import time
+
+    auth = ("opencode", opencode_server.password)
+    done = threading.Event()
+
+    def subscribe():
+        url = f"{opencode_server.url}/global/event"
+        try:
+            with httpx.stream("GET", url, auth=auth, timeout=5) as stream:
+                for _ in stream.iter_lines():
+                    if done.is_set():
+                        return
+        except httpx.HTTPError:  # the read timeout of a quiet feed: it was subscribed
+            return
+
+    threads = [threading.Thread(target=subscribe, daemon=True) for _ in range(14)]
+    for thread in threads:
+        thread.start()
+    log = opencode_server.process.state_dir / "opencode.log"
+    try:
+        wait_until(lambda: log.read_text().count("\n") >= 1, 10, message="opencode's log")
+        time.sleep(3)  # the warning came within a second of the eleventh subscriber
+    finally:
+        done.set()
+    text = log.read_text()
+    assert "MaxListenersExceededWarning" not in text and "emitter:" not in text, text[-2000:]

@@ -115,10 +115,10 @@ def test_the_queue_shows_holders_positions_and_why_each_waits(browser, agentsys_
     assert "<html" not in board and "needs two" in board
     request_id = ScheduleRequest.objects.get(agent_id=first.agent_id).pk
     done = browser.post(f"/queue/{request_id}/cancel/", follow=True).content.decode()
-    assert f"Cancelled {request_id}" in done
+    assert "Cancelled “needs two”: it left the queue." in done and request_id not in done
     assert Run.objects.get(pk=first.pk).status == RunStatus.CANCELLED
     again = browser.post(f"/queue/{request_id}/cancel/", follow=True).content.decode()
-    assert "only queued requests can be cancelled" in again
+    assert "“needs two” was not cancelled: it is cancelled; only queued" in again
     assert browser.post("/queue/no-such-request/cancel/").status_code == 404
 
 
@@ -140,7 +140,8 @@ def test_alerts_are_answered_from_the_inbox(browser):
     done = browser.post(
         f"/alerts/{spike.pk}/respond/", {"response": "acknowledge"}, follow=True
     ).content.decode()
-    assert "answered “acknowledge”" in done and "Loss spike" not in done.split("</h1>")[1]
+    assert "Alert on the run “resnet lr=0.1”: answered “acknowledge”" in done
+    assert "Loss spike" not in done.split("</h1>")[1] and f"Alert {spike.pk}" not in done
     assert Alert.objects.get(pk=spike.pk).status == AlertStatus.RESOLVED
     refused = browser.post(f"/alerts/{nan.pk}/respond/", {"response": "reboot"}, follow=True)
     assert "response must be one of acknowledge, stop" in refused.content.decode()

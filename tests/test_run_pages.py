@@ -83,3 +83,77 @@ def test_rerun_starts_a_new_run_and_shows_it(browser):
     new = Run.objects.exclude(pk=old.pk).get()
     assert response["Location"] == f"/runs/{new.pk}/"
     assert (new.command, new.name) == ("true", "r")
+
+
+def _failed_run(tmp_path, log: str) -> Run:
+    (tmp_path / "run.log").write_text(log)
+    return Run.objects.create(
+        name="diverged",
+        command="python train.py --lr 50",
+        status=RunStatus.FAILED,
+        exit_code=1,
+        error="RunFailed: command exited with code 1",
+        run_dir=str(tmp_path),
+    )
+
+
+def test_a_failed_run_shows_the_logs_last_error_line(browser, tmp_path):
+    log = (
+        "step 90 loss 1e+305\n"
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 33, in <module>\n'
+        "    loss = sum(((w * x + b) - y) ** 2 for x, y in data) / len(data)\n"
+        "OverflowError: (34, 'Numerical result out of range')\n"
+    )
+    run = _failed_run(tmp_path, "x" * 100_000 + "\n" + log)  # the tail is read, not the log
+    page = browser.get(f"/runs/{run.pk}/").content.decode()
+    assert "command exited with code 1" in page
+    assert (
+        "The log's last error: <code>OverflowError: (34, &#x27;Numerical result out of "
+        "range&#x27;)</code>" in page
+    )
+
+
+@pytest.mark.parametrize(
+    ("log", "shown"),
+    [
+        ("loading\nRuntimeError: CUDA error: out of memory\nbye\n", "RuntimeError: CUDA error"),
+        ("step 1\nfatal: not a git repository\nstep 2\n", "fatal: not a git repository"),
+        ("step 1\nstep 2\n", ""),
+        ("", ""),
+    ],
+)
+def test_the_last_error_line_is_an_exception_else_a_line_naming_an_error(tmp_path, log, shown):
+    from scheduler_app.run_log import last_error_line
+
+    (tmp_path / "run.log").write_text(log)
+    assert last_error_line(str(tmp_path)).startswith(shown) and bool(shown) == bool(
+        last_error_line(str(tmp_path))
+    )
+    assert last_error_line(str(tmp_path / "missing")) == "" and last_error_line("") == ""
+
+
+def test_a_running_runs_duration_is_marked_to_tick(browser):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    started = timezone.now() - timedelta(seconds=125)
+    running = Run.objects.create(
+        name="going", command="true", status=RunStatus.RUNNING, started_at=started
+    )
+    ended = Run.objects.create(
+        name="ended",
+        command="true",
+        status=RunStatus.DONE,
+        started_at=started,
+        finished_at=started + timedelta(seconds=30),
+    )
+    listing = browser.get("/runs/").content.decode()
+    assert '<span data-ticking-seconds="125">2m 05s</span>' in listing
+    rows = listing.split('id="run-rows">')[1].split("</tbody>")[0]
+    assert rows.count("data-ticking-seconds") == 1 and ">30s<" in rows  # the ended one is still
+    page = browser.get(f"/runs/{running.pk}/").content.decode()
+    assert '<dd id="run-duration"><span data-ticking-seconds="125">2m 05s</span>' in page
+    assert "durations.js" in page
+    assert "data-ticking-seconds" not in browser.get(f"/runs/{ended.pk}/").content.decode()

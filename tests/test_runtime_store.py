@@ -41,3 +41,17 @@ def test_exactly_one_terminal_event_however_many_report_it():
     assert first is not None and again is None
     assert list(Event.objects.values_list("kind", flat=True)) == ["failed"]
     assert Agent.objects.get(pk="a").status == AgentStatus.FAILED
+
+
+def test_a_restart_logs_no_transition_that_is_not_one(caplog):
+    make("a", status=AgentStatus.RUNNING)
+    store = DjangoRuntimeStore()
+    with caplog.at_level("INFO", logger="agentsys.ops"):
+        # runagentd restarted: the re-adopted agent reports its new pid, still running.
+        store.transition(
+            agent_id="a", status=AgentStatus.RUNNING, kind="started", payload={}, pid=7
+        )
+        store.transition(agent_id="a", status=AgentStatus.DONE, kind="done", payload={})
+    moves = [r.getMessage() for r in caplog.records if r.name == "agentsys.ops"]
+    assert moves == ["agent a (orchestrator) running -> done"]
+    assert Agent.objects.get(pk="a").pid == 7

@@ -138,7 +138,9 @@ def test_the_command_line_server_answers_with_the_demo_brain():
     )
     try:
         line = process.stdout.readline()
-        assert line.startswith("listening on http://127.0.0.1:") and line.strip().endswith("/v1")
+        # Labelled: on the console of `make run` it sits among the other children's lines.
+        assert line.startswith("demo model (scripted LLM) listening on http://127.0.0.1:")
+        assert line.strip().endswith("/v1")
         base = line.split()[-1]
         body = {
             "model": "demo-research",

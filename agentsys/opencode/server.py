@@ -30,6 +30,11 @@ OFFLINE_ENV = {
     "OPENCODE_DISABLE_CLAUDE_CODE": "1",
     "OPENCODE_DISABLE_EMBEDDED_WEB_UI": "1",
     "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
+    # OpenCode's event bus gains a listener per /event subscriber: past 10 (ten agents, or ten
+    # browser tabs) its runtime printed a 40-line MaxListenersExceededWarning, an object dump,
+    # on the console of `make run`. It is not a leak; its warnings say nothing an operator
+    # acts on, so they are off (errors still print).
+    "NODE_NO_WARNINGS": "1",
 }
 DEMO_PROVIDER, DEMO_MODEL = "demo", "demo-research"
 

@@ -23,7 +23,8 @@ def main() -> None:
             script = json.load(handle)
     llm = ScriptedLLM(script, demo=args.demo)
     base = llm.serve_in_thread(port=args.port, host=args.host)
-    print(f"listening on {base}/v1", flush=True)
+    # Said by name: on the console of `make run` it sits among OpenCode's and the web's lines.
+    print(f"demo model (scripted LLM) listening on {base}/v1", flush=True)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())

@@ -6,6 +6,7 @@ import math
 from datetime import timedelta
 
 from django import template
+from django.utils.html import format_html
 
 register = template.Library()
 
@@ -23,6 +24,16 @@ def duration(value: timedelta | None) -> str:
     if minutes:
         return f"{minutes}m {seconds:02d}s"
     return f"{seconds}s"
+
+
+@register.simple_tag
+def run_duration(run, value: timedelta | None) -> str:
+    """The duration; a running run's ticks in the browser (static/js/durations.js) from the
+    seconds it had when the page was rendered, so the reader's clock never matters."""
+    if value is None or run.status != "running" or run.finished_at is not None:
+        return duration(value)
+    seconds = max(0, int(value.total_seconds()))
+    return format_html('<span data-ticking-seconds="{}">{}</span>', seconds, duration(value))
 
 
 @register.filter

@@ -40,6 +40,57 @@
     };
   }
 
+  // Axis labels stay short however large the values: 1e305 as "1e305", not 306 digits cut off
+  // by the axis' edge (uPlot's default writes every digit).
+  function tickLabel(value) {
+    if (value === null || value === undefined || !Number.isFinite(value)) return "";
+    const size = Math.abs(value);
+    if (size !== 0 && (size >= 1e5 || size < 1e-3)) {
+      return value.toExponential(1).replace("e+", "e").replace(".0e", "e");
+    }
+    return String(Number(value.toPrecision(4)));
+  }
+
+  // The y axis' ticks, about five: uPlot's own tick steps stop near 1e16, so a loss that went
+  // to 1e305 left the axis with no tick and no label at all. Decades on a log scale.
+  function ySplits(u, axisIndex, min, max) {
+    if (!Number.isFinite(min) || !Number.isFinite(max) || min >= max) return [min];
+    const ticks = [];
+    if (u.scales.y.distr === 3 && min > 0) {
+      const low = Math.log10(min);
+      const high = Math.log10(max);
+      const step = Math.max(1, Math.ceil((high - low) / 5));
+      for (let e = Math.ceil(low / step) * step; e <= high + 1e-9 && ticks.length < 12; e += step) {
+        ticks.push(Math.pow(10, e));
+      }
+      return ticks.length ? ticks : [min, max];
+    }
+    const raw = max / 5 - min / 5; // not (max - min) / 5: that overflows near 1e308
+    const magnitude = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 5, 10].map((m) => m * magnitude).find((s) => s >= raw);
+    for (let i = Math.ceil(min / step); i * step <= max && ticks.length < 12; i++) {
+      ticks.push(i * step);
+    }
+    return ticks.length ? ticks : [min, max];
+  }
+
+  // The tick steps uPlot may choose from (it picks the first far enough apart in pixels); its
+  // own list, too, ends near 1e16, where it then drew no axis at all.
+  function yIncrs(u, axisIndex, min, max) {
+    const raw = max / 5 - min / 5;
+    if (!Number.isFinite(raw) || raw <= 0) return [1];
+    const base = Math.pow(10, Math.floor(Math.log10(raw)));
+    return [1, 2, 5, 10, 20, 50, 100, 1e3, 1e4].map((m) => m * base).filter(Number.isFinite);
+  }
+
+  // Whether a series' finite values span so many orders of magnitude that a linear axis shows
+  // one spike and a flat line (a diverging loss): the run page turns the log scale on then.
+  function needsLog(series) {
+    const low = series.min_value;
+    const high = series.max_value;
+    return typeof low === "number" && typeof high === "number" && low > 0 && high / low >= 1e6;
+  }
+
   function width(el) {
     return Math.max(260, Math.floor(el.getBoundingClientRect().width || 600));
   }
@@ -69,6 +120,13 @@
       return data;
     }
 
+    // The y axis' labels, also kept on the element (data-y-ticks) for whoever checks the axis.
+    function yLabels(u, splits) {
+      const labels = splits.map(tickLabel);
+      el.dataset.yTicks = labels.join(" ");
+      return labels;
+    }
+
     function build() {
       if (chart) chart.destroy();
       el.textContent = "";
@@ -78,7 +136,7 @@
           width: width(el),
           height: opts.height || 220,
           scales: { x: { time: false }, y: { distr: state.log ? 3 : 1 } },
-          axes: [{ label: "step" }, { size: 60 }],
+          axes: [{ label: "step" }, { size: 64, incrs: yIncrs, splits: ySplits, filter: (u, splits) => splits, values: yLabels }],
           cursor: { drag: { x: true, y: false } },
           series: [{ label: "step" }].concat(
             state.lines.map((line, i) => ({
@@ -126,5 +184,5 @@
     };
   }
 
-  window.AgentSysCharts = { lineChart };
+  window.AgentSysCharts = { lineChart, needsLog, tickLabel };
 })();

@@ -143,7 +143,7 @@
     }
     part.textContent = "";
     const summary = el("summary");
-    summary.append(el("span", "tool-name", payload.tool || "tool"), " ", el("span", `pill ${payload.status || ""}`, payload.status || "?"));
+    summary.append(el("span", "tool-name", payload.tool || "tool"), " ", el("span", `pill ${payload.status || ""}`, AgentSysLive.statusWord(payload.status) || "?"));
     if (payload.title) summary.append(" ", el("span", "muted", payload.title));
     const io = el("div", "tool-io");
     io.append(el("h4", "", "Input"), el("pre", "", JSON.stringify(payload.input ?? {}, null, 2)));
@@ -175,7 +175,7 @@
       const session = await AgentSysLive.getJSON(`/api/sessions/${encodeURIComponent(sessionId)}`);
       document.getElementById("chat-title").textContent = session.title;
       const pill = document.getElementById("chat-status");
-      pill.textContent = session.status.replace(/_/g, "");
+      pill.textContent = AgentSysLive.statusWord(session.status);
       pill.className = "pill " + session.status;
     } catch (error) { /* the title stays as it was */ }
   }

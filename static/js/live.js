@@ -78,6 +78,19 @@
     "ready", "queued", "running", "paused", "done", "failed", "stopped", "cancelled", "rejected", "lost",
   ]);
 
+  // The word a person reads for a status value: the server's table (researchagent/
+  // status_words.py, rendered into every page as #status-words), so a pill updated live
+  // reads as the server renders it.
+  let words = null;
+  function statusWord(status) {
+    if (words === null) {
+      const table = document.getElementById("status-words");
+      try { words = table ? JSON.parse(table.textContent) : {}; } catch (error) { words = {}; }
+    }
+    const text = status === undefined || status === null ? "" : String(status);
+    return Object.prototype.hasOwnProperty.call(words, text) ? words[text] : text.replace(/_/g, " ");
+  }
+
   // A section re-rendered from the server (htmx) when the feed says something moved: at most
   // once per `delay` ms however busy the feed, and never while the person is typing in it.
   function refresher(target, url, delay) {
@@ -116,5 +129,5 @@
     return window.setInterval(() => checkHealth(banner), every || 15000);
   }
 
-  window.AgentSysLive = { follow, followers, getJSON, RUN_STATUSES, refresher, watchHealth };
+  window.AgentSysLive = { follow, followers, getJSON, RUN_STATUSES, refresher, statusWord, watchHealth };
 })();

@@ -37,6 +37,21 @@
     figure.querySelector("figcaption").append(note);
   }
 
+  // A series spanning many orders of magnitude (a loss gone to 1e305) is drawn on a log scale,
+  // said under the heading, unless the person chose the scale themselves.
+  const logScale = document.getElementById("log-scale");
+  let scaleChosen = false;
+  function fitScale(seriesList) {
+    const wide = seriesList.find((s) => AgentSysCharts.needsLog(s));
+    if (!wide || scaleChosen || logScale.checked) return;
+    logScale.checked = true;
+    for (const chart of charts.values()) chart.setLog(true);
+    const note = document.getElementById("scale-note");
+    note.textContent = `Log scale is on: ${wide.key} spans ${AgentSysCharts.tickLabel(wide.min_value)} to ` +
+      `${AgentSysCharts.tickLabel(wide.max_value)}.`;
+    note.hidden = false;
+  }
+
   async function loadMetrics() {
     const body = await AgentSysLive.getJSON(api("/metrics?max_points=2000"));
     for (const series of body.series) {
@@ -44,6 +59,7 @@
       caption(figure, series);
       charts.set(series.key, AgentSysCharts.lineChart(figure.querySelector(".plot"), "", [{ label: series.key, series }]));
     }
+    fitScale(body.series);
     document.body.dataset.chartsReady = "1";
     document.body.dataset.chartsReadyAt = String(performance.now()); // bench/ui.py reads it
   }
@@ -61,15 +77,22 @@
         const figure = figureFor(series.key);
         caption(figure, series);
         if (charts.has(series.key)) charts.get(series.key).append(0, series);
-        else charts.set(series.key, AgentSysCharts.lineChart(figure.querySelector(".plot"), "", [{ label: series.key, series }]));
+        else {
+          const chart = AgentSysCharts.lineChart(figure.querySelector(".plot"), "", [{ label: series.key, series }]);
+          if (logScale.checked) chart.setLog(true);
+          charts.set(series.key, chart);
+        }
       }
+      fitScale(body.series);
     } finally {
       fetching = false;
       if (again) { again = false; newPoints(); }
     }
   }
 
-  document.getElementById("log-scale").addEventListener("change", (e) => {
+  logScale.addEventListener("change", (e) => {
+    scaleChosen = true;
+    document.getElementById("scale-note").hidden = true;
     for (const chart of charts.values()) chart.setLog(e.target.checked);
   });
 
@@ -145,7 +168,7 @@
     const status = event.payload && event.payload.status;
     if (AgentSysLive.RUN_STATUSES.has(status)) { // not an alert's own status
       const badge = document.getElementById("run-status");
-      badge.textContent = status;
+      badge.textContent = AgentSysLive.statusWord(status);
       badge.className = "pill " + status;
       refresh("head", "#run-head");
       if (!LIVE.has(status) && live) {

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from agents_app.models import Agent
 from agentsys.types import TERMINAL_AGENT_STATUSES
 from research_app import selectors, services
+from research_app.console import step_lines
 
 DEMO_GOAL = (
     "Find the learning rate that gives train.py the lowest final loss, with a few short runs."
@@ -58,10 +59,11 @@ class Command(BaseCommand):
         shown = 0
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            loop = selectors.loop(loop_id)
-            history = selectors.detail(loop)["history"]
+            detail = selectors.detail(selectors.loop(loop_id))
+            history = detail["history"]
             for step in history[shown:]:
-                self.stdout.write(_line(step))
+                text = step_lines(step, plan=detail["plan"], reflection=detail["reflection"])
+                self.stdout.write(text)
             shown = len(history)
             agent = Agent.objects.get(pk=loop_id)
             if agent.status in TERMINAL_AGENT_STATUSES:
@@ -71,16 +73,3 @@ class Command(BaseCommand):
                 return
             time.sleep(0.5)
         raise CommandError(f"still running after {timeout:.0f} s; see GET /api/research/{loop_id}")
-
-
-def _line(step: dict) -> str:
-    runs = ", ".join(f"{r['id']} {r['status']}" for r in step["runs"])
-    label = {"plan": "plan", "reflection": "reflection"}.get(step["phase"] or "", "iteration")
-    head = (
-        f"[{label} {step['iteration']}] {step['promise'] or '-'}: {(step['summary'] or '')[:120]}"
-    )
-    return (
-        head
-        + (f"\n    runs: {runs}" if runs else "")
-        + "".join(f"\n    error: {e}" for e in step["errors"] or [])
-    )

@@ -4,7 +4,6 @@ With --wait-reports it stays until the research it started has reported back."""
 
 from __future__ import annotations
 
-import sys
 import time
 
 from django.core.management.base import BaseCommand, CommandError
@@ -12,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from agents_app.events import chat_stream
 from agents_app.selectors import events_after
 from sessions_app import services, turns
+from sessions_app.chat_console import ActionTagFilter, action_line
 from sessions_app.models import LIVE_TURN_STATUSES, ChatSession, ChatTurn
 
 POLL_SECONDS = 0.1
@@ -19,6 +19,10 @@ POLL_SECONDS = 0.1
 
 class Command(BaseCommand):
     help = "Send a chat message to the session agent and print its streamed reply."
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._filters: dict[str, ActionTagFilter] = {}  # text part id -> its tag filter
 
     def add_arguments(self, parser):
         parser.add_argument("message")
@@ -49,7 +53,7 @@ class Command(BaseCommand):
         self._print_until(session, turn.after_seq, deadline, options["wait_reports"])
 
     def _print_until(self, session, after: int, deadline: float, wait_reports: bool) -> None:
-        started = set()
+        started: set[str] = set()
         while time.monotonic() < deadline:
             for event in events_after(stream=chat_stream(session.pk), after_seq=after, limit=500):
                 after = event.seq
@@ -67,19 +71,26 @@ class Command(BaseCommand):
     def _show(self, kind: str, payload: dict, started: set[str]) -> None:
         out = self.stdout
         if kind == "part_delta" and payload.get("ptype") == "text":
-            sys.stdout.write(payload.get("delta", ""))
-            sys.stdout.flush()
-        elif kind == "part_update":
+            part = self._filters.setdefault(payload.get("id", ""), ActionTagFilter())
+            out.write(part.feed(payload.get("delta", "")), ending="")
+            out.flush()
+            return
+        if kind in {"l1_action", "session_status"}:
+            self._flush_text()  # what the reply said before it acted or ended
+        if kind == "part_update":
             out.write(f"\n  [tool {payload.get('tool')}: {payload.get('status')}]")
         elif kind == "system_message":
             out.write("\n\n[report] " + payload.get("content", "").splitlines()[0])
         elif kind == "l1_action":
-            if payload.get("error"):
-                out.write(f"\n  [{payload['action']} not carried out: {payload['error']}]")
-            else:
+            if not payload.get("error"):
                 started.add(payload.get("agent_id", ""))
-                out.write(f"\n  [{payload['action']} → {payload.get('agent_id')}]")
+            out.write("\n  " + action_line(payload))
         elif kind == "error":
             out.write(f"\n  [error: {payload.get('message')}]")
         elif kind == "session_status":
             out.write(f"\n  [{payload.get('outcome')}]\n")
+
+    def _flush_text(self) -> None:
+        for part in self._filters.values():
+            self.stdout.write(part.flush(), ending="")
+        self._filters.clear()

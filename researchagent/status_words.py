@@ -1,0 +1,20 @@
+"""The words a person reads for a status value: one mapping for every page, pill and script.
+
+Status values are identifiers (`awaiting_human`); pages show words (`awaiting you`). The
+templates use the `status_word` filter, the scripts `AgentSysLive.statusWord` over the same
+table (rendered once into base.html), so a page updated live reads as it did when rendered.
+"""
+
+from __future__ import annotations
+
+# Only the values whose identifier is not already the word; any other value is shown with
+# its underscores as spaces.
+STATUS_WORDS = {
+    "awaiting_human": "awaiting you",
+    "questionable": "ended unclear",
+}
+
+
+def status_word(value: object) -> str:
+    text = "" if value is None else str(value)
+    return STATUS_WORDS.get(text, text.replace("_", " "))

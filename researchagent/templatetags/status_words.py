@@ -1,0 +1,21 @@
+"""`{{ x.status|status_word }}` and `{% status_words_script %}` (see researchagent.status_words)."""
+
+from __future__ import annotations
+
+from django import template
+from django.utils.html import json_script
+
+from researchagent import status_words
+
+register = template.Library()
+
+
+@register.filter
+def status_word(value) -> str:
+    return status_words.status_word(value)
+
+
+@register.simple_tag
+def status_words_script() -> str:
+    """The table for AgentSysLive.statusWord, so live updates read as the server renders."""
+    return json_script(status_words.STATUS_WORDS, "status-words")

@@ -1,0 +1,98 @@
+"""What the shell commands print (issue 18 item 4): `make chat` shows the reply a person reads,
+the model's action tags turned into one line each, even when a tag streams in pieces;
+`make demo` shows the plan as its list and the reflection whole."""
+
+from io import StringIO
+
+import pytest
+
+from agents_app.models import Agent
+from research_app.management.commands.research import Command as ResearchCommand
+from research_app.models import ResearchLoop
+from sessions_app.chat_console import ActionTagFilter
+from sessions_app.management.commands.chat import Command as ChatCommand
+
+REPLY = (
+    "I will hand this to a research loop: it plans and reports back.\n\n"
+    "<spawn_research>\ngoal: Find the learning rate\nmax_iterations: 6\n</spawn_research>"
+)
+
+
+def _streamed(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 500])
+def test_action_tags_are_taken_out_of_a_streamed_reply_however_it_is_cut(size):
+    part = ActionTagFilter()
+    shown = "".join(part.feed(delta) for delta in _streamed(REPLY, size)) + part.flush()
+    assert shown == "I will hand this to a research loop: it plans and reports back."
+
+
+def test_text_that_only_looks_like_a_tag_is_kept():
+    part = ActionTagFilter()
+    text = "if a < b and <spawn this> or <stop_childhood> stays\n\nand  this"
+    assert "".join(part.feed(d) for d in _streamed(text, 2)) + part.flush() == text
+
+
+def test_make_chat_prints_the_reply_and_a_line_for_the_action():
+    out = StringIO()
+    command = ChatCommand(stdout=out)
+    started: set[str] = set()
+    for delta in _streamed(REPLY, 4):
+        command._show("part_delta", {"id": "p1", "ptype": "text", "delta": delta}, started)
+    action = {
+        "action": "spawn_research",
+        "goal": "Find the learning rate",
+        "agent_id": "orchestrator-1a2b3c4d",
+        "error": "",
+    }
+    command._show("l1_action", action, started)
+    command._show("session_status", {"outcome": "done"}, started)
+    text = out.getvalue()
+    assert "<spawn_research>" not in text and "max_iterations" not in text
+    assert "reports back.\n  → Research loop orchestrator-1a2b3c4d started: Find the" in text
+    assert started == {"orchestrator-1a2b3c4d"}
+    refused = StringIO()
+    ChatCommand(stdout=refused)._show(
+        "l1_action", {"action": "spawn_research", "error": "not in agent mode"}, set()
+    )
+    assert refused.getvalue().strip() == "→ Could not start a research loop: not in agent mode"
+
+
+PLAN = "1. Try lr 0.01, 0.05 and 0.1 for 200 steps.\n2. Refine around the best.\n3. Say DONE."
+REFLECTION = (
+    "The loss fell fastest at lr=0.05 and diverged at 0.5. " * 8
+    + "\n\nNext time, start the search at 0.05 and try a cosine schedule."
+)
+
+
+@pytest.mark.django_db
+def test_make_demo_prints_the_plan_as_a_list_and_the_whole_reflection():
+    agent = Agent.objects.create(id="orchestrator-d3m0", role="orchestrator", status="done")
+    history = [
+        {"iteration": 0, "phase": "plan", "summary": "", "runs": [], "errors": []},
+        {"iteration": 1, "phase": "iteration", "promise": "DONE", "summary": "lr=0.05 wins."},
+        {
+            "iteration": 1,
+            "phase": "reflection",
+            "promise": "REFLECT_STOP",
+            "summary": REFLECTION[:300],
+        },
+    ]
+    ResearchLoop.objects.create(
+        agent=agent,
+        goal="Find the lr",
+        plan=PLAN,
+        reflection=REFLECTION,
+        state={"history": history},
+    )
+    out = StringIO()
+    ResearchCommand(stdout=out)._follow(agent.pk, timeout=10)
+    text = out.getvalue()
+    assert "[plan 0]" not in text and " -:" not in text
+    assert "[plan]\n    1. Try lr 0.01, 0.05 and 0.1 for 200 steps.\n    2. Refine" in text
+    assert "[iteration 1] DONE\n    lr=0.05 wins." in text
+    assert "[reflection] the loop stops:\n    The loss fell fastest" in text
+    assert "start the search at 0.05 and try a cosine schedule." in text  # past 300 characters
+    assert text.rstrip().endswith("research loop orchestrator-d3m0: done")
