@@ -60,6 +60,7 @@ async def channel_layer_on_test_db(settings, django_db_setup):
     own connections from that config, so point it at the test database, where its tables are
     migrated. Its connection pool is a module global bound to the event loop that opened it:
     close it before this test's loop goes away."""
+    import asyncio
     import copy
 
     import channels_postgres.db
@@ -72,6 +73,12 @@ async def channel_layer_on_test_db(settings, django_db_setup):
         config["NAME"] = connection.settings_dict["NAME"]
     settings.CHANNEL_LAYERS = layers
     channel_layers.backends = {}
+    # A feed cancelled when an earlier test's loop shut down may have opened a pool after
+    # that test's teardown (leaving its group): bound to a closed loop, it would swallow this
+    # test's sends. The lock that guards the pool's creation binds to the first loop that
+    # contends for it: a new one for this loop.
+    channels_postgres.db.connection_pool = None
+    channels_postgres.db.is_creating_connection_pool = asyncio.Lock()
     yield get_channel_layer()
     pool, channels_postgres.db.connection_pool = channels_postgres.db.connection_pool, None
     if pool is not None:

@@ -35,16 +35,6 @@ TOKEN = "t0ken-for-tests-0123456789abcdef"
 WAIT = 10  # seconds; generous, a passing test never waits this long
 
 
-@pytest.fixture(autouse=True)
-def pool_lock_of_this_loop(monkeypatch):
-    """channels-postgres guards the creation of its pool with a module-level asyncio.Lock,
-    which binds to the first loop it is contended on; the sockets here contend for it, in a
-    new loop each test (a server has one loop: no such problem there)."""
-    import channels_postgres.db
-
-    monkeypatch.setattr(channels_postgres.db, "is_creating_connection_pool", asyncio.Lock())
-
-
 async def open_together(path: str, headers: list, count: int = 2) -> list:
     """`count` sockets on one path, opened at the same moment (two tabs of one chat, or a
     chat and the page's health probe, start their channel-layer receivers together)."""
@@ -138,6 +128,34 @@ async def test_a_research_loop_event_with_a_large_payload_reaches_sse_and_websoc
         await socket.disconnect()
     assert (await sse.event())["id"] == done
     await sse.close()
+
+
+def _listen_connections() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND query = 'LISTEN channels_postgres_messages;'"
+        )
+        return cursor.fetchone()[0]
+
+
+async def test_receivers_starting_together_share_one_listen_connection(channel_layer_on_test_db):
+    layer = channel_layer_on_test_db
+    before = await database_sync_to_async(_listen_connections)()
+    channels = [await layer.new_channel() for _ in range(3)]
+    waiting = [asyncio.ensure_future(layer.receive(channel)) for channel in channels]
+    await asyncio.sleep(0.5)
+    assert await database_sync_to_async(_listen_connections)() == before + 1
+    # A message over the NOTIFY limit (sent as a row id), then a small one: each once.
+    await layer.send(channels[0], {"type": "big", "text": "x" * 20_000})
+    assert (await asyncio.wait_for(waiting[0], WAIT))["text"] == "x" * 20_000
+    await layer.send(channels[0], {"type": "small"})
+    assert (await asyncio.wait_for(layer.receive(channels[0]), WAIT))["type"] == "small"
+    for waiter in waiting[1:]:
+        assert not waiter.done()
+        waiter.cancel()
 
 
 async def test_small_events_still_travel_inline_and_big_ones_by_reference(
