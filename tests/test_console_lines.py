@@ -60,6 +60,17 @@ def test_make_chat_prints_the_reply_and_a_line_for_the_action():
     assert refused.getvalue().strip() == "→ Could not start a research loop: not in agent mode"
 
 
+def test_make_chat_says_a_loop_ended_in_one_line_not_the_report_twice():
+    out = StringIO()
+    report = "lr=0.05 won: the loss fell fastest.\nlr=0.5 diverged."
+    ChatCommand(stdout=out)._show(
+        "system_message",
+        {"content": report, "notice": "The research loop “Find the lr” ended: done."},
+        set(),
+    )
+    assert out.getvalue().strip() == "[report] The research loop “Find the lr” ended: done."
+
+
 PLAN = "1. Try lr 0.01, 0.05 and 0.1 for 200 steps.\n2. Refine around the best.\n3. Say DONE."
 REFLECTION = (
     "The loss fell fastest at lr=0.05 and diverged at 0.5. " * 8

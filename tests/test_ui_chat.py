@@ -6,6 +6,8 @@ shows in the tree."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
@@ -82,6 +84,8 @@ def test_a_chat_streams_in_place_spawns_a_loop_seen_live_in_the_tree_and_heals(
         " || '').length > n",
         arg=first,
     )
+    # The pill says so while the reply streams, not only once it ended.
+    expect(page.locator("#chat-status")).to_have_class(re.compile(r"\brunning\b"))
     # Kill the socket mid-reply: it reconnects after the last event it saw.
     streaming = page.evaluate(
         "() => { window.AgentSysChat.socket.close();"
@@ -93,6 +97,8 @@ def test_a_chat_streams_in_place_spawns_a_loop_seen_live_in_the_tree_and_heals(
     expect(page.locator("#stop")).to_be_hidden(timeout=30_000)
     assert page.evaluate("() => window.AgentSysChat.drops") >= 1
     session = ChatSession.objects.get()
+    assert session.title != "New chat"  # named after the first message, tab included
+    expect(page).to_have_title(f"{session.title} · Chat · AgentSys")
     saved = ChatMessage.objects.get(session=session, role="assistant")
     assert reply.text_content().strip() == saved.content.strip() == OPENING.strip()
     assert "<spawn_research>" not in reply.text_content()
@@ -137,3 +143,20 @@ def test_a_chat_with_a_thousand_messages_opens(site):
     page.goto(f"{url}/chat/{session.pk}/")
     expect(page.locator("article.msg")).to_have_count(1000)
     expect(page.locator("article.msg").last).to_be_in_viewport()  # opened at the bottom
+
+
+def test_a_page_logged_out_meanwhile_says_so_and_stops_reconnecting(site):
+    """A socket refused with 4401 (the login is gone) cannot heal by retrying: the badge says
+    why and the page stops knocking."""
+    from django.contrib.sessions.models import Session
+
+    url, _, page = site
+    page.goto(f"{url}/chat/")
+    page.get_by_role("button", name="New chat").click()
+    expect(page.locator("#live-state")).to_have_text("live")
+    Session.objects.all().delete()  # logged out elsewhere (or the session expired)
+    page.evaluate("() => window.AgentSysChat.socket.close()")
+    expect(page.locator("#live-state")).to_have_text("logged out: reload to log in")
+    page.wait_for_timeout(1500)  # several reconnect delays: none is tried
+    assert page.evaluate("() => window.AgentSysLive.followers.size") == 0
+    assert page.evaluate("() => window.AgentSysChat.drops") == 1  # the close above, only

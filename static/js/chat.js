@@ -55,6 +55,11 @@
     chat.dataset.streaming = streaming;
     stopButton.hidden = !streaming;
     sendButton.disabled = !!streaming;
+    if (streaming) { // at once; the end of the turn reads the session's status from the API
+      const pill = document.getElementById("chat-status");
+      pill.textContent = AgentSysLive.statusWord("running");
+      pill.className = "pill running";
+    }
   }
 
   // -- messages -----------------------------------------------------------------------------
@@ -174,6 +179,7 @@
     try {
       const session = await AgentSysLive.getJSON(`/api/sessions/${encodeURIComponent(sessionId)}`);
       document.getElementById("chat-title").textContent = session.title;
+      document.title = `${session.title} · Chat · AgentSys`; // the tab follows a rename too
       const pill = document.getElementById("chat-status");
       pill.textContent = AgentSysLive.statusWord(session.status);
       pill.className = "pill " + session.status;

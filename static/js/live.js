@@ -5,6 +5,8 @@
 (function () {
   "use strict";
   const followers = new Set();
+  // Close codes of agents_app/consumers.py after which reconnecting would only fail again.
+  const FINAL_CLOSES = { 4401: "logged out: reload to log in", 4404: "not found", 4400: "bad request" };
 
   function showState() {
     const badge = document.getElementById("live-state");
@@ -48,9 +50,20 @@
         }
         onEvent(event);
       };
-      socket.onclose = () => {
+      socket.onclose = (closing) => {
         follower.open = false;
         if (follower.closed) return;
+        if (FINAL_CLOSES[closing.code]) { // retrying cannot help: say why, once
+          follower.closed = true;
+          followers.delete(follower);
+          const badge = document.getElementById("live-state");
+          if (badge) {
+            badge.hidden = false;
+            badge.textContent = FINAL_CLOSES[closing.code];
+            badge.className = "live-state down";
+          }
+          return;
+        }
         follower.drops += 1;
         showState();
         window.setTimeout(connect, delay);

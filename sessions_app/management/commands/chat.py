@@ -80,7 +80,10 @@ class Command(BaseCommand):
         if kind == "part_update":
             out.write(f"\n  [tool {payload.get('tool')}: {payload.get('status')}]")
         elif kind == "system_message":
-            out.write("\n\n[report] " + payload.get("content", "").splitlines()[0])
+            # The one-line notice ("The research loop … ended: done."): the report itself is
+            # the synthetic reply that follows, which would otherwise repeat its first line.
+            notice = payload.get("notice") or payload.get("content", "").splitlines()[0]
+            out.write("\n\n[report] " + notice)
         elif kind == "l1_action":
             if not payload.get("error"):
                 started.add(payload.get("agent_id", ""))
