@@ -14,13 +14,15 @@ Upstream (1.1.4) has three gaps that a restart exposes:
   together make two, and every notification is then queued twice; the second copy of a message
   over 8,000 bytes (sent as a row id, read and deleted by the first) fails an assert, which
   killed the receiver's feed.
-Here only one LISTEN task runs per event loop, a message whose row is gone is skipped, the
-LISTEN task reconnects with backoff (and re-reads the messages queued meanwhile,
-as upstream does at its first start), the pool checks a connection before lending it, and
-its reconnection backoff stops growing at one second (psycopg_pool has no setting for that
-cap, so its attempt class is replaced in its module: the only pool of these processes is
-this layer's); leaving a group goes through the pool too, and a leave the database could
-not take is done again once it is back.
+- at its listener's start it takes the queued messages of every process's channels, not only
+  its own, so a runagentd starting took messages meant for the web's sockets.
+Here only one LISTEN task runs per event loop, only its own queued messages are taken, a
+message whose row is gone is skipped, the LISTEN task reconnects with backoff (and re-reads
+the messages queued meanwhile, as upstream does at its first start), the pool checks a
+connection before lending it, and its reconnection backoff stops growing at one second
+(psycopg_pool has no setting for that cap, so its attempt class is replaced in its module:
+the only pool of these processes is this layer's); leaving a group goes through the pool
+too, and a leave the database could not take is done again once it is back.
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ import asyncio
 import base64
 import logging
 import time
+from datetime import UTC, datetime
 
 import psycopg_pool.pool_async
 from channels_postgres.core import PostgresChannelLayer
-from channels_postgres.db import GROUP_CHANNEL_TABLE, DatabaseLayer
+from channels_postgres.db import GROUP_CHANNEL_TABLE, MESSAGE_TABLE, DatabaseLayer
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 from psycopg_pool.base import AttemptWithBackoff
@@ -59,6 +62,23 @@ psycopg_pool.pool_async.AttemptWithBackoff = CappedBackoff
 
 
 class PooledDatabaseLayer(DatabaseLayer):
+    own_channels = "%"  # a LIKE pattern: the channels of this process's layer
+
+    async def retrieve_non_expired_queued_messages(self) -> list[tuple[str, str, bytes, str]]:
+        """The messages queued for this process's channels, taken from the table. Upstream
+        takes every process's: a runagentd (re)starting its listener swallowed the messages
+        meant for the web's sockets, which then saw those events only at their next
+        keepalive, up to 15 s later."""
+        query = sql.SQL(
+            "DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE expire > %s"
+            " AND channel LIKE %s FOR UPDATE SKIP LOCKED)"
+            " RETURNING id::text, channel, message, extract(epoch from expire)::text"
+        ).format(table=sql.Identifier(MESSAGE_TABLE))
+        pool = await self.get_db_pool(db_params=self.db_params)
+        async with pool.connection() as conn, conn.cursor() as cursor:
+            await cursor.execute(query, (datetime.now(UTC), self.own_channels))
+            return await cursor.fetchall()
+
     async def delete_channel_group(self, group_key: str, channel: str) -> None:
         query = sql.SQL("DELETE FROM {} WHERE group_key = %s AND channel = %s").format(
             sql.Identifier(GROUP_CHANNEL_TABLE)
@@ -78,6 +98,8 @@ class ReconnectingPostgresChannelLayer(PostgresChannelLayer):
         self.django_db = PooledDatabaseLayer(
             options, self.db_params, logger=logging.getLogger("channels_postgres.core")
         )
+        # new_channel() names are "<prefix>.<client_prefix>!<random>"; "_" is LIKE's any-one.
+        self.django_db.own_channels = f"%.{self.client_prefix}!%"
         self._leave_later: set[tuple[str, str]] = set()
         self._listening_loop: asyncio.AbstractEventLoop | None = None
 

@@ -188,3 +188,25 @@ async def test_a_failing_feed_closes_its_socket_with_a_code_a_server_may_send(
     assert closed["code"] == 1000 or 3000 <= closed["code"] <= 4999
     assert closed["code"] == consumers.CLOSE_SERVER_ERROR
     assert settings.CHANNEL_LAYERS  # the real layer, not a stand-in
+
+
+async def test_a_process_starting_its_listener_leaves_other_processes_messages_queued(
+    channel_layer_on_test_db, settings
+):
+    """runagentd (re)starting takes the messages queued while it was not listening: only its
+    own. The web's were taken too, and its clients saw those events up to 15 s late."""
+    from agents_app.channel_layer import ReconnectingPostgresChannelLayer
+
+    web = channel_layer_on_test_db
+    config = settings.CHANNEL_LAYERS["default"]
+    daemon = ReconnectingPostgresChannelLayer(**config.get("CONFIG", {}))
+    web_channel = await web.new_channel()
+    await web.send(web_channel, {"type": "for the web"})  # queued: nobody listens yet
+    taken = await daemon.django_db.retrieve_non_expired_queued_messages()
+    assert [channel for _, channel, _, _ in taken] == []
+    received = await asyncio.wait_for(web.receive(web_channel), WAIT)
+    assert received == {"type": "for the web"}
+    own = await daemon.new_channel()
+    await daemon.send(own, {"type": "for the daemon"})
+    taken = await daemon.django_db.retrieve_non_expired_queued_messages()
+    assert [channel for _, channel, _, _ in taken] == [own]
