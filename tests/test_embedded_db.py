@@ -26,8 +26,8 @@ def _shell(env, code: str, *, with_stderr: bool = False):
 
 
 @pytest.fixture
-def home(tmp_path):
-    return tmp_path / "home"
+def home(embedded_home):
+    return embedded_home
 
 
 @pytest.fixture

@@ -46,8 +46,8 @@ def _login(client: httpx.Client, username: str, password: str) -> httpx.Response
     )
 
 
-def test_make_run_serves_login_and_admin_then_stops_clean(tmp_path):
-    home, port = tmp_path / "home", free_port()
+def test_make_run_serves_login_and_admin_then_stops_clean(embedded_home):
+    home, port = embedded_home, free_port()
     env = child_env(
         AGENTSYS_HOME=str(home),
         PORT=str(port),
@@ -111,7 +111,7 @@ def test_make_run_serves_login_and_admin_then_stops_clean(tmp_path):
     assert EmbeddedPostgres(home).running_pid() is None
 
 
-def test_make_run_is_gone_within_5s_of_ctrl_c_with_requests_in_flight(tmp_path):
+def test_make_run_is_gone_within_5s_of_ctrl_c_with_requests_in_flight(embedded_home):
     """Ctrl-C (SIGTERM to the terminal's process group) while an SSE feed, a wild-mode chat
     stream and `GET /api/models` wait on an OpenCode that never answers: everything exits,
     nothing is killed for ignoring the signal, and the embedded PostgreSQL is stopped."""
@@ -119,7 +119,7 @@ def test_make_run_is_gone_within_5s_of_ctrl_c_with_requests_in_flight(tmp_path):
 
     hole = BlackHole()
     hole.start()
-    home, port = tmp_path / "home", free_port()
+    home, port = embedded_home, free_port()
     env = child_env(
         AGENTSYS_HOME=str(home),
         PORT=str(port),

@@ -67,8 +67,8 @@ def _everything(serve: subprocess.Popen) -> list[int]:
     return [p.pid for p in psutil.Process(serve.pid).children(recursive=True)]
 
 
-def test_serve_restarts_a_killed_daemon_and_keeps_the_web_up(tmp_path):
-    home, port = tmp_path / "home", free_port()
+def test_serve_restarts_a_killed_daemon_and_keeps_the_web_up(embedded_home):
+    home, port = embedded_home, free_port()
     serve, output, env = _serve(home, port)
     family: list[int] = []
     try:
@@ -177,8 +177,8 @@ def test_serve_restarts_a_killed_daemon_and_keeps_the_web_up(tmp_path):
     assert not any(pid_alive(p) for p in run_session)
 
 
-def test_serve_gives_up_on_a_daemon_that_keeps_crashing(tmp_path):
-    home, port = tmp_path / "home", free_port()
+def test_serve_gives_up_on_a_daemon_that_keeps_crashing(embedded_home):
+    home, port = embedded_home, free_port()
     serve, output, _ = _serve(
         home,
         port,
