@@ -43,6 +43,18 @@ async def probe(channel_layer_on_test_db, close_db_connections):
     channels_postgres.db.is_creating_connection_pool = asyncio.Lock()
 
 
+async def test_the_pages_banner_asks_for_a_200_that_still_says_degraded(probe, token):
+    # No runagentd: a probe gets 503; the banner of a page (whose browser would log each 503
+    # as a console error) gets 200 with the same body.
+    assert (await probe(token)).status_code == 503
+    client = AsyncClient()
+    answer = await client.get("/api/health?banner=true", headers=token)
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["status"] == "degraded"
+    assert any("runagentd" in problem for problem in body["problems"]), body
+
+
 def _host_sync(name="gpu-1", *, ago=1.0, status=HostStatus.ONLINE):
     return Host.objects.create(
         name=name,

@@ -62,3 +62,14 @@ def test_favicon_ico_is_the_apps_icon_from_the_real_server(site):
     assert response.ok
     assert response.headers["content-type"].startswith("image/svg+xml")
     assert page.url.startswith(f"{url}/static/favicon.")  # the hashed file collectstatic made
+
+
+def test_the_home_page_says_what_is_down_with_no_console_error(site):
+    url, page = site
+    errors = []
+    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    with page.expect_response(lambda response: "/api/health" in response.url) as health:
+        page.goto(f"{url}/")
+    assert health.value.status == 200  # degraded, said in the body: no runagentd here
+    expect(page.locator("#health-banner")).to_contain_text("runagentd")
+    assert errors == []

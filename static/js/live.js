@@ -127,7 +127,8 @@
   async function checkHealth(banner) {
     let text = "";
     try {
-      const response = await fetch("/api/health", { headers: { Accept: "application/json" } });
+      // banner=true: 200 with the status in the body (a 503 would be a console error each poll)
+      const response = await fetch("/api/health?banner=true", { headers: { Accept: "application/json" } });
       const health = await response.json();
       text = [...(health.problems || []), ...(health.warnings || [])].join(" · ");
     } catch (error) {
