@@ -63,12 +63,19 @@ def test_make_chat_prints_the_reply_and_a_line_for_the_action():
 def test_make_chat_says_a_loop_ended_in_one_line_not_the_report_twice():
     out = StringIO()
     report = "lr=0.05 won: the loss fell fastest.\nlr=0.5 diverged."
-    ChatCommand(stdout=out)._show(
-        "system_message",
-        {"content": report, "notice": "The research loop “Find the lr” ended: done."},
-        set(),
+    notice = {  # as sessions_app.notices makes it
+        "text": "The research loop “Find the lr” ended: done.",
+        "href": "/research/research-1a2b/",
+        "link": "See the loop",
+    }
+    command = ChatCommand(stdout=out)
+    command._show("system_message", {"content": report, "notice": notice}, set())
+    assert out.getvalue().strip() == (
+        "[report] The research loop “Find the lr” ended: done. (/research/research-1a2b/)"
     )
-    assert out.getvalue().strip() == "[report] The research loop “Find the lr” ended: done."
+    older = StringIO()  # an event stored before notices existed: the report's first line
+    ChatCommand(stdout=older)._show("system_message", {"content": report}, set())
+    assert older.getvalue().strip() == "[report] lr=0.05 won: the loss fell fastest."
 
 
 PLAN = "1. Try lr 0.01, 0.05 and 0.1 for 200 steps.\n2. Refine around the best.\n3. Say DONE."

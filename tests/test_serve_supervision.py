@@ -128,6 +128,24 @@ def test_serve_restarts_a_killed_daemon_and_keeps_the_web_up(embedded_home):
             assert output.find(r"runagentd restarted \(pid \d+\)")
             wait_until(lambda: client.get("/api/health").status_code == 200, 30, 0.2)
 
+            # `make chat`: the reply, a line for the loop it started, then the loop's end.
+            chat = manage(
+                "chat",
+                "Which learning rate suits train.py?",
+                "--mode",
+                "wild",
+                "--wait-reports",
+                env=env,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
+            said = chat.communicate(timeout=180)[0]
+            assert chat.returncode == 0, said
+            assert re.search(r"→ Research loop research-\w+ started: ", said), said
+            assert re.search(r"\[report\] The research loop “.*” ended: done\. \(/research/", said)
+            assert "<spawn_research>" not in said and "Traceback" not in said, said
+
             # A run still going when serve stops: said at shutdown, ended by `runs stop`.
             long = client.post(
                 "/api/runs",

@@ -82,8 +82,12 @@ class Command(BaseCommand):
         elif kind == "system_message":
             # The one-line notice ("The research loop … ended: done."): the report itself is
             # the synthetic reply that follows, which would otherwise repeat its first line.
-            notice = payload.get("notice") or payload.get("content", "").splitlines()[0]
-            out.write("\n\n[report] " + notice)
+            notice = payload.get("notice")
+            if isinstance(notice, dict) and notice.get("text"):
+                line = f"{notice['text']} ({notice.get('href', '')})"
+            else:
+                line = (str(payload.get("content", "")).splitlines() or [""])[0]
+            out.write("\n\n[report] " + line)
         elif kind == "l1_action":
             if not payload.get("error"):
                 started.add(payload.get("agent_id", ""))
