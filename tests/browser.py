@@ -64,6 +64,13 @@ def log_in(page, base_url: str) -> None:
     page.wait_for_url(f"{base_url}/")
 
 
+def chat_ready(page) -> None:
+    """Wait until the chat page's script runs (it follows the session's socket once the DOM is
+    ready): an Enter pressed before that is only a new line in the box. A person never types
+    that fast; a test on a busy machine does."""
+    page.wait_for_function("() => window.AgentSysChat !== undefined")
+
+
 def screenshot(page, name: str) -> Path:
     folder = ARTIFACTS / "screenshots"
     folder.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from agents_app.models import Agent
 from sessions_app.models import ChatMessage, ChatSession
-from tests.browser import PASSWORD, USER, log_in, screenshot
+from tests.browser import PASSWORD, USER, chat_ready, log_in, screenshot
 from tests.helpers import free_port, wait_until
 from tests.live_clients import Web
 
@@ -67,6 +67,7 @@ def test_a_chat_streams_in_place_spawns_a_loop_seen_live_in_the_tree_and_heals(
 
     page.goto(f"{url}/chat/")
     page.get_by_role("button", name="New chat").click()
+    chat_ready(page)
     page.get_by_label("wild").check()
     page.get_by_role("textbox", name="Message").fill("Which learning rate is best?")
     page.keyboard.press("Enter")
@@ -153,6 +154,7 @@ def test_a_page_logged_out_meanwhile_says_so_and_stops_reconnecting(site):
     url, _, page = site
     page.goto(f"{url}/chat/")
     page.get_by_role("button", name="New chat").click()
+    chat_ready(page)
     expect(page.locator("#live-state")).to_have_text("live")
     Session.objects.all().delete()  # logged out elsewhere (or the session expired)
     page.evaluate("() => window.AgentSysChat.socket.close()")

@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 
 from agents_app.models import Agent
 from sessions_app.models import ChatMessage
-from tests.browser import PASSWORD, USER, log_in, screenshot
+from tests.browser import PASSWORD, USER, chat_ready, log_in, screenshot
 from tests.helpers import free_port, wait_until
 from tests.live_clients import Web
 
@@ -80,6 +80,7 @@ def shoot(page, name: str) -> None:
 def new_chat(page, url: str, mode: str) -> None:
     page.goto(f"{url}/chat/")
     page.get_by_role("button", name="New chat").click()
+    chat_ready(page)
     page.get_by_label(mode).check()
 
 
@@ -161,9 +162,10 @@ def test_a_research_loop_with_big_events_shows_live_on_its_page(site, make_daemo
     loop = wait_until(lambda: Agent.objects.filter(goal=GOAL).first(), 30, message="the loop")
     research = context.new_page()
     research.goto(f"{server.url}/research/{loop.id}/")
-    expect(research.locator("ul.plan li")).to_have_count(30, timeout=60_000)
+    # The Plan card's list (the plan's memory entry below lists the same steps).
+    expect(research.locator("#loop-plan ul.plan li")).to_have_count(30, timeout=60_000)
     expect(research.locator("#loop-status")).to_have_text("done", timeout=60_000)
-    expect(research.locator("ul.plan")).to_contain_text(STEPS[29].strip())
+    expect(research.locator("#loop-plan ul.plan")).to_contain_text(STEPS[29].strip())
     assert research.evaluate("() => [...AgentSysLive.followers][0].drops") == 0
     # The loop's end reaches the chat by itself, as a synthetic turn.
     expect(page.locator("article.msg.assistant").last).to_contain_text(

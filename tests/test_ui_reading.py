@@ -19,7 +19,7 @@ from agentsys.chat.reports import child_report_message
 from memory_app.models import MemoryEntry
 from research_app.models import ResearchLoop
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn, TurnStatus
-from tests.browser import off_the_page_thread, screenshot
+from tests.browser import chat_ready, off_the_page_thread, screenshot
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -144,6 +144,7 @@ def test_the_composer_keeps_what_is_typed_while_sending_and_says_when_a_paste_is
     url, page = site
     session = _chat(messages=0)
     page.goto(f"{url}/chat/{session.pk}/")
+    chat_ready(page)
     held = []
     page.route("**/send/", lambda route: held.append(route))
     box = page.get_by_role("textbox", name="Message")
