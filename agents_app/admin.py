@@ -5,7 +5,7 @@ from django.template.response import TemplateResponse
 from agents_app import services
 from agents_app.models import Agent, AgentCommand, Event, EventStream
 from agentsys.types import CommandKind, SteerUrgency
-from researchagent.admin_tools import MachineManagedAdmin, json_display, run_service_action
+from common.admin_tools import MachineManagedAdmin, json_display, run_service_action
 
 _APPLIED_BY_DAEMON = " (runagentd carries it out; the agent's events show the outcome)"
 

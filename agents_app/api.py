@@ -23,9 +23,9 @@ from agents_app.schemas import (
     SteerOut,
 )
 from agentsys.types import AgentRole, AgentStatus, CommandKind, EntryType
+from common.api_contract import MAX_OFFSET
 from memory_app import selectors as memory_selectors
 from memory_app.schemas import MemoryEntryOut
-from researchagent.api_contract import MAX_OFFSET
 
 router = Router()
 

@@ -14,7 +14,7 @@ from agents_app.events import chat_stream, record_event
 from agents_app.models import Agent
 from agents_app.selectors import last_seq
 from agentsys.types import AgentRole, AgentStatus, new_agent_id
-from researchagent.ids import create_with_unique_id
+from common.ids import create_with_unique_id
 from sessions_app.models import (
     SESSION_AGENT,
     ChatMessage,

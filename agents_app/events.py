@@ -17,7 +17,7 @@ from channels.layers import get_channel_layer
 from django.db import connection, transaction
 
 from agents_app.models import Event
-from researchagent.json_safe import json_safe
+from common.json_safe import json_safe
 
 logger = logging.getLogger(__name__)
 

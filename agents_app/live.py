@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from agents_app.events import group_for, layer_message
-from researchagent.db_outage import first_line, is_database_unavailable, retry_delays
+from common.db_outage import first_line, is_database_unavailable, retry_delays
 
 logger = logging.getLogger(__name__)
 

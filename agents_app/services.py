@@ -21,7 +21,7 @@ from agentsys.types import (
     SteerUrgency,
     new_agent_id,
 )
-from researchagent.ids import create_with_unique_id
+from common.ids import create_with_unique_id
 
 COMMANDS_CHANNEL = "agentsys_commands"
 MAX_STEER_CONTEXT = 20_000

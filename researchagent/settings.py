@@ -1,4 +1,4 @@
-"""Django settings: every value comes from the environment through researchagent.config."""
+"""Django settings: every value comes from the environment through common.environment."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import secrets
 
 import environ
 
-from researchagent import config as agentsys_config
+from common import environment as agentsys_config
 from researchagent.embedded_db import DATABASE_NAME, EmbeddedPostgres
 
 BASE_DIR = agentsys_config.BASE_DIR
@@ -111,14 +111,14 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "researchagent.api_errors.ApiErrorsAsJson",
-    "researchagent.db_unavailable.DatabaseUnavailableMiddleware",
+    "common.api_errors.ApiErrorsAsJson",
+    "common.db_unavailable.DatabaseUnavailableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "researchagent.nul_guard.RejectNulCharacters",
+    "common.nul_guard.RejectNulCharacters",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "researchagent.auth.LoginRequiredMiddleware",
+    "accounts_app.auth.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]

@@ -17,7 +17,7 @@ from django.utils import timezone
 from agents_app.models import Agent
 from agentsys.scheduling import QueuedRequest, SchedulingPolicy
 from agentsys.types import AgentStatus, RequestStatus
-from researchagent.ids import create_with_unique_id
+from common.ids import create_with_unique_id
 from scheduler_app.models import (
     GPU,
     Host,

@@ -133,7 +133,7 @@ class FlakyView:
 def test_memory_writes_wait_for_the_database():
     view = FlakyView()
     waiting = WaitingMemoryView(view)
-    with mock.patch("researchagent.db_outage.drop_connection"):
+    with mock.patch("common.db_outage.drop_connection"):
         assert waiting.write_many(type="metrics", rows=[{"_step": 1}]) == 1
     assert view.attempts == 3  # stored once, after the outage: not lost, not failed
     assert waiting.agent_id == "executor-1"

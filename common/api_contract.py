@@ -13,15 +13,14 @@
 
 from __future__ import annotations
 
-import functools
 from datetime import UTC, datetime
 from typing import Annotated
 from urllib.parse import urlencode
 
-from django.contrib.auth.views import redirect_to_login
-from django.http import HttpRequest, JsonResponse
 from ninja.errors import ValidationError
 from pydantic import AfterValidator
+
+API_PREFIX = "/api/"
 
 ERROR_SCHEMA = {
     "title": "Error",
@@ -59,23 +58,6 @@ def _in_utc(value: datetime) -> datetime:
 
 # A point in time from a query string: naive means UTC; any offset is accepted.
 Instant = Annotated[datetime, AfterValidator(_in_utc)]
-
-
-def docs_access(view):
-    """Guard for the schema and docs views: the API's own credentials (researchagent.auth
-    API_AUTH: token header, bearer token, session). A browser without a session goes to the
-    login page; anything else gets the API's 401."""
-    from researchagent.auth import API_AUTH
-
-    @functools.wraps(view)
-    def guarded(request: HttpRequest, *args, **kwargs):
-        if any(auth(request) for auth in API_AUTH):
-            return view(request, *args, **kwargs)
-        if request.path.endswith(".json") or "text/html" not in request.headers.get("Accept", ""):
-            return JsonResponse({"detail": "Unauthorized"}, status=401)
-        return redirect_to_login(request.get_full_path())
-
-    return guarded
 
 
 def readable_validation_error(request, exc: ValidationError, api):
