@@ -7,7 +7,7 @@
   route takes `tag` must not quietly return every row.
 - Every error is `{"detail": "<one readable line>"}`; validation errors add `errors`, the
   list of what failed, and every operation documents 401, 422 and 503 in that shape.
-- The live event stream (`agents_app.sse`, a streaming Django view outside ninja) is in the
+- The live event stream (`events_app.sse`, a streaming Django view outside ninja) is in the
   schema like any other route.
 """
 
@@ -153,7 +153,7 @@ def document_common_errors(schema: dict) -> None:
 
 
 def document_event_stream(schema: dict, *, prefix: str) -> None:
-    """`GET /api/agents/events` (agents_app.sse) as the schema's one streaming operation."""
+    """`GET /api/agents/events` (events_app.sse) as the schema's one streaming operation."""
     example = urlencode({"after": 0})
     schema.setdefault("paths", {})[f"{prefix}agents/events"] = {
         "get": {

@@ -70,7 +70,7 @@ if AGENTSYS.channel_layer == "postgres":
     )
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "agents_app.channel_layer.ReconnectingPostgresChannelLayer",
+            "BACKEND": "events_app.channel_layer.ReconnectingPostgresChannelLayer",
             # TIME_ZONE must be present or get_channel_layer() silently returns None.
             "CONFIG": {**_default_db, "TIME_ZONE": None, "OPTIONS": _layer_options},
         }
@@ -101,6 +101,7 @@ INSTALLED_APPS = [
     "template_partials",
     "researchagent",
     "sessions_app",
+    "events_app",
     "agents_app",
     "scheduler_app",
     "memory_app",

@@ -28,11 +28,11 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from accounts_app.auth import token_accepted
-from agents_app import selectors
-from agents_app.events import AGENTS_STREAM
-from agents_app.feed import parse_resume_point
-from agents_app.steady_feed import follow_steadily
 from common.db_outage import DATABASE_ERRORS
+from events_app import selectors
+from events_app.events import AGENTS_STREAM
+from events_app.feed import parse_resume_point
+from events_app.steady_feed import follow_steadily
 
 logger = logging.getLogger(__name__)
 

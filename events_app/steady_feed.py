@@ -9,9 +9,9 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-from agents_app.feed import KEEPALIVE_SECONDS, follow_stream
 from common.db_outage import first_line, is_database_unavailable, retry_delays
 from common.draining import until_draining
+from events_app.feed import KEEPALIVE_SECONDS, follow_stream
 
 logger = logging.getLogger(__name__)
 

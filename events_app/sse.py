@@ -22,11 +22,11 @@ from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 
 from accounts_app.auth import token_accepted
-from agents_app import selectors
-from agents_app.consumers import api_token
-from agents_app.events import AGENTS_STREAM
-from agents_app.feed import parse_resume_point
-from agents_app.steady_feed import follow_steadily
+from events_app import selectors
+from events_app.consumers import api_token
+from events_app.events import AGENTS_STREAM
+from events_app.feed import parse_resume_point
+from events_app.steady_feed import follow_steadily
 
 logger = logging.getLogger(__name__)
 
