@@ -46,6 +46,7 @@ chat: setup
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 
 check-deploy: setup
 	env $(DEPLOY_ENV) $(PY) manage.py check --deploy --fail-level WARNING

@@ -3,9 +3,9 @@ from django.contrib import admin
 from django.template.response import TemplateResponse
 
 from agents_app import services
-from agents_app.models import Agent, AgentCommand, Event, EventStream
+from agents_app.models import Agent, AgentCommand
 from agentsys.types import CommandKind, SteerUrgency
-from researchagent.admin_tools import MachineManagedAdmin, json_display, run_service_action
+from common.admin_tools import MachineManagedAdmin, json_display, run_service_action
 
 _APPLIED_BY_DAEMON = " (runagentd carries it out; the agent's events show the outcome)"
 
@@ -136,36 +136,3 @@ class AgentCommandAdmin(MachineManagedAdmin):
     readonly_fields = ("created_at", "handled_at", "payload_view")
     exclude = ("payload",)
     payload_view = json_display("payload")
-
-
-@admin.register(Event)
-class EventAdmin(admin.ModelAdmin):
-    """The event log is append-only: it can be read and searched, not edited."""
-
-    list_display = ("id", "stream", "seq", "kind", "agent_id", "created_at")
-    list_filter = ("stream", "kind")
-    search_fields = ("agent_id", "kind", "stream")
-    readonly_fields = ("id", "stream", "seq", "kind", "agent_id", "created_at", "payload_view")
-    exclude = ("payload",)
-    payload_view = json_display("payload")
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-
-@admin.register(EventStream)
-class EventStreamAdmin(admin.ModelAdmin):
-    """How far each stream has got; changing it by hand would break replay, so it is read-only."""
-
-    list_display = ("name", "last_seq")
-    search_fields = ("name",)
-    readonly_fields = ("name", "last_seq")
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False

@@ -1,5 +1,5 @@
 """REST for agents: list, tree, detail, memory entries, and the commands a person or a script
-sends them (steer, pause, resume, stop). The live event stream is agents_app.sse.
+sends them (steer, pause, resume, stop). The live event stream is events_app.sse.
 
 Commands are answered 202: the web process holds no agent state (ARCHITECTURE.md decision 2),
 so a command is queued for the daemon hosting the agent, which carries it out and records
@@ -23,9 +23,10 @@ from agents_app.schemas import (
     SteerOut,
 )
 from agentsys.types import AgentRole, AgentStatus, CommandKind, EntryType
+from common.api_contract import MAX_OFFSET
+from events_app import selectors as event_selectors
 from memory_app import selectors as memory_selectors
 from memory_app.schemas import MemoryEntryOut
-from researchagent.api_contract import MAX_OFFSET
 
 router = Router()
 
@@ -143,7 +144,7 @@ def get_agent(request, agent_id: str):
     agent.child_ids = selectors.child_ids(agent_id=agent.id)
     agent.recent_events = [
         event.as_message()
-        for event in selectors.recent_events(agent_id=agent.id, limit=AGENT_EVENTS_IN_DETAIL)
+        for event in event_selectors.recent_events(agent_id=agent.id, limit=AGENT_EVENTS_IN_DETAIL)
     ]
     return agent
 

@@ -3,4 +3,4 @@ from django.apps import AppConfig
 
 class AgentsAppConfig(AppConfig):
     name = "agents_app"
-    verbose_name = "Agents and events"
+    verbose_name = "Agents"

@@ -10,11 +10,11 @@ from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
 from agents_app.chat_context import child_report, prompt_facts
-from agents_app.events import chat_stream, record_event
 from agents_app.models import Agent
-from agents_app.selectors import last_seq
 from agentsys.types import AgentRole, AgentStatus, new_agent_id
-from researchagent.ids import create_with_unique_id
+from common.ids import create_with_unique_id
+from events_app.events import chat_stream, record_event
+from events_app.selectors import last_seq
 from sessions_app.models import (
     SESSION_AGENT,
     ChatMessage,
@@ -39,7 +39,7 @@ def _emit(session_id: str, kind: str, payload: dict) -> dict:
 def _parts_from_stream(turn: ChatTurn) -> list[dict]:
     """A turn's answer as far as it streamed, rebuilt from its stored events (the truth: a
     daemon killed mid-reply wrote every delta it relayed, and nothing else)."""
-    from agents_app.models import Event
+    from events_app.models import Event
 
     parts: dict[str, dict] = {}
     events = Event.objects.filter(

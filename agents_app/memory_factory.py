@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import functools
 
+from common.db_outage import wait_for_database
 from memory_app.view import DjangoMemoryView
-from researchagent.db_outage import wait_for_database
 
 
 class WaitingMemoryView:

@@ -1,27 +1,13 @@
-"""Reads for agents and the event log."""
+"""Reads for agents."""
 
 from __future__ import annotations
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from agents_app.models import Agent, Event
+from agents_app.models import Agent
 from agentsys.types import AgentStatus
 
 LIVE_AGENT_STATUSES = (AgentStatus.IDLE, AgentStatus.RUNNING, AgentStatus.PAUSED)
-
-REPLAY_LIMIT = 1000
-
-
-def events_after(*, stream: str, after_seq: int, limit: int = REPLAY_LIMIT) -> list[Event]:
-    """Events of `stream` with seq > after_seq, oldest first (served by the unique index)."""
-    return list(Event.objects.filter(stream=stream, seq__gt=after_seq).order_by("seq")[:limit])
-
-
-def last_seq(*, stream: str) -> int:
-    from agents_app.models import EventStream
-
-    row = EventStream.objects.filter(name=stream).values_list("last_seq", flat=True).first()
-    return row or 0
 
 
 def agents_matching(
@@ -116,11 +102,6 @@ def child_ids(*, agent_id: str) -> list[str]:
         .order_by("created_at", "id")
         .values_list("id", flat=True)
     )
-
-
-def recent_events(*, agent_id: str, limit: int) -> list[Event]:
-    """An agent's last `limit` events, oldest first (event_agent_timeline_idx)."""
-    return list(reversed(Event.objects.filter(agent_id=agent_id).order_by("-id")[:limit]))
 
 
 def nest(agents: list[Agent], root_ids: list[str], node) -> list[dict]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from django.db import connection, transaction
 
 from agents_app.models import Agent, AgentCommand
+from agentsys.listen import AGENTS_CHANNEL, COMMANDS_CHANNEL
 from agentsys.types import (
     AgentRole,
     AgentStatus,
@@ -21,9 +22,8 @@ from agentsys.types import (
     SteerUrgency,
     new_agent_id,
 )
-from researchagent.ids import create_with_unique_id
+from common.ids import create_with_unique_id
 
-COMMANDS_CHANNEL = "agentsys_commands"
 MAX_STEER_CONTEXT = 20_000
 
 
@@ -109,9 +109,6 @@ def steer_agent(*, agent_id: str, context: str, urgency: str, user=None):
             tags=["steer"],
             data={"context": payload["context"]},
         )
-
-
-AGENTS_CHANNEL = "agentsys_agents"
 
 
 class AgentStartRefused(ValueError):

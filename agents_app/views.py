@@ -12,7 +12,6 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from agents_app import selectors, services
-from agents_app.events import AGENTS_STREAM
 from agents_app.models import Agent
 from agentsys.types import (
     TERMINAL_AGENT_STATUSES,
@@ -21,6 +20,7 @@ from agentsys.types import (
     CommandKind,
     SteerUrgency,
 )
+from events_app.events import AGENTS_STREAM
 from sessions_app.models import SESSION_AGENT
 
 ROOTS_SHOWN = 50

@@ -8,7 +8,11 @@ import logging
 
 logger = logging.getLogger("agentsys.daemon")
 
-WAKE_CHANNELS = ("agentsys_commands", "agentsys_agents", "agentsys_queue")
+# The NOTIFY channels that wake runagentd; the apps send on them at commit.
+COMMANDS_CHANNEL = "agentsys_commands"  # a command (stop, pause, steer) for an agent
+AGENTS_CHANNEL = "agentsys_agents"  # an agent to start, or a chat turn to answer
+QUEUE_CHANNEL = "agentsys_queue"  # executor work queued, or GPUs freed
+WAKE_CHANNELS = (COMMANDS_CHANNEL, AGENTS_CHANNEL, QUEUE_CHANNEL)
 DB_RETRY_FIRST = 0.1  # seconds; doubled after each failure...
 DB_RETRY_MAX = 1.0  # ...up to this: everything resumes within about a second of the DB
 

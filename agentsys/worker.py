@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 
@@ -26,6 +27,11 @@ logger = logging.getLogger("agentsys.worker")
 
 ORPHAN_EXIT_SECONDS = 5.0  # how long a worker whose runagentd died may take to wind down
 SHELL_GRACE_SECONDS = 1.0  # a shell left by a finished agent: SIGTERM, then SIGKILL
+
+# Run in the worker once its agent is over. The host registers them from its forkserver
+# preload (runagentd closes Django's database connections, so PostgreSQL does not log an
+# unexpected EOF for every finished agent); agentsys itself knows no database.
+exit_hooks: list[Callable[[], None]] = []
 
 
 @dataclass(frozen=True)
@@ -97,7 +103,8 @@ def run_worker(spec: WorkerSpec, conn: Connection) -> None:
     # The agent is over: so is any shell it started (an executor's run has a session of its
     # own, and is not among these).
     asyncio.run(_end_own_session())
-    _close_database_connections()
+    for hook in exit_hooks:
+        hook()
 
 
 async def _end_own_session() -> None:
@@ -218,15 +225,3 @@ def _jsonable(value):
         return json.loads(json.dumps(value, default=str))
     except (TypeError, ValueError):
         return repr(value)
-
-
-def _close_database_connections() -> None:
-    # Workers of a Django deployment hold ORM connections; close them so PostgreSQL does not
-    # log an unexpected EOF for every finished agent. Plain-Python use has nothing to close.
-    try:
-        from django.conf import settings
-        from django.db import connections
-    except ImportError:
-        return
-    if settings.configured:
-        connections.close_all()

@@ -120,7 +120,7 @@ async def measure(port: int, token: str, session_ids: list[str], oc_url: str, pa
 def replay_ms(port: int, token: str) -> float:
     import httpx
 
-    from agents_app.events import chat_stream, record_event
+    from events_app.events import chat_stream, record_event
     from sessions_app.services import create_session
 
     session = create_session(title="bench replay")

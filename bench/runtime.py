@@ -18,8 +18,9 @@ EVENTS = 100
 
 
 def spawn_latencies() -> list[float]:
-    from agents_app.models import Agent, Event
+    from agents_app.models import Agent
     from agents_app.services import request_agent_start
+    from events_app.models import Event
 
     latencies = []
     for _ in range(SPAWNS):

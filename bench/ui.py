@@ -103,8 +103,8 @@ async def publish_metrics(agents: list[str]) -> dict:
 
     from asgiref.sync import sync_to_async
 
-    from agents_app.events import AGENTS_STREAM, record_event
-    from agents_app.live import publish
+    from events_app.events import AGENTS_STREAM, record_event
+    from events_app.live import publish
 
     store = sync_to_async(record_event, thread_sensitive=True)
     sent = {}

@@ -2,10 +2,10 @@ from django.contrib import admin
 from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 
+from common.admin_tools import json_display
 from memory_app import services
 from memory_app.models import MemoryEntry
 from memory_app.rendering import entry_text, readable
-from researchagent.admin_tools import json_display
 
 
 @admin.register(MemoryEntry)

@@ -11,10 +11,10 @@ from ninja import Query, Router, Schema, Status
 from pydantic import ConfigDict, Field, StringConstraints
 
 from agentsys.memory import MAX_QUERY_LIMIT, EntryQuery
+from common.api_contract import MAX_OFFSET, Instant
 from memory_app import selectors, services
 from memory_app.models import MemoryEntry
 from memory_app.schemas import MemoryEntryOut
-from researchagent.api_contract import MAX_OFFSET, Instant
 
 router = Router(tags=["memory"])
 

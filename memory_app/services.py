@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 
 from agentsys.types import EntryType, new_entry_key
+from common.ids import create_with_unique_id
+from common.json_safe import json_safe
 from memory_app.models import MemoryEntry
-from researchagent.ids import create_with_unique_id
-from researchagent.json_safe import json_safe
 
 
 def write_entry(

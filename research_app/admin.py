@@ -4,10 +4,10 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from common.admin_tools import MachineManagedAdmin, json_display
 from research_app import services
 from research_app.forms import StartResearchForm
 from research_app.models import ResearchLoop
-from researchagent.admin_tools import MachineManagedAdmin, json_display
 
 
 @admin.register(ResearchLoop)

@@ -13,8 +13,8 @@ from pydantic import ConfigDict, StringConstraints
 
 from agents_app import api as agents_api
 from agents_app.schemas import CommandOut, ErrorOut, SteerIn, SteerOut
+from common.api_contract import MAX_OFFSET
 from research_app import selectors, services
-from researchagent.api_contract import MAX_OFFSET
 
 router = Router(tags=["research"])
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agents_app.models import AgentCommand, CommandStatus, Event
+from agents_app.models import AgentCommand, CommandStatus
+from events_app.models import Event
 from memory_app.models import MemoryEntry
 from research_app.models import ResearchLoop
 from scheduler_app.models import Run

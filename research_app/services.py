@@ -10,10 +10,10 @@ from django.conf import settings
 from django.db import transaction
 
 from agents_app.models import Agent
-from agents_app.services import AGENTS_CHANNEL
+from agentsys.listen import AGENTS_CHANNEL
 from agentsys.types import AgentRole, new_agent_id
+from common.ids import create_with_unique_id
 from research_app.models import ResearchLoop
-from researchagent.ids import create_with_unique_id
 from scheduler_app.models import Sweep, SweepStatus
 
 logger = logging.getLogger("research_app")

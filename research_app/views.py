@@ -12,10 +12,10 @@ from pathlib import Path
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from agents_app.events import AGENTS_STREAM
-from agents_app.selectors import last_seq
 from agents_app.views import TIERS
 from agentsys.types import TERMINAL_AGENT_STATUSES
+from events_app.events import AGENTS_STREAM
+from events_app.selectors import last_seq
 from memory_app.models import MemoryEntry
 from memory_app.rendering import plan_items
 from research_app import selectors

@@ -1,6 +1,6 @@
 """The REST API: one NinjaAPI, one router per app, every route behind API_AUTH.
 
-Two rules hold for every operation, whichever router declares it (researchagent.api_contract):
+Two rules hold for every operation, whichever router declares it (common.api_contract):
 the schema and docs take the same credentials as the routes, and a query parameter the
 operation does not declare is a 422 naming it, not silently ignored.
 """
@@ -8,18 +8,17 @@ operation does not declare is a 422 naming it, not silently ignored.
 from ninja import NinjaAPI
 from ninja.errors import ValidationError
 
+from accounts_app.auth import API_AUTH, docs_access
 from agents_app.api import router as agents_router
-from memory_app.api import router as memory_router
-from research_app.api import router as research_router
-from researchagent.api_contract import (
-    docs_access,
+from common.api_contract import (
     document_common_errors,
     document_event_stream,
     one_response_per_status,
     readable_validation_error,
     reject_unknown_query_parameters,
 )
-from researchagent.auth import API_AUTH
+from memory_app.api import router as memory_router
+from research_app.api import router as research_router
 from researchagent.health import router as health_router
 from scheduler_app.api import router as scheduler_router
 from scheduler_app.api_metrics import router as metrics_router

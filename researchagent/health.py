@@ -196,8 +196,8 @@ async def report() -> dict:
 
 
 def _caller_may_see_details(request: HttpRequest) -> bool:
-    from agents_app.consumers import api_token
-    from researchagent.auth import authenticate_token
+    from accounts_app.auth import authenticate_token
+    from events_app.consumers import api_token
 
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:

@@ -3,7 +3,7 @@ each consumer also refuses anonymous users itself (see the consumers in each app
 
 from django.urls import path
 
-from agents_app.consumers import AgentEventsConsumer
+from events_app.consumers import AgentEventsConsumer
 from sessions_app.consumers import ChatEventsConsumer
 
 websocket_urlpatterns: list = [

@@ -1,4 +1,4 @@
-"""Django settings: every value comes from the environment through researchagent.config."""
+"""Django settings: every value comes from the environment through common.environment."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import secrets
 
 import environ
 
-from researchagent import config as agentsys_config
+from common import environment as agentsys_config
 from researchagent.embedded_db import DATABASE_NAME, EmbeddedPostgres
 
 BASE_DIR = agentsys_config.BASE_DIR
@@ -70,7 +70,7 @@ if AGENTSYS.channel_layer == "postgres":
     )
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "agents_app.channel_layer.ReconnectingPostgresChannelLayer",
+            "BACKEND": "events_app.channel_layer.ReconnectingPostgresChannelLayer",
             # TIME_ZONE must be present or get_channel_layer() silently returns None.
             "CONFIG": {**_default_db, "TIME_ZONE": None, "OPTIONS": _layer_options},
         }
@@ -101,6 +101,7 @@ INSTALLED_APPS = [
     "template_partials",
     "researchagent",
     "sessions_app",
+    "events_app",
     "agents_app",
     "scheduler_app",
     "memory_app",
@@ -111,14 +112,14 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "researchagent.api_errors.ApiErrorsAsJson",
-    "researchagent.db_unavailable.DatabaseUnavailableMiddleware",
+    "common.api_errors.ApiErrorsAsJson",
+    "common.db_unavailable.DatabaseUnavailableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "researchagent.nul_guard.RejectNulCharacters",
+    "common.nul_guard.RejectNulCharacters",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "researchagent.auth.LoginRequiredMiddleware",
+    "accounts_app.auth.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]

@@ -3,8 +3,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from accounts_app import views as settings_views
-from agents_app import sse
 from agents_app import views as agent_views
+from events_app import sse
 from memory_app import views as memory_views
 from research_app import controls as research_controls
 from research_app import views as research_views

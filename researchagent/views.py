@@ -3,8 +3,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.templatetags.static import static
 
-from agents_app.events import AGENTS_STREAM
-from agents_app.selectors import last_seq
+from events_app.events import AGENTS_STREAM
+from events_app.selectors import last_seq
 from researchagent import selectors
 
 

@@ -9,7 +9,7 @@ daphne alive for good.
 
 The stop here, in order:
 1. Stop listening: no new connection is accepted.
-2. Drain (researchagent.draining): every event stream (SSE, NDJSON chat, WebSocket) ends
+2. Drain (common.draining): every event stream (SSE, NDJSON chat, WebSocket) ends
    cleanly where it is, and its client resumes from the last id it saw once a server answers.
 3. Once no request is in flight, or after DRAIN_SECONDS, stop the reactor, cancelling what is
    left (and waiting CANCEL_WAIT_SECONDS at most for it).
@@ -38,7 +38,7 @@ from daphne.access import AccessLogGenerator
 from daphne.endpoints import build_endpoint_description_strings
 from twisted.internet import defer, reactor
 
-from researchagent import draining
+from common import draining
 
 DRAIN_SECONDS = 1.5
 CANCEL_WAIT_SECONDS = 0.6

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from researchagent.admin_tools import MachineManagedAdmin, json_display, run_service_action
+from common.admin_tools import MachineManagedAdmin, json_display, run_service_action
 from scheduler_app import runs, selectors, services
 from scheduler_app.models import (
     GPU,

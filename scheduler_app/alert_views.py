@@ -9,8 +9,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from agents_app.events import AGENTS_STREAM
-from agents_app.selectors import last_seq
+from events_app.events import AGENTS_STREAM
+from events_app.selectors import last_seq
 from scheduler_app import services
 from scheduler_app.models import Alert, AlertSeverity, AlertStatus
 

@@ -9,7 +9,7 @@ from django.db import transaction
 from ninja import Field, Query, Router, Schema, Status
 
 from agentsys.types import END_STATE_HELP, RequestStatus
-from researchagent.api_contract import MAX_OFFSET
+from common.api_contract import MAX_OFFSET
 from scheduler_app import queue as queue_service
 from scheduler_app import selectors, services
 from scheduler_app.models import ScheduleRequest

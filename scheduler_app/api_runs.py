@@ -12,7 +12,7 @@ from ninja import Query, Router, Schema, Status
 from pydantic import ConfigDict, Field, StringConstraints, field_validator
 
 from agentsys.types import END_STATE_HELP
-from researchagent.api_contract import MAX_OFFSET
+from common.api_contract import MAX_OFFSET
 from scheduler_app import queue, runs, services
 from scheduler_app.models import Alert, AlertStatus, Run, RunStatus
 

@@ -16,9 +16,9 @@ from django.db.models import F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from agents_app.events import AGENTS_STREAM, record_event
 from agents_app.models import Agent
 from agentsys.types import AgentStatus, EndState, RequestStatus
+from events_app.events import AGENTS_STREAM, record_event
 from scheduler_app import oplog, queue
 from scheduler_app.models import GPU, Run, RunStatus, ScheduleRequest
 
@@ -107,7 +107,7 @@ def cancel_requests_and_events(
 ) -> tuple[list[str], list[dict]]:
     """cancel_requests, also returning the `cancelled` events it recorded (as messages).
     runagentd passes publish_live=False and publishes them from its own event loop (see
-    agents_app.events.record_event): the caller must, or live clients see them late."""
+    events_app.events.record_event): the caller must, or live clients see them late."""
     rows = list(
         requests.select_for_update(of=("self",))
         .filter(status=RequestStatus.QUEUED)

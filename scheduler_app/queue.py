@@ -15,9 +15,10 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from agents_app.models import Agent
+from agentsys.listen import QUEUE_CHANNEL
 from agentsys.scheduling import QueuedRequest, SchedulingPolicy
 from agentsys.types import AgentStatus, RequestStatus
-from researchagent.ids import create_with_unique_id
+from common.ids import create_with_unique_id
 from scheduler_app.models import (
     GPU,
     Host,
@@ -28,7 +29,6 @@ from scheduler_app.models import (
     new_request_id,
 )
 
-QUEUE_CHANNEL = "agentsys_queue"
 FIRST_WINDOW = 64  # queued requests a claim reads first, oldest first...
 CLAIM_WINDOW = 500  # ...and at most, when the first window leaves GPUs idle
 

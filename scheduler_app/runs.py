@@ -9,7 +9,7 @@ from django.db import transaction
 
 from agents_app.models import Agent
 from agentsys.types import new_agent_id
-from researchagent.ids import create_with_unique_id
+from common.ids import create_with_unique_id
 from scheduler_app import lifecycle, oplog, queue
 from scheduler_app.models import Run, RunStatus, ScheduleRequest
 

@@ -11,10 +11,10 @@ import sys
 from django.db import transaction
 from django.utils import timezone
 
-from agents_app.events import AGENTS_STREAM, record_event
 from agents_app.models import Agent
 from agents_app.services import AgentCommandRefused, request_agent_command
 from agentsys.types import CommandKind
+from events_app.events import AGENTS_STREAM, record_event
 from scheduler_app import oplog, runs
 from scheduler_app.lifecycle import cancel_requests
 from scheduler_app.models import (

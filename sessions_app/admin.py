@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from researchagent.admin_tools import MachineManagedAdmin, json_display
+from common.admin_tools import MachineManagedAdmin, json_display
 from sessions_app import services
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from channels.db import database_sync_to_async
 
-from agents_app.consumers import AgentEventsConsumer
-from agents_app.events import chat_stream
+from events_app.consumers import AgentEventsConsumer
+from events_app.events import chat_stream
 from sessions_app import selectors
 
 CLOSE_NOT_FOUND = 4404

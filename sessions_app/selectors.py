@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.db.models import Case, CharField, Exists, OuterRef, Q, QuerySet, Subquery, Value, When
 
-from agents_app.events import chat_stream
 from agents_app.models import Agent
-from agents_app.selectors import last_seq
+from events_app.events import chat_stream
+from events_app.selectors import last_seq
 from scheduler_app.models import Alert
 from sessions_app.models import (
     LIVE_TURN_STATUSES,

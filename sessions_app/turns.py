@@ -13,9 +13,9 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from agents_app.events import chat_stream, record_event
-from agents_app.selectors import last_seq
-from agents_app.services import AGENTS_CHANNEL
+from agentsys.listen import AGENTS_CHANNEL
+from events_app.events import chat_stream, record_event
+from events_app.selectors import last_seq
 from sessions_app.models import (
     LIVE_TURN_STATUSES,
     ChatMessage,

@@ -11,8 +11,8 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from agents_app.events import chat_stream
-from agents_app.selectors import last_seq
+from events_app.events import chat_stream
+from events_app.selectors import last_seq
 from sessions_app import selectors, services, turns
 from sessions_app.models import ChatMode, ChatTurn
 from sessions_app.notices import notices_for

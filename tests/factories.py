@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from agents_app.events import record_event
 from agents_app.models import Agent, AgentCommand
 from agentsys.types import AgentStatus, EntryType, RequestStatus
+from events_app.events import record_event
 from memory_app.models import MemoryEntry
 from scheduler_app.metric_series import record_rows
 from scheduler_app.models import GPU, Alert, GPUSource, Host, Run, ScheduleRequest, Sweep

@@ -23,7 +23,7 @@ from tests.factories import one_of_everything
 
 pytestmark = pytest.mark.django_db
 
-PROJECT_APPS = {"sessions_app", "agents_app", "scheduler_app", "memory_app"}
+PROJECT_APPS = {"sessions_app", "events_app", "agents_app", "scheduler_app", "memory_app"}
 MODELS = sorted(
     (m for m in admin.site._registry if m._meta.app_label in PROJECT_APPS),
     key=lambda m: m._meta.label,

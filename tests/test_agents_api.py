@@ -6,9 +6,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agents_app.events import record_event
 from agents_app.models import Agent, AgentCommand
 from agentsys.types import AgentStatus, EntryType
+from events_app.events import record_event
 from memory_app.models import MemoryEntry
 from scheduler_app.models import Host
 from sessions_app.models import ChatSession

@@ -6,8 +6,8 @@ import subprocess
 import pytest
 from channels_redis.pubsub import RedisPubSubChannelLayer
 
-from agents_app.events import group_for
 from agents_app.services import request_agent_start
+from events_app.events import group_for
 from tests.helpers import child_env, database_url_of_current_connection, manage
 from tests.runtime_harness import A
 

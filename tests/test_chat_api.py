@@ -9,8 +9,8 @@ import json
 import pytest
 from django.contrib.auth import get_user_model
 
-from agents_app.events import chat_stream
-from agents_app.models import Event
+from events_app.events import chat_stream
+from events_app.models import Event
 from sessions_app import turns
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 from sessions_app.services import create_session

@@ -10,7 +10,8 @@ import signal
 import httpx
 import pytest
 
-from agents_app.models import Agent, Event
+from agents_app.models import Agent
+from events_app.models import Event
 from research_app.models import ResearchLoop
 from sessions_app.models import ChatMessage, ChatTurn
 from tests.chat_clients import (

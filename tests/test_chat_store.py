@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from agents_app.events import chat_stream
-from agents_app.models import Agent, Event
+from agents_app.models import Agent
 from agents_app.runtime_store import DjangoRuntimeStore
+from events_app.events import chat_stream
+from events_app.models import Event
 from scheduler_app.models import Host
 from sessions_app import turns
 from sessions_app.models import ChatMessage, ChatTurn

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from researchagent import config
+from common import environment as config
 from tests.helpers import PYTHON, REPO, child_env
 
 

@@ -133,7 +133,7 @@ class FlakyView:
 def test_memory_writes_wait_for_the_database():
     view = FlakyView()
     waiting = WaitingMemoryView(view)
-    with mock.patch("researchagent.db_outage.drop_connection"):
+    with mock.patch("common.db_outage.drop_connection"):
         assert waiting.write_many(type="metrics", rows=[{"_step": 1}]) == 1
     assert view.attempts == 3  # stored once, after the outage: not lost, not failed
     assert waiting.agent_id == "executor-1"
@@ -218,7 +218,7 @@ async def test_the_channel_layer_delivers_again_after_its_connections_were_dropp
 
 
 async def test_an_open_feed_outlasts_an_outage_and_goes_on_from_where_it_was(monkeypatch):
-    from agents_app import steady_feed
+    from events_app import steady_feed
 
     table = [{"id": i} for i in range(1, 7)]
     followed_from, fails_at = [], {3, 5}
@@ -249,7 +249,7 @@ async def test_a_group_left_while_the_database_was_down_is_left_once_it_is_back(
     from asgiref.sync import sync_to_async
     from channels_postgres.models import GroupChannel
 
-    from agents_app.channel_layer import PooledDatabaseLayer
+    from events_app.channel_layer import PooledDatabaseLayer
 
     layer = channel_layer_on_test_db
     channel = await layer.new_channel()
@@ -269,7 +269,7 @@ async def test_a_group_left_while_the_database_was_down_is_left_once_it_is_back(
 async def test_a_websocket_that_needs_the_latest_id_is_told_to_retry(agentsys_config):
     from channels.testing import WebsocketCommunicator
 
-    from agents_app.consumers import CLOSE_TRY_AGAIN_LATER, AgentEventsConsumer
+    from events_app.consumers import CLOSE_TRY_AGAIN_LATER, AgentEventsConsumer
 
     agentsys_config(api_token=API_TOKEN)
     client = WebsocketCommunicator(
@@ -278,7 +278,7 @@ async def test_a_websocket_that_needs_the_latest_id_is_told_to_retry(agentsys_co
         headers=[(b"x-auth-token", API_TOKEN.encode())],
     )
     down = OperationalError("connection refused")
-    with mock.patch("agents_app.selectors.last_seq", side_effect=down):
+    with mock.patch("events_app.selectors.last_seq", side_effect=down):
         connected, _ = await client.connect()
         assert connected
         assert "database is unavailable" in (await client.receive_json_from())["error"]

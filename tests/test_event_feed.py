@@ -15,11 +15,11 @@ from channels_postgres.models import GroupChannel
 from django.conf import settings
 from django.test import Client
 
-from agents_app import feed as feed_module
-from agents_app import sse
-from agents_app.events import AGENTS_STREAM, MESSAGE_TYPE, group_for, record_event
-from agents_app.feed import follow_stream
-from agents_app.models import Event
+from events_app import feed as feed_module
+from events_app import sse
+from events_app.events import AGENTS_STREAM, MESSAGE_TYPE, group_for, record_event
+from events_app.feed import follow_stream
+from events_app.models import Event
 from researchagent.asgi import application
 
 pytestmark = [
@@ -46,7 +46,7 @@ async def next_of(feed):
 def unpublished(monkeypatch):
     """record_event stores events but does not send them live: the test sends them itself,
     in the order it chooses (two writer processes can deliver out of order)."""
-    monkeypatch.setattr("agents_app.events.publish", lambda event: None)
+    monkeypatch.setattr("events_app.events.publish", lambda event: None)
 
 
 async def send_live(layer, seq: int) -> None:

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from agents_app.models import Agent, Event
+from agents_app.models import Agent
 from agents_app.services import request_agent_start
 from agentsys.types import AgentStatus, RequestStatus
+from events_app.models import Event
 from memory_app.models import MemoryEntry
 from scheduler_app import runs
 from scheduler_app.models import (

@@ -6,7 +6,7 @@ import pytest
 from django.db import IntegrityError
 
 from agents_app.models import Agent
-from researchagent.ids import create_with_unique_id
+from common.ids import create_with_unique_id
 
 pytestmark = pytest.mark.django_db
 

@@ -19,9 +19,9 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 
-from agents_app import consumers
-from agents_app.events import AGENTS_STREAM, chat_stream, record_event
-from agents_app.live import publish
+from events_app import consumers
+from events_app.events import AGENTS_STREAM, chat_stream, record_event
+from events_app.live import publish
 from researchagent.asgi import application
 from sessions_app.services import create_session
 from sessions_app.turns import submit_turn
@@ -161,7 +161,7 @@ async def test_receivers_starting_together_share_one_listen_connection(channel_l
 async def test_small_events_still_travel_inline_and_big_ones_by_reference(
     channel_layer_on_test_db,
 ):
-    from agents_app.events import INLINE_LIMIT, layer_message
+    from events_app.events import INLINE_LIMIT, layer_message
 
     small = {"id": 1, "stream": "s", "kind": "k", "payload": {"t": "x" * 100}}
     big = {"id": 2, "stream": "s", "kind": "k", "payload": {"t": "x" * INLINE_LIMIT}}
@@ -195,7 +195,7 @@ async def test_a_process_starting_its_listener_leaves_other_processes_messages_q
 ):
     """runagentd (re)starting takes the messages queued while it was not listening: only its
     own. The web's were taken too, and its clients saw those events up to 15 s late."""
-    from agents_app.channel_layer import ReconnectingPostgresChannelLayer
+    from events_app.channel_layer import ReconnectingPostgresChannelLayer
 
     web = channel_layer_on_test_db
     config = settings.CHANNEL_LAYERS["default"]

@@ -8,9 +8,9 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from agents_app.models import Event
 from agents_app.services import request_agent_start
 from agentsys.types import AgentStatus
+from events_app.models import Event
 from tests.helpers import free_port
 from tests.live_clients import TOKEN, Web
 from tests.runtime_harness import A, DaemonProcess, wait_status

@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from agents_app.events import AGENTS_STREAM, record_event
 from agents_app.models import Agent, AgentCommand
+from events_app.events import AGENTS_STREAM, record_event
 from memory_app.models import MemoryEntry
 from research_app.models import ResearchLoop
 from research_app.views import plan_items

@@ -2,9 +2,10 @@
 
 import pytest
 
-from agents_app.models import Agent, Event
+from agents_app.models import Agent
 from agents_app.runtime_store import DjangoRuntimeStore
 from agentsys.types import AgentStatus
+from events_app.models import Event
 
 pytestmark = pytest.mark.django_db
 

@@ -2,9 +2,10 @@
 
 import pytest
 
-from agents_app.models import Agent, Event
+from agents_app.models import Agent
 from agents_app.services import request_agent_start
 from agentsys.types import AgentStatus
+from events_app.models import Event
 from memory_app.models import MemoryEntry
 from tests.runtime_harness import A, DaemonProcess, events, wait_status
 

@@ -5,8 +5,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agents_app.events import chat_stream
-from agents_app.models import AgentCommand, EventStream
+from agents_app.models import AgentCommand
+from events_app.events import chat_stream
+from events_app.models import EventStream
 from scheduler_app.models import Alert
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 

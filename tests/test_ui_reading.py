@@ -13,9 +13,9 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
 from agents_app.chat_store import DjangoChatStore
-from agents_app.events import chat_stream, record_event
 from agents_app.models import Agent, AgentCommand
 from agentsys.chat.reports import child_report_message
+from events_app.events import chat_stream, record_event
 from memory_app.models import MemoryEntry
 from research_app.models import ResearchLoop
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn, TurnStatus

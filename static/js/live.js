@@ -5,7 +5,7 @@
 (function () {
   "use strict";
   const followers = new Set();
-  // Close codes of agents_app/consumers.py after which reconnecting would only fail again.
+  // Close codes of events_app/consumers.py after which reconnecting would only fail again.
   const FINAL_CLOSES = { 4401: "logged out: reload to log in", 4404: "not found", 4400: "bad request" };
 
   function showState() {

@@ -9,11 +9,11 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
-from agents_app.live import publish, verify_channel_layer
 from agents_app.runtime_store import DjangoRuntimeStore
 from agentsys.daemon import Daemon, DaemonSettings
-from researchagent.config import ConfigError, check_host_name
-from researchagent.db_outage import stop_waiting
+from common.db_outage import stop_waiting
+from common.environment import ConfigError, check_host_name
+from events_app.live import publish, verify_channel_layer
 
 
 def listen_dsn() -> str:

@@ -3,15 +3,18 @@ token (accounts_app), or the deployment-wide RESEARCH_AGENT_USER_AUTH_TOKEN."""
 
 from __future__ import annotations
 
+import functools
 import secrets
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth.middleware import LoginRequiredMiddleware as _DjangoLoginRequired
-from django.http import HttpRequest
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, JsonResponse
 from ninja.security import APIKeyHeader, HttpBearer, django_auth
 
-API_PREFIX = "/api/"
+from common.api_contract import API_PREFIX
+
 ENV_TOKEN = "token"  # noqa: S105 - what request.auth is for the environment's token (it has no owner)
 
 
@@ -78,3 +81,19 @@ class BearerTokenAuth(HttpBearer):
 
 # Tried in order; the session one also enforces CSRF on unsafe methods.
 API_AUTH = [TokenHeaderAuth(), BearerTokenAuth(), django_auth]
+
+
+def docs_access(view):
+    """Guard for the schema and docs views: the API's own credentials (accounts_app.auth
+    API_AUTH: token header, bearer token, session). A browser without a session goes to the
+    login page; anything else gets the API's 401."""
+
+    @functools.wraps(view)
+    def guarded(request: HttpRequest, *args, **kwargs):
+        if any(auth(request) for auth in API_AUTH):
+            return view(request, *args, **kwargs)
+        if request.path.endswith(".json") or "text/html" not in request.headers.get("Accept", ""):
+            return JsonResponse({"detail": "Unauthorized"}, status=401)
+        return redirect_to_login(request.get_full_path())
+
+    return guarded

@@ -3,7 +3,7 @@
 `record_event` is the one way an event enters the system: it takes the next sequence number
 of its stream (row lock until commit), stores the event, and after commit sends it to the
 channel-layer group of its stream. Readers (WebSocket, SSE) replay from the table and follow
-the group; see agents_app.feed.
+the group; see events_app.feed.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import connection, transaction
 
-from agents_app.models import Event
-from researchagent.json_safe import json_safe
+from common.json_safe import json_safe
+from events_app.models import Event
 
 logger = logging.getLogger(__name__)
 

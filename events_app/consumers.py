@@ -27,12 +27,12 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from agents_app import selectors
-from agents_app.events import AGENTS_STREAM
-from agents_app.feed import parse_resume_point
-from agents_app.steady_feed import follow_steadily
-from researchagent.auth import token_accepted
-from researchagent.db_outage import DATABASE_ERRORS
+from accounts_app.auth import token_accepted
+from common.db_outage import DATABASE_ERRORS
+from events_app import selectors
+from events_app.events import AGENTS_STREAM
+from events_app.feed import parse_resume_point
+from events_app.steady_feed import follow_steadily
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
                 async for message in feed:
                     if message is not None:  # keepalives: daphne pings the socket itself
                         await self.send_json(message)
-            # The feed ends only when the web process stops (researchagent.draining).
+            # The feed ends only when the web process stops (common.draining).
             await self.close(code=CLOSE_SERVER_STOPPING, reason="server stopping")
         except asyncio.CancelledError:
             raise

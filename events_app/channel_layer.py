@@ -40,7 +40,7 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 from psycopg_pool.base import AttemptWithBackoff
 
-from researchagent.db_outage import is_database_unavailable
+from common.db_outage import is_database_unavailable
 
 logger = logging.getLogger(__name__)
 

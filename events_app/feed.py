@@ -4,9 +4,9 @@ channel layer, in seq order with no gap and no duplicate (ARCHITECTURE.md decisi
 The WebSocket consumer and the SSE view both serve `follow_stream`. It subscribes before it
 reads the table, so an event committed while the replay runs arrives live and is dropped as a
 duplicate rather than missed. Live messages from two writer processes can overtake each other;
-seq numbers commit in order and without holes (agents_app.models.EventStream), so a message
+seq numbers commit in order and without holes (events_app.models.EventStream), so a message
 that skips ahead means the ones in between are already in the table, and the feed reads them
-from there first. A big event comes live as a reference (agents_app.events.layer_message): the
+from there first. A big event comes live as a reference (events_app.events.layer_message): the
 feed reads it, and anything before it, from the table.
 """
 
@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from agents_app import selectors
-from agents_app.events import MESSAGE_TYPE, group_for
+from events_app import selectors
+from events_app.events import MESSAGE_TYPE, group_for
 
 logger = logging.getLogger(__name__)
 

@@ -7,21 +7,20 @@
   route takes `tag` must not quietly return every row.
 - Every error is `{"detail": "<one readable line>"}`; validation errors add `errors`, the
   list of what failed, and every operation documents 401, 422 and 503 in that shape.
-- The live event stream (`agents_app.sse`, a streaming Django view outside ninja) is in the
+- The live event stream (`events_app.sse`, a streaming Django view outside ninja) is in the
   schema like any other route.
 """
 
 from __future__ import annotations
 
-import functools
 from datetime import UTC, datetime
 from typing import Annotated
 from urllib.parse import urlencode
 
-from django.contrib.auth.views import redirect_to_login
-from django.http import HttpRequest, JsonResponse
 from ninja.errors import ValidationError
 from pydantic import AfterValidator
+
+API_PREFIX = "/api/"
 
 ERROR_SCHEMA = {
     "title": "Error",
@@ -59,23 +58,6 @@ def _in_utc(value: datetime) -> datetime:
 
 # A point in time from a query string: naive means UTC; any offset is accepted.
 Instant = Annotated[datetime, AfterValidator(_in_utc)]
-
-
-def docs_access(view):
-    """Guard for the schema and docs views: the API's own credentials (researchagent.auth
-    API_AUTH: token header, bearer token, session). A browser without a session goes to the
-    login page; anything else gets the API's 401."""
-    from researchagent.auth import API_AUTH
-
-    @functools.wraps(view)
-    def guarded(request: HttpRequest, *args, **kwargs):
-        if any(auth(request) for auth in API_AUTH):
-            return view(request, *args, **kwargs)
-        if request.path.endswith(".json") or "text/html" not in request.headers.get("Accept", ""):
-            return JsonResponse({"detail": "Unauthorized"}, status=401)
-        return redirect_to_login(request.get_full_path())
-
-    return guarded
 
 
 def readable_validation_error(request, exc: ValidationError, api):
@@ -171,7 +153,7 @@ def document_common_errors(schema: dict) -> None:
 
 
 def document_event_stream(schema: dict, *, prefix: str) -> None:
-    """`GET /api/agents/events` (agents_app.sse) as the schema's one streaming operation."""
+    """`GET /api/agents/events` (events_app.sse) as the schema's one streaming operation."""
     example = urlencode({"after": 0})
     schema.setdefault("paths", {})[f"{prefix}agents/events"] = {
         "get": {

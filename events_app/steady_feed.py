@@ -9,9 +9,9 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-from agents_app.feed import KEEPALIVE_SECONDS, follow_stream
-from researchagent.db_outage import first_line, is_database_unavailable, retry_delays
-from researchagent.draining import until_draining
+from common.db_outage import first_line, is_database_unavailable, retry_delays
+from common.draining import until_draining
+from events_app.feed import KEEPALIVE_SECONDS, follow_stream
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ def follow_steadily(
     """Yield what follow_stream yields; when the database fails it, follow again from the
     last event yielded, with backoff, yielding None (a keepalive) while it is down. Any
     other failure ends the feed as before (the client reconnects), and so does the web
-    process beginning to stop (researchagent.draining)."""
+    process beginning to stop (common.draining)."""
     return until_draining(_follow_through_outages(stream, after_seq, keepalive))
 
 

@@ -21,12 +21,12 @@ from channels.db import database_sync_to_async
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 
-from agents_app import selectors
-from agents_app.consumers import api_token
-from agents_app.events import AGENTS_STREAM
-from agents_app.feed import parse_resume_point
-from agents_app.steady_feed import follow_steadily
-from researchagent.auth import token_accepted
+from accounts_app.auth import token_accepted
+from events_app import selectors
+from events_app.consumers import api_token
+from events_app.events import AGENTS_STREAM
+from events_app.feed import parse_resume_point
+from events_app.steady_feed import follow_steadily
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ KEEPALIVE_FRAME = b": keepalive\n\n"
 
 
 async def _authenticated(request: HttpRequest) -> bool:
-    """The API's rule (researchagent.auth.API_AUTH): the API token, or a logged-in session.
+    """The API's rule (accounts_app.auth.API_AUTH): the API token, or a logged-in session.
     The stream only reads, so the session needs no CSRF token."""
     token = api_token(
         x_auth_token=request.headers.get("X-Auth-Token", ""),

@@ -19,8 +19,8 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.signals import got_request_exception
 from django.http import HttpResponse, JsonResponse
 
-from researchagent.auth import API_PREFIX
-from researchagent.db_outage import is_database_unavailable
+from common.api_contract import API_PREFIX
+from common.db_outage import is_database_unavailable
 
 MESSAGE = "The database is unavailable right now; try again in a few seconds."
 RETRY_AFTER_SECONDS = 5

@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 
-from researchagent.auth import API_PREFIX
+from common.api_contract import API_PREFIX
 
 KEPT_HEADERS = ("Allow", "Retry-After", "WWW-Authenticate")
 

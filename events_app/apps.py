@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class EventsAppConfig(AppConfig):
+    name = "events_app"
+    verbose_name = "Events"
