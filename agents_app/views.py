@@ -21,6 +21,7 @@ from agentsys.types import (
     SteerUrgency,
 )
 from events_app.events import AGENTS_STREAM
+from events_app.selectors import last_seq
 from sessions_app.models import SESSION_AGENT
 
 ROOTS_SHOWN = 50
@@ -111,7 +112,7 @@ def agent_tree(request: HttpRequest) -> HttpResponse:
     }
     if request.headers.get("HX-Request"):
         return render(request, "agents_app/_forest.html", context)
-    context["feed_after"] = selectors.last_seq(stream=AGENTS_STREAM)
+    context["feed_after"] = last_seq(stream=AGENTS_STREAM)
     return render(request, "agents_app/agents.html", context)
 
 

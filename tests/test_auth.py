@@ -69,6 +69,28 @@ def test_logged_in_user_sees_overview(admin_client):
         assert heading in response.content
 
 
+# Every page a person reaches from the nav or a link with no id in it (the admin included).
+PAGES = [
+    r
+    for r in ROUTES
+    if not r.startswith("/api/") and "/1" not in r and r not in ("/accounts/logout/",)
+]
+
+
+NAV = ["/", "/chat/", "/agents/", "/research/", "/runs/", "/queue/", "/alerts/", "/memory/"]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_without_an_id_answers_a_logged_in_person_without_a_server_error(
+    admin_client, path
+):
+    # 403/405 are answers too (an admin add form that is off, a POST-only route).
+    response = admin_client.get(path)
+    assert response.status_code < 500, (path, response.status_code)
+    if path in NAV:
+        assert response.status_code == 200, (path, response.status_code)
+
+
 @pytest.mark.parametrize("path", API_ROUTES)
 def test_api_answers_401_not_a_redirect(client, path):
     response = client.get(path)
