@@ -23,6 +23,17 @@ LOSS_KEYS = ("loss", "train/loss", "train_loss", "training_loss")
 STEP_KEYS = ("_step", "step", "global_step")
 
 
+@dataclass
+class PendingRows:
+    """Rows read and not yet stored: `ends[i]` is the byte offset just past `rows[i]`, `end`
+    the offset past the last whole line read (malformed lines included)."""
+
+    rows: list[dict[str, Any]]
+    ends: list[int]
+    end: int
+    inode: int | None
+
+
 class MetricsTail:
     """Incremental reader of a JSON-lines metrics file.
 
@@ -44,22 +55,38 @@ class MetricsTail:
         self.offset, self._inode = max(0, offset), inode
 
     def read_new(self) -> list[dict[str, Any]]:
+        """The rows appended since the last call, the offset moved past them."""
+        pending = self.peek()
+        self.advance_to(pending.end, pending.inode)
+        return pending.rows
+
+    def peek(self) -> PendingRows:
+        """The rows appended since the last advance, without moving: a caller that stores
+        them advances past each batch once it is stored, so a store that fails or is cancelled
+        leaves the rest for the next read."""
+        offset, inode = self.offset, self._inode
         try:
             with self.path.open("rb") as handle:
                 stat = os.fstat(handle.fileno())
-                if stat.st_size < self.offset or stat.st_ino != self._inode:
+                if stat.st_size < offset or stat.st_ino != inode:
                     # Truncated, or replaced by a new file (rotation): read it from the start.
-                    self.offset = 0
-                    self._inode = stat.st_ino
-                handle.seek(self.offset)
+                    offset, inode = 0, stat.st_ino
+                handle.seek(offset)
                 data = handle.read()
         except OSError:
-            return []  # not created yet, or gone: nothing new
-        end = data.rfind(b"\n")
-        if end < 0:
-            return []
-        self.offset += end + 1
-        return [row for line in data[: end + 1].splitlines() if (row := self._row(line))]
+            return PendingRows([], [], self.offset, self._inode)  # not created yet, or gone
+        pending = PendingRows([], [], offset, inode)
+        for line in data.splitlines(keepends=True):
+            if not line.endswith(b"\n"):
+                break  # still being written: left for the next read
+            pending.end += len(line)
+            if row := self._row(line):
+                pending.rows.append(row)
+                pending.ends.append(pending.end)
+        return pending
+
+    def advance_to(self, offset: int, inode: int | None) -> None:
+        self.offset, self._inode = offset, inode
 
     def _row(self, line: bytes) -> dict[str, Any] | None:
         if not line.strip():

@@ -89,6 +89,10 @@ class ExecutorAgent(Agent):
             self.metrics.resume_at(*_read_metrics_position(self.run_dir / "metrics.pos"))
         self.retry_policy, thresholds = _options_from(self.config)
         self.detector = LossAnomalyDetector(thresholds)
+        # The watchdog's read and the run's last read must not overlap: the last one would
+        # store later rows while the watchdog still waits (a database outage) to store earlier
+        # ones, and the run would end with those never stored.
+        self._monitor_lock = asyncio.Lock()
         self.run_pid: int | None = None
         self.processes = RunProcesses(marker=self.id)
 
@@ -336,12 +340,29 @@ class ExecutorAgent(Agent):
     # -- watchdog ----------------------------------------------------------------------------
 
     async def on_monitor(self) -> None:
-        rows = self.metrics.read_new()
+        async with self._monitor_lock:
+            pending = self.metrics.peek()
+            rows, saved = pending.rows, self.metrics.position()
+            for start in range(0, len(rows), METRICS_CHUNK):
+                chunk = rows[start : start + METRICS_CHUNK]
+                store = asyncio.ensure_future(self.record_metrics(chunk))
+                try:
+                    await asyncio.shield(store)
+                finally:
+                    # A stop meanwhile cancels this task, not the thread that stores: wait for
+                    # it, so that a chunk is passed if and only if it was stored (a failed
+                    # store is read again; a stored one is never stored twice).
+                    if not store.done():
+                        await asyncio.wait([store])
+                    if not store.cancelled() and store.exception() is None:
+                        saved = (pending.ends[start + len(chunk) - 1], pending.inode)
+                        self.metrics.advance_to(*saved)
+                        _write_metrics_position(self.run_dir / "metrics.pos", *saved)
+            self.metrics.advance_to(pending.end, pending.inode)  # past malformed lines too
+            if self.metrics.position() != saved:
+                _write_metrics_position(self.run_dir / "metrics.pos", *self.metrics.position())
         if not rows:
             return
-        for start in range(0, len(rows), METRICS_CHUNK):
-            await self.record_metrics(rows[start : start + METRICS_CHUNK])
-        _write_metrics_position(self.run_dir / "metrics.pos", *self.metrics.position())
         self.emit_event("metrics", {"rows": len(rows), "last": rows[-1]})
         for anomaly in self.detector.check(rows):
             await self.alert(

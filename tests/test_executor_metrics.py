@@ -1,0 +1,176 @@
+"""An executor's metric rows reach the store exactly once, in order, whatever the timing: the
+watchdog's read waiting out a database outage while the run ends, a stop in the middle of a
+store, a store that fails. (Plain asyncio: a fake memory stands for PostgreSQL.)"""
+
+import asyncio
+import json
+import threading
+
+import pytest
+
+from agentsys.agents.executor import ExecutorAgent
+
+
+class OutageMemory:
+    """write_metrics waits while the database is down (as wait_for_database does), or raises
+    once when `fail_next` is set; everything stored is kept, in order. When the database
+    comes back, the caller that came last gets through first (it retries soonest: the others
+    are deeper in their backoff) and the others a moment later."""
+
+    def __init__(self) -> None:
+        self.later: list[threading.Event] = []
+        self.stored: list[int] = []
+        self.down = False
+        self.waiters: list[threading.Event] = []
+        self.waiting = threading.Event()
+        self.fail_next = False
+        self._lock = threading.Lock()
+
+    def write_metrics(self, *, rows):
+        if self.fail_next:
+            self.fail_next = False
+            raise ConnectionError("the database went away")
+        with self._lock:
+            turn = threading.Event() if self.down else None
+            if turn:
+                self.waiters.append(turn)
+        if turn:
+            self.waiting.set()
+            assert turn.wait(10), "the outage never ended"
+        with self._lock:
+            self.stored.extend(row["_step"] for row in rows)
+        return len(rows)
+
+    def come_back(self) -> None:
+        """The database answers again: the newest waiter's retry gets through first."""
+        with self._lock:
+            self.down = False
+            waiters, self.waiters = self.waiters, []
+        if waiters:
+            waiters.pop().set()
+        self.later = waiters
+
+    def release_the_rest(self) -> None:
+        for turn in self.later:
+            turn.set()
+
+    def raise_alert(self, **_):
+        return "alert"
+
+
+class EventLog:
+    """The runtime's side of emit_event: the events an agent sent."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict]] = []
+
+    def emit(self, agent, kind, payload) -> None:
+        self.events.append((kind, payload))
+
+
+def write_steps(path, steps) -> None:
+    with path.open("a") as handle:
+        for step in steps:
+            handle.write(json.dumps({"_step": step, "loss": 1.0}) + "\n")
+
+
+async def started_executor(tmp_path, memory) -> ExecutorAgent:
+    agent = ExecutorAgent()
+    agent.id = "exec-metrics"
+    agent.config = {"workdir": str(tmp_path), "command": "true"}
+    agent.memory = memory
+    agent._link = EventLog()
+    await agent.on_start()
+    agent.run_dir.mkdir(parents=True)
+    return agent
+
+
+async def wait_for(event: threading.Event) -> None:
+    assert await asyncio.to_thread(event.wait, 10)
+
+
+async def test_the_last_read_waits_for_a_watchdog_read_held_up_by_an_outage(tmp_path):
+    memory = OutageMemory()
+    agent = await started_executor(tmp_path, memory)
+    metrics = agent.run_dir / "agent_metrics.jsonl"
+    write_steps(metrics, range(1, 59))
+    memory.down = True
+    watchdog = asyncio.create_task(agent.on_monitor())
+    await wait_for(memory.waiting)  # the watchdog holds rows 1-58, waiting to store them
+    write_steps(metrics, range(59, 118))  # the run writes its last rows and exits
+
+    last_read = asyncio.create_task(agent.on_monitor())
+    await asyncio.sleep(0.2)
+    assert not last_read.done(), "the run's last read finished while earlier rows waited"
+    memory.come_back()
+    try:
+        await asyncio.wait_for(last_read, 10)
+        # The run is done here (its process may exit next): everything in the file is
+        # stored, once each, in order.
+        assert memory.stored == list(range(1, 118))
+    finally:
+        memory.release_the_rest()
+        watchdog.cancel()
+        await asyncio.gather(watchdog, return_exceptions=True)
+    assert memory.stored == list(range(1, 118))
+
+
+async def test_a_stop_during_a_store_neither_loses_nor_repeats_rows(tmp_path):
+    memory = OutageMemory()
+    agent = await started_executor(tmp_path, memory)
+    metrics = agent.run_dir / "agent_metrics.jsonl"
+    write_steps(metrics, range(10))
+    memory.down = True
+    watchdog = asyncio.create_task(agent.on_monitor())
+    await wait_for(memory.waiting)
+    watchdog.cancel()  # a stop while the rows are on their way to the database
+    await asyncio.sleep(0.1)
+    memory.come_back()
+    with pytest.raises(asyncio.CancelledError):
+        await watchdog
+    write_steps(metrics, range(10, 15))
+    await agent.on_monitor()
+    assert memory.stored == list(range(15))
+    # A re-adopted run starts where the stored rows end.
+    assert (agent.run_dir / "metrics.pos").read_text().split()[0] == str(metrics.stat().st_size)
+
+
+async def test_rows_whose_store_failed_are_stored_by_the_next_read(tmp_path):
+    memory = OutageMemory()
+    agent = await started_executor(tmp_path, memory)
+    metrics = agent.run_dir / "agent_metrics.jsonl"
+    write_steps(metrics, range(5))
+    memory.fail_next = True
+    with pytest.raises(ConnectionError):
+        await agent.on_monitor()
+    assert memory.stored == []
+    assert not (agent.run_dir / "metrics.pos").exists()
+    with metrics.open("a") as handle:
+        handle.write("not json\n")
+    write_steps(metrics, range(5, 7))
+    await agent.on_monitor()
+    assert memory.stored == list(range(7))
+
+
+async def test_a_store_cut_short_after_some_chunks_keeps_the_chunks_stored(tmp_path, monkeypatch):
+    monkeypatch.setattr("agentsys.agents.executor.METRICS_CHUNK", 3)
+    memory = OutageMemory()
+    agent = await started_executor(tmp_path, memory)
+    metrics = agent.run_dir / "agent_metrics.jsonl"
+    write_steps(metrics, range(7))
+    calls = 0
+    original = memory.write_metrics
+
+    def third_call_fails(*, rows):
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise ConnectionError("gone")
+        return original(rows=rows)
+
+    memory.write_metrics = third_call_fails
+    with pytest.raises(ConnectionError):
+        await agent.on_monitor()
+    assert memory.stored == list(range(6))
+    await agent.on_monitor()
+    assert memory.stored == list(range(7))
