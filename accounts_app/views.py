@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 
 from accounts_app import selectors, services
 from accounts_app.models import ApiToken
-from researchagent.health import opencode_check
+from common.opencode_status import opencode_check
 
 
 def settings_page(request: HttpRequest, *, new_token: str = "", status: int = 200) -> HttpResponse:

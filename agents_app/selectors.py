@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Q, QuerySet
 
 from agents_app.models import Agent
-from agentsys.types import AgentStatus
+from agentsys.types import LIVE_TURN_STATUSES, AgentRole, AgentStatus
 
 LIVE_AGENT_STATUSES = (AgentStatus.IDLE, AgentStatus.RUNNING, AgentStatus.PAUSED)
 
@@ -36,43 +36,37 @@ def agents_matching(
 def working_agents() -> QuerySet[Agent]:
     """Agents at work: live (idle, running or paused), less the chat session agents that only
     wait for a person. A session agent stays `running` as long as its chat exists; it works
-    only while a turn of its chat is queued or streaming."""
-    from sessions_app.models import LIVE_TURN_STATUSES, SESSION_AGENT, ChatTurn
-
-    live_turn = ChatTurn.objects.filter(
-        session_id=OuterRef("chat_session_id"), status__in=LIVE_TURN_STATUSES
-    )
-    return Agent.objects.filter(status__in=LIVE_AGENT_STATUSES).filter(
-        ~Q(cls_path=SESSION_AGENT) | Exists(live_turn)
+    only while a turn of its chat is queued or streaming. (The chat's turns are reached
+    through the foreign key: the chat app sits above this one.)"""
+    return (
+        Agent.objects.filter(status__in=LIVE_AGENT_STATUSES)
+        .filter(
+            ~Q(role=AgentRole.ORCHESTRATOR) | Q(chat_session__turns__status__in=LIVE_TURN_STATUSES)
+        )
+        .distinct()
     )
 
 
 def chats_answering() -> set[str]:
-    """Ids of the chat sessions with a turn queued or streaming."""
-    from sessions_app.models import LIVE_TURN_STATUSES, ChatTurn
-
-    turns = ChatTurn.objects.filter(status__in=LIVE_TURN_STATUSES)
-    return set(turns.values_list("session_id", flat=True).distinct())
+    """Ids of the agents' chat sessions with a turn queued or streaming."""
+    agents = Agent.objects.filter(chat_session__turns__status__in=LIVE_TURN_STATUSES)
+    return set(agents.values_list("chat_session_id", flat=True).distinct())
 
 
 def chat_titles(*, session_ids: set[str]) -> dict[str, str]:
-    from sessions_app.models import ChatSession
-
-    return dict(ChatSession.objects.filter(pk__in=session_ids).values_list("pk", "title"))
+    agents = Agent.objects.filter(chat_session_id__in=session_ids)
+    return dict(agents.values_list("chat_session_id", "chat_session__title").distinct())
 
 
 def known_name(agent: Agent) -> str:
     """The agent as a person knows it, for messages: its chat, its run or its goal, never
     its internal id unless it has nothing else."""
-    from scheduler_app.models import Run
-    from sessions_app.models import SESSION_AGENT
-
-    if agent.cls_path == SESSION_AGENT and agent.chat_session_id:
+    if agent.role == AgentRole.ORCHESTRATOR and agent.chat_session_id:
         title = chat_titles(session_ids={agent.chat_session_id}).get(agent.chat_session_id)
         if title:
             return f"the chat “{title[:80]}”"
     if agent.role == "executor":
-        name = Run.objects.filter(agent_id=agent.pk).values_list("name", flat=True).first()
+        name = agent.runs.values_list("name", flat=True).first()
         if name:
             return f"the run “{name[:80]}”"
     goal = " ".join(agent.goal.split())

@@ -9,6 +9,7 @@ target's inbox, read at its next context assembly.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 from django.db import connection, transaction
 
@@ -111,6 +112,31 @@ def steer_agent(*, agent_id: str, context: str, urgency: str, user=None):
         )
 
 
+class ExecutorQueue(Protocol):
+    """How an executor agent enters the GPU queue. The scheduler app, above this one,
+    installs itself (`scheduler_app.queue`) when Django loads it."""
+
+    def validate_gpu_required(self, value) -> int:
+        """The GPU count, or ValueError saying why it can never be met."""
+        ...
+
+    def submit(self, *, agent: Agent, gpu_required: int) -> object: ...
+
+
+_executor_queue: ExecutorQueue | None = None
+
+
+def install_executor_queue(queue: ExecutorQueue) -> None:
+    global _executor_queue
+    _executor_queue = queue
+
+
+def _the_executor_queue() -> ExecutorQueue:
+    if _executor_queue is None:
+        raise RuntimeError("no executor queue installed: is scheduler_app in INSTALLED_APPS?")
+    return _executor_queue
+
+
 class AgentStartRefused(ValueError):
     """The agent's config cannot work (a bad gpu_required, a workdir that is no directory)."""
 
@@ -133,7 +159,6 @@ def request_agent_start(
     from django.conf import settings
 
     from agentsys.registry import AgentClassRegistry
-    from scheduler_app import queue
 
     cls = AgentClassRegistry(settings.AGENTSYS.extra_agent_classes).resolve(cls_path)
     config = dict(config or {})
@@ -152,7 +177,7 @@ def request_agent_start(
         chat_session_id=chat_session_id,
     )
     if executor:
-        queue.submit(agent=agent, gpu_required=config["gpu_required"])
+        _the_executor_queue().submit(agent=agent, gpu_required=config["gpu_required"])
         agent.refresh_from_db()  # queued, or rejected with the reason
         return agent
     with connection.cursor() as cursor:
@@ -163,11 +188,9 @@ def request_agent_start(
 def _executor_config(config: dict, *, default_workdir: str) -> dict:
     """An executor's config with its workdir and gpu_required always set: the executor never
     falls back to the web's or the daemon's current directory (the checkout)."""
-    from scheduler_app import queue
-
     try:
-        gpu_required = queue.validate_gpu_required(config.get("gpu_required", 0))
-    except queue.InvalidRequest as error:
+        gpu_required = _the_executor_queue().validate_gpu_required(config.get("gpu_required", 0))
+    except ValueError as error:
         raise AgentStartRefused(f"config.{error}") from None
     workdir = config.get("workdir")
     if not workdir:  # the default is ours (settings checked a given AGENTSYS_WORKDIR exists)

@@ -22,7 +22,6 @@ from agentsys.types import (
 )
 from events_app.events import AGENTS_STREAM
 from events_app.selectors import last_seq
-from sessions_app.models import SESSION_AGENT
 
 ROOTS_SHOWN = 50
 PAGE_FIELDS = (
@@ -48,16 +47,14 @@ TIERS = [
 COMMANDS = {"pause": CommandKind.PAUSE, "resume": CommandKind.RESUME, "stop": CommandKind.STOP}
 
 
+ROLE_VALUES = {role.value for role in AgentRole}
+
+
 def level_of(agent: Agent) -> str:
     """Where the agent sits in the design's three levels, in the words the page uses."""
-    if agent.cls_path == SESSION_AGENT:
-        return "L1 session"
-    if agent.role == AgentRole.EXECUTOR:
-        return "L3 run"
-    # `orchestrator` below L1: a loop from before research had its own role (its id is kept).
-    if agent.role in (AgentRole.RESEARCH, AgentRole.ORCHESTRATOR):
-        return "L2 research"
-    return str(agent.role)
+    words = {1: "L1 session", 2: "L2 research", 3: "L3 run"}
+    level = AgentRole(agent.role).level if agent.role in ROLE_VALUES else None
+    return words.get(level, str(agent.role))
 
 
 def _node(agent: Agent, now, *, answering: set[str], titles: dict[str, str]) -> dict:
@@ -71,7 +68,7 @@ def _node(agent: Agent, now, *, answering: set[str], titles: dict[str, str]) -> 
         "goal": agent.goal,
         "age": now - agent.created_at,
     }
-    if agent.cls_path == SESSION_AGENT:
+    if agent.role == AgentRole.ORCHESTRATOR:
         # Its goal was written with the chat's title of the day: the chat's own title now
         # is the one a person knows. It works only while its chat is answering.
         if agent.chat_session_id in titles:
@@ -87,7 +84,7 @@ def forest(*, show_ended: bool) -> list[dict]:
     agents = list(Agent.objects.only(*PAGE_FIELDS).order_by("created_at", "id"))
     now = timezone.now()
     answering = selectors.chats_answering()
-    sessions = {a.chat_session_id for a in agents if a.cls_path == SESSION_AGENT}
+    sessions = {a.chat_session_id for a in agents if a.role == AgentRole.ORCHESTRATOR}
     titles = selectors.chat_titles(session_ids=sessions - {None})
     roots = [a.id for a in reversed(agents) if a.parent_id is None]
     trees = selectors.nest(

@@ -1,6 +1,6 @@
 """The runagentd core: the long-running process that hosts all agent activity on one host.
 
-No Django here: the database is reached through a RuntimeStore (agents_app.runtime_store),
+No Django here: the database is reached through a RuntimeStore (runtime_app.runtime_store),
 whose calls all run on one dedicated thread (`db`), so the event loop never blocks on I/O and
 the ORM keeps one connection. While the database cannot be reached, `db` retries with
 backoff: the agents and their runs go on, and what they report waits (in order, per agent)

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import importlib
 
-# The product's own agents (filled in as they land: session, research, executor).
-BUILTIN_AGENT_CLASSES: frozenset[str] = frozenset(
-    {
-        "agentsys.agents.executor.ExecutorAgent",
-        "agentsys.agents.research.ResearchAgent",
-        "agentsys.agents.session.SessionAgent",
-    }
-)
+# The product's own agents, one name each: L1 chat session agent, L2 research loop, L3
+# executor. Everything else says these names; a stored row's cls_path is one of them.
+SESSION_AGENT = "agentsys.agents.session.SessionAgent"
+RESEARCH_AGENT = "agentsys.agents.research.ResearchAgent"
+EXECUTOR_AGENT = "agentsys.agents.executor.ExecutorAgent"
+BUILTIN_AGENT_CLASSES: frozenset[str] = frozenset({SESSION_AGENT, RESEARCH_AGENT, EXECUTOR_AGENT})
 
 
 class DisallowedAgentClass(Exception):

@@ -1,5 +1,5 @@
 """What the runtime needs from the database, as a Protocol. The Django implementation is
-agents_app.runtime_store.DjangoRuntimeStore; every method is synchronous and runs on the
+runtime_app.runtime_store.DjangoRuntimeStore; every method is synchronous and runs on the
 daemon's database thread. Methods that change state return the event they recorded (the
 message dict to publish), or None when nothing changed. A database that cannot be reached
 raises StoreUnavailable, which the daemon waits out."""

@@ -62,10 +62,33 @@ TERMINAL_AGENT_STATUSES = frozenset(
 
 
 class AgentRole(StrEnum):
-    ORCHESTRATOR = "orchestrator"  # L1 SessionAgent (and L2 research loops started before 18)
-    RESEARCH = "research"  # L2 ResearchAgent: the research loop, as the pages and docs say
+    """What an agent is, and so its level. The role alone tells the levels apart: L1 is the
+    chat session agent, the only `orchestrator` (research loops stored before they had a
+    role of their own were relabelled `research` by a migration, their ids kept)."""
+
+    ORCHESTRATOR = "orchestrator"  # L1 SessionAgent: one per chat, answers and delegates
+    RESEARCH = "research"  # L2 ResearchAgent: the research loop
     EXECUTOR = "executor"  # L3: runs commands, GPU-gated by the scheduler
     SIDECAR = "sidecar"  # helpers that bypass the scheduler
+
+    @property
+    def level(self) -> int | None:
+        """1, 2 or 3 for the three levels; None for a sidecar (outside them)."""
+        return {"orchestrator": 1, "research": 2, "executor": 3}.get(self.value)
+
+
+class TurnStatus(StrEnum):
+    """A chat turn's state: one person's message and the session agent's reply to it."""
+
+    QUEUED = "queued"  # a synthetic turn waiting for the session's running one
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    INTERRUPTED = "interrupted"  # its daemon died mid-reply; the partial is kept
+
+
+LIVE_TURN_STATUSES = (TurnStatus.QUEUED, TurnStatus.RUNNING)
 
 
 class ScopeLevel(StrEnum):

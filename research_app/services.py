@@ -11,6 +11,7 @@ from django.db import transaction
 
 from agents_app.models import Agent
 from agentsys.listen import AGENTS_CHANNEL
+from agentsys.registry import RESEARCH_AGENT
 from agentsys.types import AgentRole, new_agent_id
 from common.ids import create_with_unique_id
 from research_app.models import ResearchLoop
@@ -18,7 +19,6 @@ from scheduler_app.models import Sweep, SweepStatus
 
 logger = logging.getLogger("research_app")
 
-RESEARCH_AGENT = "agentsys.agents.research.ResearchAgent"
 AUTONOMY_LEVELS = ("cautious", "balanced", "full")
 MAX_GOAL = 5000
 STATE_TEXT_LIMIT = 200_000  # plan / reflection kept in their columns
@@ -60,10 +60,10 @@ def start_research(
     at once) and its row. Raises ResearchRefused saying what is wrong."""
     from django.db import connection
 
-    from sessions_app.models import ChatSession
-
     goal, workdir = _checked(goal, max_iterations, wait_seconds, autonomy_level, workdir)
-    if chat_session_id and not ChatSession.objects.filter(pk=chat_session_id).exists():
+    # The chat model through the foreign key: the chat app sits above this one.
+    chat_sessions = ResearchLoop._meta.get_field("chat_session").related_model.objects
+    if chat_session_id and not chat_sessions.filter(pk=chat_session_id).exists():
         raise ResearchRefused(f"chat_session_id: no chat session {chat_session_id!r}")
     agentsys = settings.AGENTSYS
     # The model and the OpenCode server are the host's (runagentd's environment): each host

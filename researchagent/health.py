@@ -21,11 +21,11 @@ from ninja import Router, Schema
 from pydantic import ConfigDict
 
 from agentsys.types import RequestStatus
+from common.opencode_status import opencode_check
 from scheduler_app import selectors as host_selectors
 from scheduler_app.models import ScheduleRequest
 
 CHANNEL_TIMEOUT_SECONDS = 2.0
-OPENCODE_TIMEOUT_SECONDS = 1.0
 router = Router(tags=["health"])
 
 
@@ -146,35 +146,6 @@ def _database_report() -> tuple[dict, list[str]]:
         if message := no_daemon_message(details["hosts"]):
             problems.append(message)
     return details, problems
-
-
-async def opencode_check() -> dict:
-    """Can agents reach their model? OpenCode's answer, its version, and the configured model;
-    or why not."""
-    import httpx
-    from django.conf import settings
-
-    config = settings.AGENTSYS
-    found = {"url": config.opencode_url, "model": f"{config.model_provider}/{config.model_id}"}
-    if not config.opencode_url:
-        return {**found, "ok": False, "error": "OPENCODE_URL is not set (make run sets it)"}
-    auth = (config.opencode_username, config.opencode_password)
-    try:
-        async with httpx.AsyncClient(timeout=OPENCODE_TIMEOUT_SECONDS) as client:
-            answer = await client.get(
-                f"{config.opencode_url}/global/health",
-                auth=auth if config.opencode_password else None,
-            )
-    except httpx.HTTPError as error:
-        return {**found, "ok": False, "error": f"unreachable: {type(error).__name__} {error}"}
-    if answer.status_code != 200:
-        why = "wrong OPENCODE_SERVER_PASSWORD" if answer.status_code == 401 else "an error"
-        return {**found, "ok": False, "error": f"answered {answer.status_code} ({why})"}
-    try:
-        version = str(answer.json().get("version", ""))
-    except (ValueError, AttributeError):
-        version = ""
-    return {**found, "ok": True, "version": version}
 
 
 async def report() -> dict:

@@ -107,6 +107,7 @@ INSTALLED_APPS = [
     "memory_app",
     "accounts_app",
     "research_app",
+    "runtime_app",
 ]
 
 MIDDLEWARE = [

@@ -8,12 +8,12 @@ from django.conf import settings
 from django.db import transaction
 
 from agents_app.models import Agent
+from agentsys.registry import EXECUTOR_AGENT
 from agentsys.types import new_agent_id
 from common.ids import create_with_unique_id
 from scheduler_app import lifecycle, oplog, queue
 from scheduler_app.models import Run, RunStatus, ScheduleRequest
 
-EXECUTOR = "agentsys.agents.executor.ExecutorAgent"
 # Never started (a cancelled run never ran; a rejected one may fit a host that joined since).
 STARTABLE = {RunStatus.READY, RunStatus.CANCELLED, RunStatus.REJECTED}
 RESTARTABLE = {
@@ -63,11 +63,12 @@ def _check_references(*, sweep_id: str | None, chat_session_id: str | None) -> N
     """A run naming a sweep or chat that does not exist is the caller's mistake, said before
     the insert (the foreign key would only fail at commit, as a server error)."""
     from scheduler_app.models import Sweep
-    from sessions_app.models import ChatSession
 
+    # The chat model through the foreign key: the chat app sits above this one.
+    chat_sessions = Run._meta.get_field("chat_session").related_model.objects
     if sweep_id is not None and not Sweep.objects.filter(pk=sweep_id).exists():
         raise queue.InvalidRequest(f"sweep_id: no sweep {sweep_id!r}")
-    if chat_session_id is not None and not ChatSession.objects.filter(pk=chat_session_id).exists():
+    if chat_session_id is not None and not chat_sessions.filter(pk=chat_session_id).exists():
         raise queue.InvalidRequest(f"chat_session_id: no chat session {chat_session_id!r}")
 
 
@@ -88,7 +89,7 @@ def start_run(*, run_id: str) -> Run:
         Agent,
         lambda: new_agent_id("executor"),
         role="executor",
-        cls_path=EXECUTOR,
+        cls_path=EXECUTOR_AGENT,
         goal=run.name,
         config={
             **run.executor_options,

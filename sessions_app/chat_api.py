@@ -23,12 +23,13 @@ from ninja import Field, Router, Schema
 from ninja.errors import HttpError
 from pydantic import ConfigDict
 
+from agentsys.types import LIVE_TURN_STATUSES
 from events_app.events import chat_stream
 from events_app.feed import parse_resume_point
 from events_app.selectors import last_seq
 from events_app.steady_feed import follow_steadily
 from sessions_app import selectors, turns
-from sessions_app.models import LIVE_TURN_STATUSES, ChatTurn
+from sessions_app.models import ChatTurn
 
 logger = logging.getLogger(__name__)
 router = Router(tags=["chat"])

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from agentsys.types import new_id
+from agentsys.types import TurnStatus, choices, new_id
 
 
 def new_chat_id() -> str:
@@ -18,7 +18,6 @@ def new_turn_id() -> str:
 
 
 # The class of a session's own L1 agent (one per chat, living as long as the chat).
-SESSION_AGENT = "agentsys.agents.session.SessionAgent"
 
 
 class ChatMode(models.TextChoices):
@@ -85,25 +84,15 @@ class ChatMessage(models.Model):
         return f"{self.session_id}#{self.seq} {self.role}"
 
 
-class TurnStatus(models.TextChoices):
-    QUEUED = "queued", "Queued"  # a synthetic turn waiting for the session's running one
-    RUNNING = "running", "Running"
-    DONE = "done", "Done"
-    FAILED = "failed", "Failed"
-    STOPPED = "stopped", "Stopped"
-    INTERRUPTED = "interrupted", "Interrupted"  # its daemon died mid-reply; the partial is kept
-
-
-LIVE_TURN_STATUSES = (TurnStatus.QUEUED, TurnStatus.RUNNING)
-
-
 class ChatTurn(models.Model):
     """One streamed LLM response (the original's in-memory ChatStreamRuntime). Its stream
     events live in the durable event log under the stream name `chat:<session id>`."""
 
     id = models.CharField(primary_key=True, max_length=40, default=new_turn_id)
     session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="turns")
-    status = models.CharField(max_length=16, choices=TurnStatus.choices, default=TurnStatus.RUNNING)
+    status = models.CharField(
+        max_length=16, choices=choices(TurnStatus), default=TurnStatus.RUNNING
+    )
     mode = models.CharField(max_length=8, choices=ChatMode.choices, default=ChatMode.AUTO)
     skill_id = models.CharField(max_length=100, blank=True)
     synthetic = models.BooleanField(default=False, help_text="Started by a child's completion")

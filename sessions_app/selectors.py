@@ -5,16 +5,11 @@ from __future__ import annotations
 from django.db.models import Case, CharField, Exists, OuterRef, Q, QuerySet, Subquery, Value, When
 
 from agents_app.models import Agent
+from agentsys.types import LIVE_TURN_STATUSES, AgentRole
 from events_app.events import chat_stream
 from events_app.selectors import last_seq
 from scheduler_app.models import Alert
-from sessions_app.models import (
-    LIVE_TURN_STATUSES,
-    SESSION_AGENT,
-    ChatMessage,
-    ChatSession,
-    ChatTurn,
-)
+from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 
 QUESTIONABLE_TURN_STATUSES = ("stopped", "interrupted")
 LIVE_AGENT_STATUSES = ("idle", "running", "paused")
@@ -68,7 +63,7 @@ def with_status(sessions: QuerySet[ChatSession]) -> QuerySet[ChatSession]:
     """
     session = OuterRef("pk")
     # The session's own L1 agent lives as long as the chat: only the work it started counts.
-    work = Agent.objects.filter(chat_session=session).exclude(cls_path=SESSION_AGENT)
+    work = Agent.objects.filter(chat_session=session).exclude(role=AgentRole.ORCHESTRATOR)
     asking = Alert.objects.filter(status="pending").exclude(choices=[]).values("agent_id")
     awaiting = Exists(work.filter(id__in=asking))
     live_turn = Exists(ChatTurn.objects.filter(session=session, status__in=LIVE_TURN_STATUSES))

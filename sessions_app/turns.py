@@ -14,17 +14,10 @@ from django.db.models import Max
 from django.utils import timezone
 
 from agentsys.listen import AGENTS_CHANNEL
+from agentsys.types import LIVE_TURN_STATUSES, TurnStatus
 from events_app.events import chat_stream, record_event
 from events_app.selectors import last_seq
-from sessions_app.models import (
-    LIVE_TURN_STATUSES,
-    ChatMessage,
-    ChatMode,
-    ChatSession,
-    ChatTurn,
-    MessageRole,
-    TurnStatus,
-)
+from sessions_app.models import ChatMessage, ChatMode, ChatSession, ChatTurn, MessageRole
 
 MAX_MESSAGE_CHARS = 100_000
 

@@ -6,8 +6,10 @@ import pytest
 from django.test import Client
 
 from agents_app.models import Agent, AgentCommand
+from agentsys.registry import SESSION_AGENT
+from agentsys.types import TurnStatus
 from scheduler_app.models import Alert
-from sessions_app.models import SESSION_AGENT, ChatMessage, ChatSession, ChatTurn, TurnStatus
+from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 from sessions_app.services import rename_session
 
 pytestmark = pytest.mark.django_db
@@ -140,9 +142,9 @@ def _agent(agent_id: str, status: str, goal: str, **fields) -> Agent:
 
 def _tree():
     l1 = _agent("orchestrator-l1", "running", "Chat")
-    l2 = _agent("orchestrator-l2", "running", "Find the lr", parent=l1, iteration=3)
+    l2 = _agent("research-l2", "running", "Find the lr", parent=l1, iteration=3)
     _agent("executor-l3", "done", "train", parent=l2, run="run-1")
-    _agent("orchestrator-old", "done", "Old loop")
+    _agent("research-old", "done", "Old loop")
     return l1, l2
 
 
@@ -151,14 +153,14 @@ def test_the_tree_nests_live_trees_and_hides_ended_ones(browser):
     page = browser.get("/agents/").content.decode()
     assert (
         page.index('id="agent-orchestrator-l1"')
-        < page.index('id="agent-orchestrator-l2"')
+        < page.index('id="agent-research-l2"')
         < page.index('id="agent-executor-l3"')
     )
     assert "iteration 3" in page and "Old loop" not in page
     assert "L2 research" in page and "L3 run" in page
     assert "Old loop" in browser.get("/agents/?ended=1").content.decode()
     partial = browser.get("/agents/", HTTP_HX_REQUEST="true").content.decode()
-    assert "<html" not in partial and "agent-orchestrator-l2" in partial
+    assert "<html" not in partial and "agent-research-l2" in partial
 
 
 def test_tree_actions_go_through_the_services(browser):
@@ -236,9 +238,9 @@ def test_status_pills_say_words_not_identifiers(browser):
 
 
 def test_a_childs_end_reads_as_one_line_with_a_link_not_the_agents_report(browser):
-    from agents_app.chat_store import DjangoChatStore
     from agentsys.chat.reports import child_report_message
     from research_app.models import ResearchLoop
+    from runtime_app.chat_store import DjangoChatStore
     from scheduler_app.models import Run
 
     session = ChatSession.objects.create(title="t", owner=browser.user)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from agents_app.models import Agent
-from agents_app.runtime_store import DjangoRuntimeStore
 from events_app.events import chat_stream
 from events_app.models import Event
+from runtime_app.runtime_store import DjangoRuntimeStore
 from scheduler_app.models import Host
 from sessions_app import turns
 from sessions_app.models import ChatMessage, ChatTurn
@@ -108,8 +108,8 @@ def test_children_to_watch_are_the_live_and_the_unreported(store, host):
 
     def child(status):
         return Agent.objects.create(
-            id=f"orchestrator-{status}",
-            role="orchestrator",
+            id=f"research-{status}",
+            role="research",
             cls_path="x",
             project="p",
             parent_id=l1,
@@ -125,8 +125,8 @@ def test_children_to_watch_are_the_live_and_the_unreported(store, host):
 def test_only_the_sessions_own_experiments_take_its_commands(store, host):
     session, other = create_session(), create_session()
     theirs = Agent.objects.create(
-        id="orchestrator-theirs",
-        role="orchestrator",
+        id="research-theirs",
+        role="research",
         cls_path="x",
         project="p",
         chat_session=other,

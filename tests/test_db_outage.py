@@ -12,10 +12,10 @@ import pytest
 from django.db import OperationalError, connection
 from django.test import Client
 
-from agents_app.memory_factory import WaitingMemoryView
-from agents_app.runtime_store import DjangoRuntimeStore
 from agentsys.daemon import Daemon, DaemonSettings
 from agentsys.store import StoreUnavailable
+from runtime_app.memory_factory import WaitingMemoryView
+from runtime_app.runtime_store import DjangoRuntimeStore
 from scheduler_app.models import Host, HostStatus
 from tests.conftest import API_TOKEN
 

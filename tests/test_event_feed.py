@@ -415,7 +415,7 @@ async def test_sse_answers_only_get(token, method):
 
 
 def _raise_alert_as_an_executor_does() -> str:
-    from memory_app.view import DjangoMemoryView
+    from runtime_app.memory_view import DjangoMemoryView
 
     view = DjangoMemoryView("executor-0000bbbb", "executor", {"project": "p"})
     return view.raise_alert(

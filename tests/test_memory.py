@@ -9,7 +9,7 @@ from agentsys.memory import ContextLimits, EntryQuery
 from agentsys.types import EntryType
 from memory_app import selectors
 from memory_app.models import MemoryEntry
-from memory_app.view import DjangoMemoryView
+from runtime_app.memory_view import DjangoMemoryView
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from memory_app.models import MemoryEntry
-from memory_app.view import DjangoMemoryView
+from runtime_app.memory_view import DjangoMemoryView
 from scheduler_app.metric_queries import series_points
 from scheduler_app.metric_series import record_rows
 from scheduler_app.models import MetricPoint, MetricSeries, Run

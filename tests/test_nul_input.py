@@ -5,7 +5,7 @@ import pytest
 
 from common.json_safe import json_safe
 from memory_app.models import MemoryEntry
-from memory_app.view import DjangoMemoryView
+from runtime_app.memory_view import DjangoMemoryView
 
 pytestmark = pytest.mark.django_db
 TOKEN = "t0ken-for-tests-0123456789abcdef"

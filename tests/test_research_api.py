@@ -4,11 +4,11 @@ state saved per step, its history joined to its runs, its log, and the commands.
 import pytest
 
 from agents_app.models import Agent, AgentCommand
-from agents_app.runtime_store import DjangoRuntimeStore
 from agentsys.agent import Scope
 from agentsys.store import AgentRecord
 from agentsys.types import AgentStatus
 from research_app.models import ResearchLoop
+from runtime_app.runtime_store import DjangoRuntimeStore
 from scheduler_app.models import Host, Run
 
 pytestmark = pytest.mark.django_db

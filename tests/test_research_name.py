@@ -11,12 +11,11 @@ import pytest
 from django.apps import apps
 
 from agents_app.models import Agent
-from agents_app.runtime_store import DjangoRuntimeStore
+from agentsys.registry import RESEARCH_AGENT, SESSION_AGENT
 from agentsys.types import AgentStatus
 from memory_app.models import MemoryEntry
 from research_app.models import ResearchLoop
-from research_app.services import RESEARCH_AGENT
-from sessions_app.models import SESSION_AGENT
+from runtime_app.runtime_store import DjangoRuntimeStore
 from tests.browser import PASSWORD, USER
 
 pytestmark = pytest.mark.django_db

@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agents_app.models import Agent
-from agents_app.runtime_store import DjangoRuntimeStore
 from agentsys.scheduling import FifoFirstFit
 from agentsys.types import AgentStatus, EndState, RequestStatus, new_agent_id
 from events_app.models import Event
+from runtime_app.runtime_store import DjangoRuntimeStore
 from scheduler_app import queue, runs, services
 from scheduler_app.models import GPU, Host, HostStatus, Run, RunStatus, ScheduleRequest
 

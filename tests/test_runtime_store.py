@@ -3,9 +3,9 @@
 import pytest
 
 from agents_app.models import Agent
-from agents_app.runtime_store import DjangoRuntimeStore
 from agentsys.types import AgentStatus
 from events_app.models import Event
+from runtime_app.runtime_store import DjangoRuntimeStore
 
 pytestmark = pytest.mark.django_db
 

@@ -14,13 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agents_app.models import Agent
-from agents_app.runtime_store import DjangoRuntimeStore
 from agentsys.agent import Scope
 from agentsys.daemon import Daemon, DaemonSettings
 from agentsys.gpus import GpuProcess, gpu_processes, holding_processes, parse_compute_apps
 from agentsys.scheduling import FifoFirstFit, HeadReservation
 from agentsys.store import AgentRecord
 from agentsys.types import AgentRole, AgentStatus, RequestStatus, new_agent_id
+from runtime_app.runtime_store import DjangoRuntimeStore
 from scheduler_app import lifecycle, queue, services
 from scheduler_app.models import GPU, Host, HostStatus, ScheduleRequest
 

@@ -8,7 +8,7 @@ import signal
 import sys
 import time
 
-from researchagent import process_session
+from agentsys import process_session
 from researchagent.management.commands import serve
 from researchagent.restart_policy import RestartPolicy, exit_cause
 from tests.helpers import pid_alive, wait_until

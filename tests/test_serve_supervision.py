@@ -16,8 +16,8 @@ import httpx
 import psutil
 import pytest
 
+from agentsys.process_session import session_members
 from researchagent.management.commands.serve import Command
-from researchagent.process_session import session_members
 from tests.helpers import child_env, free_port, manage, pid_alive, wait_until
 from tests.test_make_run import OutputReader
 

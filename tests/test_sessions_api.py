@@ -84,10 +84,12 @@ def _agent(session, status, *, parent=None, minutes_ago=0, **fields):
     from agentsys.types import new_agent_id
 
     finished = status in {"done", "failed", "stopped", "cancelled", "rejected", "lost"}
+    cls_path = fields.pop("cls_path", "agentsys.agents.research.ResearchAgent")
+    role = "orchestrator" if cls_path.endswith("SessionAgent") else "research"
     return Agent.objects.create(
-        id=new_agent_id("orchestrator"),
-        role="orchestrator",
-        cls_path=fields.pop("cls_path", "agentsys.agents.research.ResearchAgent"),
+        id=new_agent_id(role),
+        role=role,
+        cls_path=cls_path,
         project="demo",
         chat_session=session,
         status=status,
@@ -135,7 +137,7 @@ def test_a_live_agent_is_running(api, status):
 
 
 def test_the_chats_own_session_agent_does_not_make_it_running(api):
-    from sessions_app.models import SESSION_AGENT
+    from agentsys.registry import SESSION_AGENT
 
     session = _session()
     _turn(session, "done")

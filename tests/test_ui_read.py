@@ -13,8 +13,10 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from agents_app.models import Agent
+from agentsys.registry import SESSION_AGENT
+from agentsys.types import TurnStatus
 from scheduler_app.models import Run, RunStatus
-from sessions_app.models import SESSION_AGENT, ChatSession, ChatTurn, TurnStatus
+from sessions_app.models import ChatSession, ChatTurn
 from tests.browser import screenshot
 from tests.helpers import launch_run, run_ended
 

@@ -12,13 +12,14 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
-from agents_app.chat_store import DjangoChatStore
 from agents_app.models import Agent, AgentCommand
 from agentsys.chat.reports import child_report_message
+from agentsys.types import TurnStatus
 from events_app.events import chat_stream, record_event
 from memory_app.models import MemoryEntry
 from research_app.models import ResearchLoop
-from sessions_app.models import ChatMessage, ChatSession, ChatTurn, TurnStatus
+from runtime_app.chat_store import DjangoChatStore
+from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 from tests.browser import chat_ready, off_the_page_thread, screenshot
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -22,12 +22,12 @@ from agentsys.chat.relay import TurnRelay
 from agentsys.chat.reports import child_report_message
 from agentsys.opencode import OpenCodeClient, OpenCodeError
 from agentsys.prompts import PromptSkills, SkillNotFound
+from agentsys.registry import EXECUTOR_AGENT
 from agentsys.research.settings import DEFAULT_SKILLS_DIR, ResearchSettings
 from agentsys.types import AgentRole, AgentStatus
 
 logger = logging.getLogger("agentsys.session")
 
-EXECUTOR = "agentsys.agents.executor.ExecutorAgent"
 ABORT_SETTLE_S = 0.3  # OpenCode is idle ~20 ms after an abort (opencode-notes.md)
 
 
@@ -234,7 +234,7 @@ class SessionAgent(Agent):
                 result["agent_id"] = child
             elif action.action == "spawn_command":
                 config = {"command": action.command, "workdir": action.workdir or ctx.workdir}
-                handle = await self.spawn_child(EXECUTOR, action.goal, config)
+                handle = await self.spawn_child(EXECUTOR_AGENT, action.goal, config)
                 result["agent_id"] = handle.id
             else:
                 kind = "steer" if action.action == "steer_child" else "stop"

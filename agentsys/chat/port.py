@@ -1,6 +1,6 @@
 """What the L1 SessionAgent needs from the runtime around it (no Django here): a turn's
 context, the session's event stream, the turn's end, and its children. runagentd provides it
-(agentsys.chat.daemon_port over agents_app.chat_store); tests may provide their own."""
+(agentsys.chat.daemon_port over runtime_app.chat_store); tests may provide their own."""
 
 from __future__ import annotations
 

@@ -61,6 +61,7 @@ class OpenCodeClient:
         directory: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         retry_limit_s: float = 90.0,
+        call_timeout: float = CALL_TIMEOUT,
     ):
         self.base_url = base_url.rstrip("/")
         self.timeouts = timeouts or Timeouts()
@@ -72,7 +73,7 @@ class OpenCodeClient:
             base_url=self.base_url,
             auth=httpx.BasicAuth(username, password) if password else None,
             transport=transport,
-            timeout=httpx.Timeout(CALL_TIMEOUT),
+            timeout=httpx.Timeout(call_timeout),
         )
 
     async def aclose(self) -> None:
@@ -224,6 +225,28 @@ class OpenCodeClient:
             f"the model provider kept failing for {self.retry_limit_s:g} s and OpenCode kept "
             f"retrying: {acc.retry_message or 'no reason given'}"
         )
+
+
+async def server_health(
+    base_url: str, *, username: str, password: str, timeout: float = 1.0
+) -> dict:
+    """Can agents reach their model server: {"ok": True, "version": …} or {"ok": False,
+    "error": why, in words a person acts on}. Never raises."""
+    if not base_url:
+        return {"ok": False, "error": "OPENCODE_URL is not set (make run sets it)"}
+    client = OpenCodeClient(base_url, username=username, password=password, call_timeout=timeout)
+    try:
+        answer = await client.health()
+    except OpenCodeAuthError:
+        return {"ok": False, "error": "answered 401 (wrong OPENCODE_SERVER_PASSWORD)"}
+    except OpenCodeUnavailable as error:
+        return {"ok": False, "error": f"unreachable: {error}"}
+    except (OpenCodeError, ValueError) as error:  # a 4xx, or an answer that is not JSON
+        return {"ok": False, "error": f"answered an error: {error}"}
+    finally:
+        await client.aclose()
+    version = answer.get("version", "") if isinstance(answer, dict) else ""
+    return {"ok": True, "version": str(version)}
 
 
 def _check_status(response: httpx.Response, base_url: str, path: str) -> None:

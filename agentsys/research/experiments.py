@@ -16,13 +16,13 @@ from dataclasses import asdict
 from pathlib import Path
 
 from agentsys.memory import EntryQuery
+from agentsys.registry import EXECUTOR_AGENT
 from agentsys.research.reply import ExperimentSpec
 from agentsys.research.results import ExperimentResult, read_log_tail, summarize_metrics
 from agentsys.types import AgentStatus, EntryType
 
 logger = logging.getLogger("agentsys.research")
 
-EXECUTOR = "agentsys.agents.executor.ExecutorAgent"
 STOP_WAIT_SECONDS = 30.0  # after stopping a timed-out experiment, for its end to be recorded
 
 
@@ -56,7 +56,7 @@ async def launch(agent, specs: list[ExperimentSpec], *, root: Path, iteration: i
             workdir = resolve_workdir(root, spec.workdir)
             record["workdir"] = str(workdir)
             handle = await agent.spawn_child(
-                EXECUTOR,
+                EXECUTOR_AGENT,
                 spec.goal,
                 {
                     "command": spec.command,

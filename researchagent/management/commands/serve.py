@@ -27,7 +27,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from researchagent import process_session
+from agentsys import process_session
 from researchagent.bootstrap import (
     demo_run_curl,
     ensure_admin_token,
@@ -346,7 +346,7 @@ class Command(BaseCommand):
             _waited(process, time.monotonic() + KILL_WAIT_SECONDS)  # reap the leader
 
     def _report_live_runs(self) -> None:
-        from scheduler_app.run_processes import live_runs
+        from runtime_app.run_processes import live_runs
 
         try:
             count = len(live_runs())

@@ -8,11 +8,12 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from agentsys.types import LIVE_TURN_STATUSES
 from events_app.events import chat_stream
 from events_app.selectors import events_after
 from sessions_app import services, turns
 from sessions_app.chat_console import ActionTagFilter, action_line
-from sessions_app.models import LIVE_TURN_STATUSES, ChatSession, ChatTurn
+from sessions_app.models import ChatSession, ChatTurn
 
 POLL_SECONDS = 0.1
 

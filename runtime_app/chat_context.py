@@ -8,8 +8,8 @@ from pathlib import Path
 from django.db.models import Count, Q
 
 from agents_app.models import Agent
-from agentsys.types import EntryType
-from sessions_app.models import SESSION_AGENT, ChatMessage, ChatSession, ChatTurn
+from agentsys.types import AgentRole, EntryType
+from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 
 LIVE_AGENT = ["idle", "running", "paused"]
 HISTORY_MESSAGES = 10
@@ -36,7 +36,7 @@ def prompt_facts(session: ChatSession, turn: ChatTurn, agent_id: str) -> dict:
         .values("role", "content")[:HISTORY_MESSAGES]
     )[::-1]
     mine = Agent.objects.filter(Q(parent_id=agent_id) | Q(chat_session=session)).exclude(
-        cls_path=SESSION_AGENT
+        role=AgentRole.ORCHESTRATOR
     )
     mine = mine.filter(Q(parent_id=agent_id) | Q(parent__isnull=True))
     active = list(mine.filter(status__in=LIVE_AGENT).order_by("-created_at")[:20])

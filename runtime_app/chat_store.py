@@ -9,20 +9,14 @@ from django.db.models import Q
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
-from agents_app.chat_context import child_report, prompt_facts
 from agents_app.models import Agent
-from agentsys.types import AgentRole, AgentStatus, new_agent_id
+from agentsys.registry import SESSION_AGENT
+from agentsys.types import AgentRole, AgentStatus, TurnStatus, new_agent_id
 from common.ids import create_with_unique_id
 from events_app.events import chat_stream, record_event
 from events_app.selectors import last_seq
-from sessions_app.models import (
-    SESSION_AGENT,
-    ChatMessage,
-    ChatSession,
-    ChatTurn,
-    MessageRole,
-    TurnStatus,
-)
+from runtime_app.chat_context import child_report, prompt_facts
+from sessions_app.models import ChatMessage, ChatSession, ChatTurn, MessageRole
 from sessions_app.notices import notices_for
 
 LIVE_AGENT = [AgentStatus.IDLE, AgentStatus.RUNNING, AgentStatus.PAUSED]
@@ -128,7 +122,7 @@ class DjangoChatStore:
             session = ChatSession.objects.select_for_update().get(pk=session_id)
             agent = (
                 Agent.objects.filter(
-                    chat_session=session, cls_path=SESSION_AGENT, status__in=LIVE_AGENT
+                    chat_session=session, role=AgentRole.ORCHESTRATOR, status__in=LIVE_AGENT
                 )
                 .order_by("-created_at")
                 .first()
@@ -160,7 +154,7 @@ class DjangoChatStore:
         return {"record": self._record_of(agent), "event": event}
 
     def _record_of(self, agent: Agent):
-        from agents_app.runtime_store import _record
+        from runtime_app.runtime_store import _record
 
         return _record(agent)
 
@@ -351,7 +345,11 @@ class DjangoChatStore:
         from agents_app.services import AgentCommandRefused, request_agent_command
 
         agent = Agent.objects.filter(pk=target).first()
-        if agent is None or agent.chat_session_id != session_id or agent.cls_path == SESSION_AGENT:
+        if (
+            agent is None
+            or agent.chat_session_id != session_id
+            or agent.role == AgentRole.ORCHESTRATOR
+        ):
             return f"no experiment {target!r} in this chat session"
         payload = {"context": context, "urgency": "priority"} if kind == "steer" else {}
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 
 from common.db_outage import wait_for_database
-from memory_app.view import DjangoMemoryView
+from runtime_app.memory_view import DjangoMemoryView
 
 
 class WaitingMemoryView:

@@ -9,11 +9,11 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
-from agents_app.runtime_store import DjangoRuntimeStore
 from agentsys.daemon import Daemon, DaemonSettings
 from common.db_outage import stop_waiting
 from common.environment import ConfigError, check_host_name
 from events_app.live import publish, verify_channel_layer
+from runtime_app.runtime_store import DjangoRuntimeStore
 
 
 def listen_dsn() -> str:
@@ -75,10 +75,10 @@ class Command(BaseCommand):
                 dead_host_after=max(options["dead_after"], options["heartbeat"] * 3),
                 listen_dsn=listen_dsn(),
                 allowed_classes=settings.AGENTSYS.extra_agent_classes,
-                forkserver_preload=("agents_app.worker_boot",),
+                forkserver_preload=("runtime_app.worker_boot",),
                 scheduler_policy=settings.AGENTSYS.scheduler_policy,
                 foreign_gpu_min_mb=settings.AGENTSYS.foreign_gpu_min_mb,
-                memory_factory="agents_app.memory_factory:memory_view",
+                memory_factory="runtime_app.memory_factory:memory_view",
                 default_workdir=str(settings.AGENTSYS_WORKDIR),
             ),
             publish=publish,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from django.db.models import QuerySet
 
-from agents_app.runtime_store import DjangoRuntimeStore
+from agentsys import process_session
 from agentsys.types import AgentStatus
-from researchagent import process_session
+from runtime_app.runtime_store import DjangoRuntimeStore
 from scheduler_app.models import Run, RunStatus
 
 TERM_GRACE_SECONDS = 5.0

@@ -8,7 +8,8 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from scheduler_app import run_processes, runs
+from runtime_app import run_processes
+from scheduler_app import runs
 from scheduler_app import selectors as host_selectors
 from scheduler_app.models import Run, RunStatus
 

@@ -12,7 +12,6 @@ from django.db import connection, connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from agents_app.chat_store import DjangoChatStore
 from agents_app.models import Agent, AgentCommand, CommandStatus
 from agentsys.agent import Scope
 from agentsys.scheduling import policy_named
@@ -30,6 +29,7 @@ from common.ids import create_with_unique_id
 from common.json_safe import json_safe
 from events_app.events import AGENTS_STREAM, record_event
 from memory_app.services import write_entry
+from runtime_app.chat_store import DjangoChatStore
 from scheduler_app import lifecycle, oplog, queue
 from scheduler_app import services as host_services
 from scheduler_app.models import Host, HostStatus, ScheduleRequest

@@ -15,7 +15,7 @@ from django.db import connections  # noqa: E402
 import agentsys.agents.executor  # noqa: E402
 import agentsys.agents.research  # noqa: E402
 import agentsys.worker  # noqa: E402
-import memory_app.view  # noqa: E402, F401
+import runtime_app.memory_view  # noqa: E402, F401
 
 connections.close_all()
 # Each worker closes its own connections when its agent is over (agentsys cannot: no Django).
