@@ -33,7 +33,7 @@ class BenchSystem:
         }
         os.environ.update(self.env)
         os.environ.pop("DATABASE_URL", None)
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "researchagent.settings")
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
         sys.path.insert(0, str(REPO))
         import django
 
@@ -72,7 +72,7 @@ class BenchSystem:
         import socket
 
         self.processes.append(
-            self._spawn([sys.executable, "-m", "researchagent.webserver", "-p", str(self.port)])
+            self._spawn([sys.executable, "-m", "config.webserver", "-p", str(self.port)])
         )
 
         def listening():

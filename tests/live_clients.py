@@ -23,13 +23,13 @@ RECONNECT_DELAY = 0.2
 
 
 class Web:
-    """The web process (researchagent.webserver: daphne) serving the project against the test
+    """The web process (config.webserver: daphne) serving the project against the test
     database. stop() expects it gone within its stop deadline, whatever is in flight."""
 
     def __init__(self, port: int, *, stderr=subprocess.DEVNULL, **env: str):
         self.port, self.env = port, env
         self.process = subprocess.Popen(
-            [PYTHON, "-m", "researchagent.webserver", "-p", str(port)],
+            [PYTHON, "-m", "config.webserver", "-p", str(port)],
             cwd=REPO,
             stdout=subprocess.DEVNULL,
             stderr=stderr,

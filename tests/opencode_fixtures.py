@@ -15,7 +15,7 @@ from agentsys.scripted_llm import ScriptedLLM
 from tests.helpers import REPO
 from tests.runtime_harness import DaemonProcess
 
-TRAIN = REPO / "researchagent" / "demo_workspace" / "train.py"
+TRAIN = REPO / "config" / "demo_workspace" / "train.py"
 
 
 @dataclass

@@ -14,7 +14,7 @@ from django.db import OperationalError
 from django.test import AsyncClient
 from django.utils import timezone
 
-from researchagent import health
+from config import health
 from scheduler_app.models import Host, HostStatus
 from tests.test_event_feed import TOKEN
 

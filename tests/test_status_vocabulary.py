@@ -39,7 +39,7 @@ def test_no_status_anywhere_uses_an_old_word():
 
 
 def test_the_api_schema_lists_the_same_words_and_explains_them():
-    from researchagent.api import api
+    from config.api import api
 
     components = api.get_openapi_schema()["components"]["schemas"]
     for enum_name, label in [
@@ -53,7 +53,7 @@ def test_the_api_schema_lists_the_same_words_and_explains_them():
 
 
 SOURCES = ["agentsys", "agents_app", "scheduler_app", "sessions_app", "memory_app"]
-SOURCES += ["researchagent", "templates", "static", "bench", "skills", "README.md"]
+SOURCES += ["config", "templates", "static", "bench", "skills", "README.md"]
 OLD_LITERAL = re.compile(r"""["'`](finished|completed|FINISHED|COMPLETED)["'`]""")
 
 

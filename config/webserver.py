@@ -1,5 +1,5 @@
-"""The web process: daphne serving researchagent.asgi, gone within STOP_DEADLINE_SECONDS of
-SIGTERM or SIGINT whatever its requests are doing. `python -m researchagent.webserver --port N`.
+"""The web process: daphne serving config.asgi, gone within STOP_DEADLINE_SECONDS of
+SIGTERM or SIGINT whatever its requests are doing. `python -m config.webserver --port N`.
 
 Plain daphne waits for every request on its way out: it cancels the application tasks and then
 waits for them, and a sync view (a query, an HTTP call to OpenCode) cannot be cancelled, so its
@@ -142,7 +142,7 @@ def leave(code: int) -> None:
 
 
 def parse_arguments(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m researchagent.webserver")
+    parser = argparse.ArgumentParser(prog="python -m config.webserver")
     parser.add_argument("-b", "--bind", default="127.0.0.1", help="Address to listen on")
     parser.add_argument("-p", "--port", type=int, default=8000)
     parser.add_argument(
@@ -153,7 +153,7 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     options = parse_arguments(sys.argv[1:] if argv is None else argv)
-    from researchagent.asgi import application  # sets Django up (and its LOGGING)
+    from config.asgi import application  # sets Django up (and its LOGGING)
 
     logging.getLogger("daphne").setLevel(logging.WARNING)  # its start-up lines are noise here
 

@@ -1,11 +1,11 @@
-"""`{{ x.status|status_word }}` and `{% status_words_script %}` (see researchagent.status_words)."""
+"""`{{ x.status|status_word }}` and `{% status_words_script %}` (see config.status_words)."""
 
 from __future__ import annotations
 
 from django import template
 from django.utils.html import json_script
 
-from researchagent import status_words
+from config import status_words
 
 register = template.Library()
 

@@ -7,7 +7,7 @@ import secrets
 import environ
 
 from common import environment as agentsys_config
-from researchagent.embedded_db import DATABASE_NAME, EmbeddedPostgres
+from config.embedded_db import DATABASE_NAME, EmbeddedPostgres
 
 BASE_DIR = agentsys_config.BASE_DIR
 AGENTSYS = agentsys_config.load_or_exit()
@@ -99,7 +99,7 @@ INSTALLED_APPS = [
     "channels_postgres",
     "ninja",
     "template_partials",
-    "researchagent",
+    "config",
     "sessions_app",
     "events_app",
     "agents_app",
@@ -125,8 +125,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-ROOT_URLCONF = "researchagent.urls"
-ASGI_APPLICATION = "researchagent.asgi.application"
+ROOT_URLCONF = "config.urls"
+ASGI_APPLICATION = "config.asgi.application"
 
 TEMPLATES = [
     {
@@ -138,7 +138,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "researchagent.health.daemon_banner",
+                "config.health.daemon_banner",
             ],
         },
     },

@@ -28,13 +28,13 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from agentsys import process_session
-from researchagent.bootstrap import (
+from config.bootstrap import (
     demo_run_curl,
     ensure_admin_token,
     ensure_admin_user,
     ensure_workspace,
 )
-from researchagent.restart_policy import RestartPolicy, exit_cause
+from config.restart_policy import RestartPolicy, exit_cause
 
 STOP_GRACE_SECONDS = 5  # the web stops within 3 s, runagentd within 1 s (tests/test_web_stop.py)
 KILL_WAIT_SECONDS = 2
@@ -121,7 +121,7 @@ class Command(BaseCommand):
 
         config = settings.AGENTSYS
         children, shared_env = self._plan_model(policy)
-        web = [sys.executable, "-m", "researchagent.webserver", "-b", config.host]
+        web = [sys.executable, "-m", "config.webserver", "-b", config.host]
         web += ["-p", str(config.port)]
         if config.access_log:  # a line per request: only when asked for
             web += ["--access-log", "-"]
