@@ -59,9 +59,15 @@ $(CHROMIUM):
 	@command -v apt-get >/dev/null || { echo "The browser tests need Chromium at $(CHROMIUM)"; exit 1; }
 	$(SUDO) apt-get install -y chromium || { $(SUDO) apt-get update && $(SUDO) apt-get install -y chromium; }
 
+# tests/unit first: plain agentsys code, no Django settings, no database (seconds); then
+# tests/integration, tests/browser and tests/e2e under pytest-django.
 test: lint check-deploy $(CHROMIUM)
 	$(PY) manage.py makemigrations --check --dry-run
-	$(PY) -m pytest
+	$(MAKE) --no-print-directory test-unit
+	$(PY) -m pytest --ignore=tests/unit
+
+test-unit: setup
+	$(PY) -m pytest tests/unit -p no:django -W ignore::pytest.PytestConfigWarning
 
 bench: setup
 	@# Only the scripts (a __main__ block): the rest are modules they import.

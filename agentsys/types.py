@@ -10,7 +10,7 @@ from enum import StrEnum
 class EndState(StrEnum):
     """The one word for each way something ends, shared by agents, queue requests, runs, sweeps
     and chat turns (and so by the API and the UI). Each status enum below uses these values
-    for its end states and no other; tests/test_status_vocabulary.py holds them to it."""
+    for its end states and no other; tests/integration/test_status_vocabulary.py checks it."""
 
     DONE = "done"  # succeeded: the work ended by itself, without error (exit code 0)
     FAILED = "failed"  # ended with an error: raised, crashed, non-zero exit, its host died

@@ -1,5 +1,5 @@
 """Reads for memory entries. Every query here is served by an index range scan on a table
-of millions of rows (tests/test_memory_indexes.py runs EXPLAIN on each)."""
+of millions of rows (tests/integration/test_memory_indexes.py runs EXPLAIN on each)."""
 
 from __future__ import annotations
 

@@ -9,8 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-from django.db import connection
-
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 
@@ -23,6 +21,8 @@ def free_port() -> int:
 
 def database_url_of_current_connection() -> str:
     """A DATABASE_URL for child processes that points at the database this test uses."""
+    from django.db import connection  # here: the unit tests import this module without Django
+
     params = connection.settings_dict
     host = params["HOST"] or params.get("OPTIONS", {}).get("host", "")
     if host.startswith("/"):

@@ -36,7 +36,8 @@ from config.bootstrap import (
 )
 from config.restart_policy import RestartPolicy, exit_cause
 
-STOP_GRACE_SECONDS = 5  # the web stops within 3 s, runagentd within 1 s (tests/test_web_stop.py)
+# The web stops within 3 s, runagentd within 1 s (tests/e2e/test_web_stop.py).
+STOP_GRACE_SECONDS = 5
 KILL_WAIT_SECONDS = 2
 _PR_SET_PDEATHSIG = 1
 logger = logging.getLogger("agentsys.serve")

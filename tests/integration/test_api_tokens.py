@@ -133,4 +133,4 @@ def test_first_start_creates_a_token_for_the_admin_and_later_starts_do_not(agent
     line = bootstrap.demo_run_curl("http://127.0.0.1:8000/", token)
     assert line.startswith(f"curl -H 'X-Auth-Token: {token}' ")
     assert line.endswith(" http://127.0.0.1:8000/api/runs") and '"auto_start":true' in line
-    # The real server runs this very line: tests/test_serve_supervision.py.
+    # The real server runs this very line: tests/e2e/test_serve_supervision.py.

@@ -18,8 +18,8 @@ import pytest
 
 from agentsys.process_session import session_members
 from config.management.commands.serve import Command
+from tests.e2e.test_make_run import OutputReader
 from tests.helpers import child_env, free_port, manage, pid_alive, wait_until
-from tests.test_make_run import OutputReader
 
 pytestmark = pytest.mark.slow
 

@@ -23,9 +23,9 @@ from tests.chat_clients import (
     new_session,
     stream,
 )
+from tests.e2e.test_research_e2e import REFLECTION, happy_script, prompts_seen
 from tests.helpers import free_port, wait_until
 from tests.live_clients import TOKEN, Web
-from tests.test_research_e2e import REFLECTION, happy_script, prompts_seen
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -299,7 +299,7 @@ def test_concurrent_claimers_never_double_book(ops, policy):
     _check_invariants()
 
 
-FIXTURES = Path(__file__).parent / "fixtures" / "gpu-h100"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "gpu-h100"
 H100_UUID = "GPU-4ecc990f-d7a8-ad06-a401-87f0ae8f218e"  # the GPU pid 416 holds in the fixture
 
 

@@ -6,7 +6,7 @@ import pytest
 from channels.db import database_sync_to_async
 
 from accounts_app import services
-from tests.test_event_feed import WAIT, SSEClient, record, websocket
+from tests.integration.test_event_feed import WAIT, SSEClient, record, websocket
 
 pytestmark = [
     pytest.mark.django_db(transaction=True, databases=["default", "channels_postgres"]),

@@ -12,7 +12,7 @@ from django.test import Client
 from accounts_app.services import digest_of
 from events_app.events import record_event
 from tests.helpers import migrate
-from tests.test_event_feed import SSEClient
+from tests.integration.test_event_feed import SSEClient
 
 pytestmark = [
     pytest.mark.slow,

@@ -5,7 +5,7 @@ answer: never a 5xx, always a documented status code, content type and body sche
 Path ids are mostly random strings (404s); each case is therefore sent twice, the second time
 with the `{id}`s of real rows seeded for the test (a run, its agent and queue request, an
 alert, a memory, a chat session), so the routes that act on real rows are fuzzed too. The
-event stream (SSE) never ends by design: tests/test_event_feed.py covers it.
+event stream (SSE) never ends by design: tests/integration/test_event_feed.py covers it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.conftest import API_TOKEN
+from tests.django_fixtures import API_TOKEN
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

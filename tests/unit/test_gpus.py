@@ -18,7 +18,7 @@ from agentsys.gpus import (
     read_nvml_gpus,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "gpu-h100"
 
 H100_UUID = "GPU-4ecc990f-d7a8-ad06-a401-87f0ae8f218e"

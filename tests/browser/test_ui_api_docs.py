@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from config.api import api
-from tests.browser import screenshot
+from tests.chromium import screenshot
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -10,7 +10,7 @@ import pytest
 from openapi_spec_validator import validate
 
 from scheduler_app.models import Run
-from tests.conftest import API_TOKEN
+from tests.django_fixtures import API_TOKEN
 
 pytestmark = pytest.mark.django_db
 

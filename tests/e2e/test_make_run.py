@@ -78,7 +78,7 @@ def test_make_run_serves_login_and_admin_then_stops_clean(embedded_home):
         assert login, output.text
         token = output.find(r"API token for 'admin' \(shown only this once\): (\S+)")
         assert token, output.text  # printed next to the password; the curl line: see
-        # tests/test_serve_supervision.py, which runs it
+        # tests/e2e/test_serve_supervision.py, which runs it
         assert (home / "demo-workspace" / "train.py").exists()
         assert (home / "demo-workspace" / ".git").is_dir()
 
@@ -115,7 +115,7 @@ def test_make_run_is_gone_within_5s_of_ctrl_c_with_requests_in_flight(embedded_h
     """Ctrl-C (SIGTERM to the terminal's process group) while an SSE feed, a wild-mode chat
     stream and `GET /api/models` wait on an OpenCode that never answers: everything exits,
     nothing is killed for ignoring the signal, and the embedded PostgreSQL is stopped."""
-    from tests.test_web_stop import BlackHole
+    from tests.e2e.test_web_stop import BlackHole
 
     hole = BlackHole()
     hole.start()

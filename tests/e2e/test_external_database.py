@@ -15,7 +15,11 @@ pytestmark = pytest.mark.slow
 EXTERNAL_URL = os.environ.get(
     "AGENTSYS_TEST_EXTERNAL_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
-DATABASE_SUITES = ["tests/test_admin.py", "tests/test_auth.py", "tests/test_runagentd.py"]
+DATABASE_SUITES = [
+    "tests/integration/test_admin.py",
+    "tests/integration/test_auth.py",
+    "tests/integration/test_runagentd.py",
+]
 
 
 def test_database_suites_pass_on_external_postgres(tmp_path):

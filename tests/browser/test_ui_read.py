@@ -17,7 +17,7 @@ from agentsys.registry import SESSION_AGENT
 from agentsys.types import TurnStatus
 from scheduler_app.models import Run, RunStatus
 from sessions_app.models import ChatSession, ChatTurn
-from tests.browser import screenshot
+from tests.chromium import screenshot
 from tests.helpers import launch_run, run_ended
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -25,7 +25,7 @@ from events_app.events import AGENTS_STREAM, chat_stream, record_event
 from events_app.live import publish
 from sessions_app.services import create_session
 from sessions_app.turns import submit_turn
-from tests.test_event_feed import SSEClient, origin_header, session_cookie
+from tests.integration.test_event_feed import SSEClient, origin_header, session_cookie
 
 pytestmark = [
     pytest.mark.django_db(transaction=True, databases=["default", "channels_postgres"]),

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from config import health
 from scheduler_app.models import Host, HostStatus
-from tests.test_event_feed import TOKEN
+from tests.integration.test_event_feed import TOKEN
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "channels_postgres"])
 BANNER = "No runagentd is running: agents and runs will not start."

@@ -5,7 +5,7 @@ import pytest
 
 from agentsys.gpu_conflicts import RetryPolicy, is_gpu_conflict
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "gpu-h100"
 
 

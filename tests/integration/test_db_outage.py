@@ -17,7 +17,7 @@ from agentsys.store import StoreUnavailable
 from runtime_app.memory_factory import WaitingMemoryView
 from runtime_app.runtime_store import DjangoRuntimeStore
 from scheduler_app.models import Host, HostStatus
-from tests.conftest import API_TOKEN
+from tests.django_fixtures import API_TOKEN
 
 # -- runagentd ---------------------------------------------------------------------------------
 

@@ -15,8 +15,8 @@ from agentsys.types import AgentStatus
 from scheduler_app import runs
 from scheduler_app.models import GPU, Run, RunStatus
 from tests.helpers import wait_until
+from tests.integration.test_run_processes import session_members
 from tests.runtime_harness import DaemonProcess, events, wait_event
-from tests.test_run_processes import session_members
 
 EXECUTOR = "agentsys.agents.executor.ExecutorAgent"
 

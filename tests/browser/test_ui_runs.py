@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from scheduler_app.metric_series import record_rows
 from scheduler_app.models import Run, RunStatus
-from tests.browser import screenshot
+from tests.chromium import screenshot
 from tests.helpers import launch_run, run_ended, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

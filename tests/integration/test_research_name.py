@@ -16,7 +16,7 @@ from agentsys.types import AgentStatus
 from memory_app.models import MemoryEntry
 from research_app.models import ResearchLoop
 from runtime_app.runtime_store import DjangoRuntimeStore
-from tests.browser import PASSWORD, USER
+from tests.chromium import PASSWORD, USER
 
 pytestmark = pytest.mark.django_db
 relabel = importlib.import_module("agents_app.migrations.0004_research_role")

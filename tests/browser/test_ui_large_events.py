@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 
 from agents_app.models import Agent
 from sessions_app.models import ChatMessage
-from tests.browser import PASSWORD, USER, chat_ready, log_in, screenshot
+from tests.chromium import PASSWORD, USER, chat_ready, log_in, screenshot
 from tests.helpers import free_port, wait_until
 from tests.live_clients import Web
 

@@ -1,5 +1,5 @@
 """`manage.py runs stop`: queued runs are cancelled through the API's service; bad arguments
-are explained. (Running runs with runagentd down: tests/test_serve_supervision.py.)"""
+are explained. (Running runs with runagentd down: tests/e2e/test_serve_supervision.py.)"""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from memory_app.models import MemoryEntry
 from research_app.models import ResearchLoop
 from runtime_app.chat_store import DjangoChatStore
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn
-from tests.browser import chat_ready, off_the_page_thread, screenshot
+from tests.chromium import chat_ready, off_the_page_thread, screenshot
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -1,0 +1,183 @@
+"""The fixtures of the tests that run under Django (integration, browser, e2e): a plugin
+that tests/conftest.py loads only when pytest-django is on, so tests/unit runs without
+Django settings and without a database."""
+
+import dataclasses
+
+import pytest
+
+from tests.opencode_fixtures import *  # noqa: F403  the real OpenCode + scripted model, on demand
+
+
+@pytest.fixture
+def agentsys_config(settings):
+    """Replace fields of settings.AGENTSYS for one test: agentsys_config(api_token="t")."""
+
+    def override(**changes):
+        settings.AGENTSYS = dataclasses.replace(settings.AGENTSYS, **changes)
+        return settings.AGENTSYS
+
+    return override
+
+
+@pytest.fixture(autouse=True)
+def _plain_static_storage(settings):
+    # The manifest storage needs `collectstatic` first (serve runs it); page tests do not.
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+
+
+@pytest.fixture(autouse=True)
+def _skills_in_a_copy(settings, tmp_path_factory):
+    """PUT /api/skills/{id} (the contract fuzz sends it too) edits a copy, never the repo."""
+    import shutil
+
+    from agentsys.research.settings import DEFAULT_SKILLS_DIR
+
+    # Outside tmp_path, which some tests use as a project whose files they list.
+    copy = tmp_path_factory.mktemp("skills") / "skills"
+    settings.AGENTSYS_SKILLS_DIR = shutil.copytree(DEFAULT_SKILLS_DIR, copy)
+
+
+@pytest.fixture
+def embedded_home():
+    """An AGENTSYS_HOME for a test's own embedded PostgreSQL, outside pytest's tmp root: as
+    root the server runs as the embedded_postgres user, which must traverse every folder above
+    its data, and each pytest session that starts makes /tmp/pytest-of-<user> private again
+    (a second session beside the suite broke initdb with "Permission denied")."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(tempfile.mkdtemp(prefix="agentsys-test-"))
+    folder.chmod(0o755)
+    yield folder / "home"
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def memory_channel_layer(settings):
+    """An in-memory channel layer for sync tests that call async views through the test
+    client or WSGI: each call runs on an event loop of its own, and channels-postgres keeps
+    one module-global pool bound to the loop that opened it, so a pool opened by one call
+    stalls the later ones (30 s PoolTimeouts). The ASGI server has one loop; this is the
+    harness's problem, not the product's."""
+    from channels.layers import channel_layers
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    channel_layers.backends = {}
+    yield
+    channel_layers.backends = {}
+
+
+@pytest.fixture
+async def channel_layer_on_test_db(settings, django_db_setup):
+    """The configured channel layer, talking to the test database.
+
+    settings.CHANNEL_LAYERS names the real database ("agentsys"); channels-postgres opens its
+    own connections from that config, so point it at the test database, where its tables are
+    migrated. Its connection pool is a module global bound to the event loop that opened it:
+    close it before this test's loop goes away."""
+    import asyncio
+    import copy
+
+    import channels_postgres.db
+    from channels.layers import channel_layers, get_channel_layer
+    from django.db import connection
+
+    layers = copy.deepcopy(settings.CHANNEL_LAYERS)
+    config = layers["default"].get("CONFIG", {})
+    if "NAME" in config:
+        config["NAME"] = connection.settings_dict["NAME"]
+    settings.CHANNEL_LAYERS = layers
+    channel_layers.backends = {}
+    # A feed cancelled when an earlier test's loop shut down may have opened a pool after
+    # that test's teardown (leaving its group): bound to a closed loop, it would swallow this
+    # test's sends. The lock that guards the pool's creation binds to the first loop that
+    # contends for it: a new one for this loop.
+    channels_postgres.db.connection_pool = None
+    channels_postgres.db.is_creating_connection_pool = asyncio.Lock()
+    yield get_channel_layer()
+    pool, channels_postgres.db.connection_pool = channels_postgres.db.connection_pool, None
+    if pool is not None:
+        await pool.close()
+    channel_layers.backends = {}
+
+
+@pytest.fixture
+async def close_db_connections():
+    """For async tests with transaction=True: the thread asgiref runs ORM calls in keeps its
+    connection open, and dropping the test database then waits ~5 s (stack-notes.md)."""
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    yield
+    await sync_to_async(connections.close_all)()
+
+
+API_TOKEN = "t0ken-for-tests-0123456789abcdef"
+
+
+@pytest.fixture
+def api(client, agentsys_config):
+    """Calls the REST API with a valid token: api("post", "/api/runs", {...}); `raw` sends
+    a body as it is (malformed JSON)."""
+    agentsys_config(api_token=API_TOKEN)
+
+    def call(method, path, body=None, raw=None):
+        kwargs = {"HTTP_X_AUTH_TOKEN": API_TOKEN}
+        if body is not None or raw is not None:
+            kwargs.update(content_type="application/json", data=raw if raw is not None else body)
+        return getattr(client, method)(path, **kwargs)
+
+    return call
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """Debian's Chromium under Playwright, for a module of browser tests (tests/chromium.py)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.chromium import allow_orm_beside_playwright, collect_static, launch_chromium
+
+    collect_static()
+    with allow_orm_beside_playwright(), sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def site(chromium):
+    """A daphne serving the app and a logged-in Chromium page at 1280 px: (base url, page)."""
+    from django.contrib.auth import get_user_model
+
+    from tests.chromium import PASSWORD, USER, log_in
+    from tests.helpers import free_port
+    from tests.live_clients import Web
+
+    get_user_model().objects.create_user(USER, password=PASSWORD)
+    web = Web(free_port())
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    log_in(page, web.url)
+    yield web.url, page
+    # Stopped with the page still open: whatever it has in flight (the live feed, a poll)
+    # must not keep the web process from exiting.
+    web.stop()
+    assert web.process.returncode == 0, "the web process needed its stop watchdog"
+    context.close()
+
+
+@pytest.fixture
+def daemon():
+    """A runagentd with one declared GPU (index 0)."""
+    from tests.runtime_harness import DaemonProcess
+
+    started = DaemonProcess("ui-host", AGENTSYS_GPUS="1")
+    yield started
+    if started.process.poll() is None:
+        started.stop()
