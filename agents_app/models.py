@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from agentsys.types import AgentRole, AgentStatus, CommandKind, ScopeLevel, choices
+from agentsys.types import AgentRole, AgentStatus, CommandKind, choices
 
 
 class Agent(models.Model):
@@ -73,16 +73,6 @@ class Agent(models.Model):
 
     def __str__(self) -> str:
         return self.id
-
-    @property
-    def scope_level(self) -> ScopeLevel:
-        if self.run:
-            return ScopeLevel.RUN
-        if self.sweep:
-            return ScopeLevel.SWEEP
-        if self.session:
-            return ScopeLevel.SESSION
-        return ScopeLevel.PROJECT
 
     @property
     def is_finished(self) -> bool:

@@ -5,9 +5,7 @@ from __future__ import annotations
 from django.db.models import Q, QuerySet
 
 from agents_app.models import Agent
-from agentsys.types import LIVE_TURN_STATUSES, AgentRole, AgentStatus
-
-LIVE_AGENT_STATUSES = (AgentStatus.IDLE, AgentStatus.RUNNING, AgentStatus.PAUSED)
+from agentsys.types import LIVE_AGENT_STATUSES, LIVE_TURN_STATUSES, AgentRole
 
 
 def agents_matching(

@@ -61,7 +61,7 @@ def _check_pause(agent: Agent) -> None:
             "paused; stop it to cancel it"
         )
     backend = (agent.config or {}).get("backend", "subprocess")
-    if agent.role == "executor" and backend != "subprocess":
+    if agent.role == AgentRole.EXECUTOR and backend != "subprocess":
         raise AgentCommandRefused(
             f"{agent.id} runs the {backend} backend, which has no process to suspend: "
             "it cannot be paused (stop it instead)"
@@ -137,6 +137,43 @@ def _the_executor_queue() -> ExecutorQueue:
     return _executor_queue
 
 
+def create_agent(
+    *,
+    role: AgentRole | str,
+    cls_path: str,
+    goal: str,
+    config: dict,
+    project: str,
+    session: str = "",
+    sweep: str = "",
+    run: str = "",
+    parent_id: str | None = None,
+    chat_session_id: str | None = None,
+    host_id: int | None = None,
+    first_id: str | None = None,
+) -> Agent:
+    """Insert a new agent row, idle: the one place an agent is created. Its id is
+    `{role}-{uuid8}` (`first_id`, when the caller picked one already, unless it is taken); a
+    clash gets a fresh one. The caller does what makes it start (a NOTIFY, the GPU queue, a
+    daemon hosting it) and records its events."""
+    return create_with_unique_id(
+        Agent,
+        lambda: new_agent_id(role),
+        first_id=first_id,
+        role=role,
+        cls_path=cls_path,
+        goal=goal,
+        config=config,
+        project=project,
+        session=session,
+        sweep=sweep,
+        run=run,
+        parent_id=parent_id,
+        chat_session_id=chat_session_id,
+        host_id=host_id,
+    )
+
+
 class AgentStartRefused(ValueError):
     """The agent's config cannot work (a bad gpu_required, a workdir that is no directory)."""
 
@@ -165,9 +202,7 @@ def request_agent_start(
     executor = cls.role == AgentRole.EXECUTOR
     if executor:
         config = _executor_config(config, default_workdir=str(settings.AGENTSYS_WORKDIR))
-    agent = create_with_unique_id(
-        Agent,
-        lambda: new_agent_id(cls.role),
+    agent = create_agent(
         role=cls.role,
         cls_path=cls_path,
         goal=goal,

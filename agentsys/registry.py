@@ -34,7 +34,3 @@ class AgentClassRegistry:
         if not (isinstance(cls, type) and issubclass(cls, Agent)):
             raise DisallowedAgentClass(f"{cls_path!r} is not an Agent subclass")
         return cls
-
-
-def path_of(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"

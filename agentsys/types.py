@@ -49,6 +49,8 @@ class AgentStatus(StrEnum):
         return self in TERMINAL_AGENT_STATUSES
 
 
+# Not ended: the agent may still act (a queued executor is idle until its run starts).
+LIVE_AGENT_STATUSES = (AgentStatus.IDLE, AgentStatus.RUNNING, AgentStatus.PAUSED)
 TERMINAL_AGENT_STATUSES = frozenset(
     {
         AgentStatus.DONE,
@@ -91,13 +93,6 @@ class TurnStatus(StrEnum):
 LIVE_TURN_STATUSES = (TurnStatus.QUEUED, TurnStatus.RUNNING)
 
 
-class ScopeLevel(StrEnum):
-    PROJECT = "project"
-    SESSION = "session"
-    SWEEP = "sweep"
-    RUN = "run"
-
-
 class EntryType(StrEnum):
     PLAN = "plan"
     CONTEXT = "context"
@@ -129,7 +124,8 @@ class RequestStatus(StrEnum):
     LOST = EndState.LOST.value
 
 
-TERMINAL_REQUEST_STATUSES = frozenset(RequestStatus) - {RequestStatus.QUEUED, RequestStatus.RUNNING}
+# In the queue or holding its GPUs: not ended.
+OPEN_REQUEST_STATUSES = (RequestStatus.QUEUED, RequestStatus.RUNNING)
 
 
 class CommandKind(StrEnum):

@@ -5,14 +5,13 @@ from __future__ import annotations
 from django.db.models import Count, Max
 
 from agents_app import selectors as agent_selectors
-from agentsys.types import AgentStatus
+from agentsys.types import LIVE_AGENT_STATUSES
 from research_app import selectors as research_selectors
 from research_app.models import ResearchLoop
 from scheduler_app import queue_board
 from scheduler_app import selectors as run_selectors
 from scheduler_app.models import Alert, AlertStatus, MetricSeries, RunStatus
 
-LIVE_AGENT_STATUSES = [AgentStatus.IDLE, AgentStatus.RUNNING, AgentStatus.PAUSED]
 SHOWN = 8
 
 

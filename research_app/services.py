@@ -10,10 +10,10 @@ from django.conf import settings
 from django.db import transaction
 
 from agents_app.models import Agent
+from agents_app.services import create_agent
 from agentsys.listen import AGENTS_CHANNEL
 from agentsys.registry import RESEARCH_AGENT
-from agentsys.types import AgentRole, new_agent_id
-from common.ids import create_with_unique_id
+from agentsys.types import AgentRole
 from research_app.models import ResearchLoop
 from scheduler_app.models import Sweep, SweepStatus
 
@@ -80,9 +80,7 @@ def start_research(
         status=SweepStatus.RUNNING,
         chat_session_id=chat_session_id,
     )
-    agent = create_with_unique_id(
-        Agent,
-        lambda: new_agent_id(AgentRole.RESEARCH),
+    agent = create_agent(
         role=AgentRole.RESEARCH,
         cls_path=RESEARCH_AGENT,
         parent_id=parent_id,  # the chat's L1 agent, told when the loop ends

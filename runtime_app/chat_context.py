@@ -8,10 +8,9 @@ from pathlib import Path
 from django.db.models import Count, Q
 
 from agents_app.models import Agent
-from agentsys.types import AgentRole, EntryType
+from agentsys.types import LIVE_AGENT_STATUSES, AgentRole, EntryType
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 
-LIVE_AGENT = ["idle", "running", "paused"]
 HISTORY_MESSAGES = 10
 MEMORIES = 20
 RECENT_DONE_CHILDREN = 5
@@ -39,9 +38,9 @@ def prompt_facts(session: ChatSession, turn: ChatTurn, agent_id: str) -> dict:
         role=AgentRole.ORCHESTRATOR
     )
     mine = mine.filter(Q(parent_id=agent_id) | Q(parent__isnull=True))
-    active = list(mine.filter(status__in=LIVE_AGENT).order_by("-created_at")[:20])
+    active = list(mine.filter(status__in=LIVE_AGENT_STATUSES).order_by("-created_at")[:20])
     ended = list(
-        mine.exclude(status__in=LIVE_AGENT).order_by("-finished_at")[:RECENT_DONE_CHILDREN]
+        mine.exclude(status__in=LIVE_AGENT_STATUSES).order_by("-finished_at")[:RECENT_DONE_CHILDREN]
     )
     children = [
         {

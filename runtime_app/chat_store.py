@@ -10,16 +10,15 @@ from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
 from agents_app.models import Agent
+from agents_app.services import create_agent
 from agentsys.registry import SESSION_AGENT
-from agentsys.types import AgentRole, AgentStatus, TurnStatus, new_agent_id
-from common.ids import create_with_unique_id
+from agentsys.types import LIVE_AGENT_STATUSES, LIVE_TURN_STATUSES, AgentRole, TurnStatus
 from events_app.events import chat_stream, record_event
 from events_app.selectors import last_seq
 from runtime_app.chat_context import child_report, prompt_facts
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn, MessageRole
 from sessions_app.notices import notices_for
 
-LIVE_AGENT = [AgentStatus.IDLE, AgentStatus.RUNNING, AgentStatus.PAUSED]
 TITLE_CHARS = 50
 
 
@@ -122,23 +121,23 @@ class DjangoChatStore:
             session = ChatSession.objects.select_for_update().get(pk=session_id)
             agent = (
                 Agent.objects.filter(
-                    chat_session=session, role=AgentRole.ORCHESTRATOR, status__in=LIVE_AGENT
+                    chat_session=session,
+                    role=AgentRole.ORCHESTRATOR,
+                    status__in=LIVE_AGENT_STATUSES,
                 )
                 .order_by("-created_at")
                 .first()
             )
             event = None
             if agent is None:
-                agent = create_with_unique_id(
-                    Agent,
-                    lambda: new_agent_id(AgentRole.ORCHESTRATOR),
+                agent = create_agent(
                     role=AgentRole.ORCHESTRATOR,
                     cls_path=SESSION_AGENT,
                     goal=f"Chat session: {session.title}"[:500],
                     config={"chat_session_id": session.pk},
                     project=session.project or "default",
                     session=session.pk,
-                    chat_session=session,
+                    chat_session_id=session.pk,
                     host_id=host_id,
                 )
                 event = record_event(
@@ -169,7 +168,7 @@ class DjangoChatStore:
         )
         children = Agent.objects.filter(parent_id=agent_id)
         return list(
-            children.filter(Q(status__in=LIVE_AGENT) | ~Q(id__in=reported)).values_list(
+            children.filter(Q(status__in=LIVE_AGENT_STATUSES) | ~Q(id__in=reported)).values_list(
                 "id", flat=True
             )
         )
@@ -266,7 +265,7 @@ class DjangoChatStore:
     @transaction.atomic
     def chat_finish_turn(self, *, turn_id: str, outcome: dict) -> list[dict]:
         turn = ChatTurn.objects.select_for_update().select_related("session").get(pk=turn_id)
-        if turn.status not in (TurnStatus.RUNNING, TurnStatus.QUEUED):
+        if turn.status not in LIVE_TURN_STATUSES:
             return []  # already closed (interrupted by a newer daemon, stopped while queued)
         if turn.stop_requested and outcome["status"] == TurnStatus.INTERRUPTED:
             # Its agent was stopped (the session deleted) after a person asked to stop it.

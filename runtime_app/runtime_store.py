@@ -13,19 +13,19 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agents_app.models import Agent, AgentCommand, CommandStatus
+from agents_app.services import create_agent
 from agentsys.agent import Scope
 from agentsys.scheduling import policy_named
 from agentsys.store import AgentRecord, CommandRecord, StoreUnavailable
 from agentsys.types import (
+    LIVE_AGENT_STATUSES,
     TERMINAL_AGENT_STATUSES,
     AgentRole,
     AgentStatus,
     EntryType,
     RequestStatus,
-    new_agent_id,
 )
 from common.db_outage import DATABASE_ERRORS, drop_connection, first_line
-from common.ids import create_with_unique_id
 from common.json_safe import json_safe
 from events_app.events import AGENTS_STREAM, record_event
 from memory_app.services import write_entry
@@ -33,8 +33,6 @@ from runtime_app.chat_store import DjangoChatStore
 from scheduler_app import lifecycle, oplog, queue
 from scheduler_app import services as host_services
 from scheduler_app.models import Host, HostStatus, ScheduleRequest
-
-LIVE = [AgentStatus.IDLE, AgentStatus.RUNNING, AgentStatus.PAUSED]
 
 
 def _record(agent: Agent) -> AgentRecord:
@@ -138,7 +136,7 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
         for host in dead:
             host.status = HostStatus.DEAD
             host.save(update_fields=["status"])
-            for agent in Agent.objects.filter(host=host, status__in=LIVE):
+            for agent in Agent.objects.filter(host=host, status__in=LIVE_AGENT_STATUSES):
                 cause = f"host {host.name} stopped heart-beating; its runagentd is gone"
                 event = self.transition(
                     agent_id=agent.id,
@@ -156,16 +154,13 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
     @transaction.atomic
     def create_agent(self, *, record: AgentRecord) -> dict:
         """Store a new agent; the event's agent_id is its final id (a clash gets a new one)."""
-        agent = create_with_unique_id(
-            Agent,
-            lambda: new_agent_id(record.role),
+        agent = create_agent(
             first_id=record.id,
             role=record.role,
             cls_path=record.cls_path,
             parent_id=record.parent_id,
             goal=record.goal,
             config=record.config,
-            status=AgentStatus.IDLE,
             host_id=record.host_id,
             chat_session_id=record.chat_session_id,
             **record.scope.as_dict(),
@@ -267,7 +262,7 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
                 )
                 SELECT id, depth FROM tree WHERE status = ANY(%s) ORDER BY depth DESC, id
                 """,
-                [agent_id, agent_id, [str(s) for s in LIVE]],
+                [agent_id, agent_id, [str(s) for s in LIVE_AGENT_STATUSES]],
             )
             rows = cursor.fetchall()
         levels: dict[int, list[str]] = {}
@@ -306,7 +301,10 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
 
     def lost_agents(self, *, host_id: int) -> list[AgentRecord]:
         """Live agents this host ran before its runagentd died."""
-        return [_record(a) for a in Agent.objects.filter(host_id=host_id, status__in=LIVE)]
+        return [
+            _record(a)
+            for a in Agent.objects.filter(host_id=host_id, status__in=LIVE_AGENT_STATUSES)
+        ]
 
     # -- the executor queue -------------------------------------------------------------------
 

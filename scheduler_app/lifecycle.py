@@ -17,13 +17,11 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agents_app.models import Agent
-from agentsys.types import AgentStatus, EndState, RequestStatus
+from agentsys.types import OPEN_REQUEST_STATUSES, AgentStatus, EndState, RequestStatus
 from events_app.events import AGENTS_STREAM, record_event
 from scheduler_app import oplog, queue
 from scheduler_app.models import GPU, Run, RunStatus, ScheduleRequest
 
-OPEN_RUN = [RunStatus.QUEUED, *RunStatus.live()]
-OPEN_REQUEST = [RequestStatus.QUEUED, RequestStatus.RUNNING]
 _EXIT_CODE = re.compile(r"exited with code (-?\d+)")
 
 
@@ -51,7 +49,7 @@ def follow_agent(
     status = AgentStatus(status)
     now = timezone.now()
     if status == AgentStatus.RUNNING:
-        Run.objects.filter(agent_id=agent_id, status__in=OPEN_RUN).update(
+        Run.objects.filter(agent_id=agent_id, status__in=RunStatus.open()).update(
             status=RunStatus.RUNNING, started_at=Coalesce(F("started_at"), Value(now))
         )
         if previous == AgentStatus.IDLE:  # a first start: not a resume, nor a re-adoption
@@ -66,7 +64,7 @@ def follow_agent(
         return status
     request = (
         ScheduleRequest.objects.select_for_update()
-        .filter(agent_id=agent_id, status__in=OPEN_REQUEST)
+        .filter(agent_id=agent_id, status__in=OPEN_REQUEST_STATUSES)
         .first()
     )
     started = request is None or request.status == RequestStatus.RUNNING
@@ -85,7 +83,7 @@ def follow_agent(
     exit_code = result.get("exit_code") if isinstance(result, dict) else None
     if exit_code is None and (code := _EXIT_CODE.search(error)):
         exit_code = int(code.group(1))
-    ended = Run.objects.filter(agent_id=agent_id, status__in=OPEN_RUN).update(
+    ended = Run.objects.filter(agent_id=agent_id, status__in=RunStatus.open()).update(
         status=word, finished_at=now, exit_code=exit_code, error=error
     )
     if ended:

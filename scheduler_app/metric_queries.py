@@ -135,12 +135,3 @@ def runs_series(
     """Key K of several runs (compare), by run id; a run that never logged K is absent."""
     found = MetricSeries.objects.filter(run_id__in=run_ids, key=key)
     return {s.run_id: series_points(s, max_points=max_points) for s in found}
-
-
-def last_values(*, run_ids: list[str], key: str) -> dict[str, float | str | None]:
-    """The last value of key K for each run (the runs list's "last loss"), one query."""
-    found = MetricSeries.objects.filter(run_id__in=run_ids, key=key)
-    return {
-        run_id: None if value is None else json_value(value)
-        for run_id, value in found.values_list("run_id", "last_value")
-    }

@@ -212,6 +212,11 @@ class RunStatus(models.TextChoices):
         """Started and not ended: its processes exist (suspended, when paused)."""
         return [cls.RUNNING, cls.PAUSED]
 
+    @classmethod
+    def open(cls) -> list[RunStatus]:
+        """In the queue or started, and not ended (a `ready` run has not been asked to start)."""
+        return [cls.QUEUED, *cls.live()]
+
 
 class Run(models.Model):
     """A command a person, a script or an agent launched (design doc jobs.json)."""

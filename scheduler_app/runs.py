@@ -7,10 +7,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 
-from agents_app.models import Agent
+from agents_app.services import create_agent
 from agentsys.registry import EXECUTOR_AGENT
-from agentsys.types import new_agent_id
-from common.ids import create_with_unique_id
+from agentsys.types import AgentRole
 from scheduler_app import lifecycle, oplog, queue
 from scheduler_app.models import Run, RunStatus, ScheduleRequest
 
@@ -85,10 +84,8 @@ def start_run(*, run_id: str) -> Run:
         )
     # Never the current directory (the checkout): a run made in the admin has no workdir.
     run.workdir = run.workdir or str(settings.AGENTSYS_WORKDIR)
-    agent = create_with_unique_id(
-        Agent,
-        lambda: new_agent_id("executor"),
-        role="executor",
+    agent = create_agent(
+        role=AgentRole.EXECUTOR,
         cls_path=EXECUTOR_AGENT,
         goal=run.name,
         config={

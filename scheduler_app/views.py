@@ -21,7 +21,6 @@ ACTIONS = {
     "rerun": (runs.rerun, "Started again as a new run."),
 }
 PARTS = {"head": "scheduler_app/_run_head.html", "alerts": "scheduler_app/_run_alerts.html"}
-LIVE_STATUSES = {RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.PAUSED}
 
 
 def run_list(request: HttpRequest) -> HttpResponse:
@@ -49,7 +48,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     context = {
         "nav": "runs",
         "run": run,
-        "live": run.status in LIVE_STATUSES,
+        "live": run.status in RunStatus.open(),
         "duration": selectors.run_duration(run),
     }
     part = request.GET.get("part", "")

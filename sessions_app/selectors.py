@@ -5,17 +5,20 @@ from __future__ import annotations
 from django.db.models import Case, CharField, Exists, OuterRef, Q, QuerySet, Subquery, Value, When
 
 from agents_app.models import Agent
-from agentsys.types import LIVE_TURN_STATUSES, AgentRole
+from agentsys.types import (
+    LIVE_AGENT_STATUSES,
+    LIVE_TURN_STATUSES,
+    TERMINAL_AGENT_STATUSES,
+    AgentRole,
+)
 from events_app.events import chat_stream
 from events_app.selectors import last_seq
 from scheduler_app.models import Alert
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 
 QUESTIONABLE_TURN_STATUSES = ("stopped", "interrupted")
-LIVE_AGENT_STATUSES = ("idle", "running", "paused")
 FAILED_AGENT_STATUSES = ("failed", "rejected")
 QUESTIONABLE_AGENT_STATUSES = ("stopped", "cancelled", "lost")
-FINISHED_AGENT_STATUSES = ("done", *FAILED_AGENT_STATUSES, *QUESTIONABLE_AGENT_STATUSES)
 
 MESSAGES_LIMIT_DEFAULT = 200
 MESSAGES_LIMIT_MAX = 2000
@@ -72,7 +75,7 @@ def with_status(sessions: QuerySet[ChatSession]) -> QuerySet[ChatSession]:
         ChatTurn.objects.filter(session=session).order_by("-started_at").values("status")[:1]
     )
     last_agent = Subquery(
-        work.filter(status__in=FINISHED_AGENT_STATUSES)
+        work.filter(status__in=TERMINAL_AGENT_STATUSES)
         .order_by("-finished_at", "-updated_at")
         .values("status")[:1]
     )

@@ -74,8 +74,7 @@ def delete_session(*, session: ChatSession, user=None) -> None:
     """
     from agents_app.models import Agent
     from agents_app.services import AgentCommandRefused, request_agent_command
-    from agentsys.types import CommandKind
-    from sessions_app.selectors import LIVE_AGENT_STATUSES
+    from agentsys.types import LIVE_AGENT_STATUSES, CommandKind
     from sessions_app.turns import stop_turn
 
     ChatSession.objects.filter(pk=session.pk).update(archived=True, updated_at=timezone.now())

@@ -107,7 +107,7 @@ def run_ended(run, timeout=30):
     """The run, re-read once it has ended (in any end state)."""
     from scheduler_app.models import Run, RunStatus
 
-    live = {RunStatus.QUEUED, *RunStatus.live()}
+    live = set(RunStatus.open())
     wait_until(
         lambda: Run.objects.get(pk=run.pk).status not in live, timeout, message=f"{run.id} to end"
     )

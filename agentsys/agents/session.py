@@ -31,10 +31,6 @@ logger = logging.getLogger("agentsys.session")
 ABORT_SETTLE_S = 0.3  # OpenCode is idle ~20 ms after an abort (opencode-notes.md)
 
 
-class TurnStopped(Exception):
-    pass
-
-
 class SessionAgent(Agent):
     role = AgentRole.ORCHESTRATOR
     allowed_children = frozenset(

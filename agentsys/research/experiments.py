@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 from agentsys.memory import EntryQuery
@@ -156,7 +155,3 @@ async def _alerts(agent, child_id: str) -> list[str]:
         logger.exception("%s: could not read the alerts of %s", agent.id, child_id)
         return []
     return [str((e.data or {}).get("message", e.data)) for e in entries or []]
-
-
-def as_dicts(results: list[ExperimentResult]) -> list[dict]:
-    return [asdict(r) for r in results]

@@ -30,14 +30,14 @@ class Command(BaseCommand):
         every = options["all"]
         if bool(run_ids) == bool(every):
             raise CommandError("name the runs to stop, or pass --all (not both)")
-        active = Run.objects.filter(status__in=[RunStatus.QUEUED, *RunStatus.live()])
+        active = Run.objects.filter(status__in=RunStatus.open())
         targets = list(active if every else Run.objects.filter(pk__in=run_ids))
         if missing := set(run_ids) - {run.pk for run in targets}:
             raise CommandError(f"no such run: {', '.join(sorted(missing))}")
         daemon = any(host_selectors.host_is_alive(h) for h in host_selectors.hosts_with_gpus())
         asked = []
         for run in targets:
-            if run.status not in (RunStatus.QUEUED, *RunStatus.live()):
+            if run.status not in RunStatus.open():
                 self.stdout.write(f"{run.pk}: {run.status}, nothing to stop")
             elif run.status == RunStatus.QUEUED or daemon:
                 runs.stop_run(run_id=run.pk)  # the API's own service
