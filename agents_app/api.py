@@ -1,7 +1,7 @@
 """REST for agents: list, tree, detail, memory entries, and the commands a person or a script
 sends them (steer, pause, resume, stop). The live event stream is events_app.sse.
 
-Commands are answered 202: the web process holds no agent state (ARCHITECTURE.md decision 2),
+Commands are answered 202: the web process holds no agent state (runagentd does),
 so a command is queued for the daemon hosting the agent, which carries it out and records
 what happened in the event log.
 """

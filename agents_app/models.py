@@ -21,7 +21,7 @@ class Agent(models.Model):
     goal = models.TextField(blank=True)
     config = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=16, choices=choices(AgentStatus), default=AgentStatus.IDLE)
-    # Memory scope (design doc §7.4): inherited from the parent, overridable at spawn.
+    # Memory scope (project > session > sweep > run): from the parent, overridable at spawn.
     project = models.CharField(max_length=100)
     session = models.CharField(max_length=100, blank=True)
     sweep = models.CharField(max_length=100, blank=True)

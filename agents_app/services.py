@@ -1,6 +1,6 @@
 """Writes for agents: commands from people and scripts to the daemon hosting an agent.
 
-The web process holds no agent state (ARCHITECTURE.md decision 2): stop, pause, resume and
+The web process holds no agent state (runagentd does): stop, pause, resume and
 steer become AgentCommand rows, and a NOTIFY on `agentsys_commands` (sent at commit) wakes the
 daemon that hosts the agent. A MESSAGE steer needs no daemon: it is a memory entry in the
 target's inbox, read at its next context assembly.
@@ -86,7 +86,7 @@ def request_agent_command(
 
 
 def steer_agent(*, agent_id: str, context: str, urgency: str, user=None):
-    """Steer in one of three tiers (design doc §8.1). CRITICAL and PRIORITY go to the daemon;
+    """Steer in one of three tiers (SteerUrgency). CRITICAL and PRIORITY go to the daemon;
     MESSAGE lands in the agent's inbox at once. Returns the AgentCommand or MemoryEntry."""
     payload = {"context": context.strip(), "urgency": urgency}
     if urgency != SteerUrgency.MESSAGE:

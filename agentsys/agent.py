@@ -1,4 +1,4 @@
-"""The Agent base class (design doc §6.6) and ChildHandle (§6.4).
+"""The Agent base class and ChildHandle (what a parent holds of each child).
 
 An agent knows nothing of processes or databases: it talks to a `RuntimeLink`, which is the
 pipe to the supervisor in a worker process, or the supervisor itself for in-process (L1)
@@ -39,7 +39,7 @@ def hierarchy_error(parent_role: str, parent_id: str, child_role: str, allowed) 
 
 @dataclass(frozen=True)
 class Scope:
-    """Memory scope (design doc §7.4): project > session > sweep > run."""
+    """Memory scope, widest first: project > session > sweep > run."""
 
     project: str
     session: str = ""

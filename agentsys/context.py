@@ -1,4 +1,4 @@
-"""Rendering memory entries into prompt text (design doc §7.4): sections of one line per
+"""Rendering memory entries into prompt text: sections of one line per
 entry, cut to a token budget. Pure functions: the same entries give the same text."""
 
 from __future__ import annotations

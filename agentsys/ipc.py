@@ -1,4 +1,4 @@
-"""Messages between the supervisor (runagentd) and a worker process (design doc §6.5), and
+"""Messages between the supervisor (runagentd) and a worker process, and
 the pipe that carries them.
 
 Every message is a small dict `{"t": <type>, ...}` pickled over a duplex

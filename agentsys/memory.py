@@ -1,4 +1,4 @@
-"""Memory as the runtime sees it (design doc §7), with no Django here.
+"""Memory as the runtime sees it, with no Django here.
 
 `MemoryView` is bound to one agent and fills in its id, role and scope on every write. Its
 methods are synchronous (they reach the database); agents call them off the event loop
@@ -20,7 +20,7 @@ MAX_QUERY_LIMIT = 1000
 
 @dataclass(frozen=True)
 class Entry:
-    """One memory entry (§7.2)."""
+    """One memory entry, as plain data."""
 
     key: str
     type: str

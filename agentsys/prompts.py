@@ -1,4 +1,4 @@
-"""Prompt templates: SKILL.md files rendered with `{{name}}` placeholders (design doc §3.4),
+"""Prompt templates: SKILL.md files rendered with `{{name}}` placeholders,
 shared by the research loop and the chat agent.
 
 - `{{name}}` takes the variable's text (booleans as true/false, None as nothing); a name with

@@ -1,4 +1,4 @@
-"""Scheduling policies (design doc §5.4): given the queue and one host's free GPUs, which
+"""Scheduling policies: given the queue and one host's free GPUs, which
 requests start now and on which GPU indices. Pure functions over plain data, so they are
 tested without a database; scheduler_app applies their decisions under row locks.
 

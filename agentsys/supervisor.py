@@ -1,4 +1,4 @@
-"""The supervisor: spawns and tracks the agents one runagentd hosts (design doc §6.1).
+"""The supervisor: spawns and tracks the agents one runagentd hosts.
 
 Worker agents run in processes forked from a forkserver; local (L1) agents run in this event
 loop. Everything an agent reports arrives as a message in its own inbox queue, handled in
@@ -115,7 +115,7 @@ class Supervisor(SupervisorControls):
         return record.id
 
     async def _submit(self, record: AgentRecord, parent_id: str | None) -> str:
-        """Executors go through the scheduler (design doc §5.11); the id stays the same from
+        """Executors go through the GPU queue, whoever spawns them; the id stays the same from
         queued to done. The row and its request are stored together."""
         outcome = await self.db(
             self.store.create_queued_agent,

@@ -1,4 +1,4 @@
-"""A faithful small re-implementation of the original memory store (design doc §7.3), for
+"""A faithful small re-implementation of the original memory store, for
 comparison only: one JSON file per entry under {root}/{project}/{agent_id}/, named
 {timestamp_ms}_{type}_{key}.json and written atomically (.tmp then rename); a query scans
 the directories, filters on the file name first (type, time), then reads each remaining

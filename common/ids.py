@@ -1,6 +1,6 @@
 """Creating rows whose short random ids can collide.
 
-Agent ids are `{role}-{uuid8}` and request ids `sched-{uuid8}` (design doc): 32 random bits,
+Agent ids are `{role}-{uuid8}` and request ids `sched-{uuid8}`: 32 random bits,
 so a clash is likely somewhere past ~10^5 rows. Creation retries with a fresh id instead of
 failing the spawn."""
 

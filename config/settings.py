@@ -32,7 +32,7 @@ DEBUG = AGENTSYS.debug
 ALLOWED_HOSTS = AGENTSYS.allowed_hosts
 CSRF_TRUSTED_ORIGINS = AGENTSYS.csrf_trusted_origins
 
-# -- Database: PostgreSQL only (ARCHITECTURE.md decision 1) -------------------------------
+# -- Database: PostgreSQL only (also the event log, the channel layer and the queue) ------
 if AGENTSYS.database_url:
     EMBEDDED_POSTGRES = None
     _default_db = environ.Env.db_url_config(AGENTSYS.database_url)
@@ -55,7 +55,7 @@ _default_db.setdefault("CONN_HEALTH_CHECKS", True)
 
 DATABASES = {
     "default": _default_db,
-    # channels-postgres opens its own connections through this alias (stack-notes.md).
+    # channels-postgres opens its own connections through this alias.
     "channels_postgres": {**_default_db, "TEST": {"MIRROR": "default"}},
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

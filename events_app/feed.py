@@ -1,5 +1,5 @@
 """Following one event stream: what a client missed from the table, then live events from the
-channel layer, in seq order with no gap and no duplicate (ARCHITECTURE.md decision 3).
+channel layer, in seq order with no gap and no duplicate.
 
 The WebSocket consumer and the SSE view both serve `follow_stream`. It subscribes before it
 reads the table, so an event committed while the replay runs arrives live and is dropped as a

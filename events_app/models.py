@@ -22,7 +22,7 @@ class EventStream(models.Model):
 
 
 class Event(models.Model):
-    """The durable, ordered event log (ARCHITECTURE.md decision 3). A client follows one
+    """The durable, ordered event log. A client follows one
     stream and resumes from the last `seq` it saw: it gets everything after, no gap and no
     duplicate, whatever restarted in between.
 

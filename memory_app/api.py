@@ -1,5 +1,5 @@
 """REST for memory: a person's view of what the agents learned (their reflections) next to
-their own notes, one notion of memory for both; and the entry query of design doc §7."""
+their own notes, one notion of memory for both; and the entry query by scope, type and tag."""
 
 from __future__ import annotations
 

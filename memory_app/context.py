@@ -1,4 +1,4 @@
-"""Context assembly (design doc §7.4): an agent's prompt context, widened from its own
+"""Context assembly: an agent's prompt context, widened from its own
 entries to its sweep, session and project, cut to a token budget."""
 
 from __future__ import annotations

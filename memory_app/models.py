@@ -1,4 +1,4 @@
-"""Memory entries (design doc §7.2): what agents plan, see, measure and learn, and the
+"""Memory entries: what agents plan, see, measure and learn, and the
 person's own notes. One notion of memory for both."""
 
 from __future__ import annotations

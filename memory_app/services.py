@@ -24,7 +24,7 @@ def write_entry(
     data: dict | None = None,
 ) -> MemoryEntry:
     """Store one entry; it is visible to every reader as soon as this returns. Keys are
-    12 random hex characters (design doc), so a clash is retried with a fresh key."""
+    12 random hex characters, so a clash is retried with a fresh key."""
     return create_with_unique_id(
         MemoryEntry,
         new_entry_key,

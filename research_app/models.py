@@ -1,4 +1,4 @@
-"""A research loop (design doc §3): the L2 ResearchAgent's row, its sweep (the runs of its
+"""A research loop: the L2 ResearchAgent's row, its sweep (the runs of its
 experiments) and the state it saves after every step (the research_state event)."""
 
 from django.db import models

@@ -1,5 +1,5 @@
 """What the L1 agent's prompts are made of, read from the database: the facts behind a
-turn's {{...}} variables (design doc §2.4) and the report of a finished child (§1.3)."""
+turn's {{...}} variables and the report of a finished child (agentsys.chat.reports)."""
 
 from __future__ import annotations
 

@@ -104,7 +104,7 @@ class GPU(models.Model):
 
 
 class ScheduleRequest(models.Model):
-    """An executor spawn waiting for GPUs (design doc §5.2). `agent` is created with the
+    """An executor spawn waiting for GPUs. `agent` is created with the
     request, so the parent's handle keeps one id from queued to done."""
 
     id = models.CharField(primary_key=True, max_length=40, default=new_request_id)
@@ -219,7 +219,7 @@ class RunStatus(models.TextChoices):
 
 
 class Run(models.Model):
-    """A command a person, a script or an agent launched (design doc jobs.json)."""
+    """A command a person, a script or an agent launched."""
 
     id = models.CharField(primary_key=True, max_length=40, default=new_run_id)
     name = models.CharField(max_length=200)

@@ -255,7 +255,7 @@ def close_agentless_requests() -> int:
 
 
 def stats(*, host_id: int | None = None) -> dict:
-    """The design doc's keys, for one host or (host_id None) all of them."""
+    """The queue's counts (GPUs, requests by status), for one host or (host_id None) all of them."""
     gpus = GPU.objects.filter(enabled=True)
     requests = ScheduleRequest.objects.all()
     if host_id is not None:

@@ -1,4 +1,4 @@
-"""Runs: commands a person or a script launches (design doc jobs.json). Starting a run
+"""Runs: commands a person or a script launches. Starting a run
 queues an ExecutorAgent for it; the run's status then moves with that agent and its queue
 request (scheduler_app.lifecycle)."""
 

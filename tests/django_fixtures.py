@@ -109,7 +109,7 @@ async def channel_layer_on_test_db(settings, django_db_setup):
 @pytest.fixture
 async def close_db_connections():
     """For async tests with transaction=True: the thread asgiref runs ORM calls in keeps its
-    connection open, and dropping the test database then waits ~5 s (stack-notes.md)."""
+    connection open, and dropping the test database then waits ~5 s."""
     from asgiref.sync import sync_to_async
     from django.db import connections
 

@@ -1,4 +1,4 @@
-"""ExecutorAgent (L3, design doc §4): runs one command and watches it.
+"""ExecutorAgent (L3): runs one command and watches it.
 
 The command text is written to `command.txt` and run as `/bin/sh command.txt`, exactly as
 typed (it is never spliced into other shell text), with stdin at EOF. It runs in its own

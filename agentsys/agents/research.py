@@ -1,4 +1,4 @@
-"""ResearchAgent (L2, design doc §3): plan → iterate → reflect, with its model behind OpenCode
+"""ResearchAgent (L2): plan → iterate → reflect, with its model behind OpenCode
 and its experiments run as executors through the GPU queue.
 
 Each step ends by saving the loop's state (agentsys.research.state) to its workdir and, as a

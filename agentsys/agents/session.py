@@ -1,4 +1,4 @@
-"""SessionAgent (L1, design doc §2): the LLM behind a chat session, one per session, inside
+"""SessionAgent (L1): the LLM behind a chat session, one per session, inside
 runagentd. It answers each turn through OpenCode, streaming the answer into the session's
 event stream, then carries out the action tags of the answer (spawn research or a command,
 steer or stop a child) as the turn's mode allows. When one of its children ends, it starts a
@@ -28,7 +28,7 @@ from agentsys.types import AgentRole, AgentStatus
 
 logger = logging.getLogger("agentsys.session")
 
-ABORT_SETTLE_S = 0.3  # OpenCode is idle ~20 ms after an abort (opencode-notes.md)
+ABORT_SETTLE_S = 0.3  # OpenCode is idle ~20 ms after an abort: ample margin
 
 
 class SessionAgent(Agent):

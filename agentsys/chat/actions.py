@@ -1,4 +1,4 @@
-"""The action tags of the L1 agent's answer (design doc §2.3): what to spawn, steer or stop.
+"""The action tags of the L1 agent's answer: what to spawn, steer or stop.
 
 Only the model's own answer is parsed (never the prompt it was shown, never the person's
 message), and in it only text outside code: a tag in a ``` block or in `backticks` is the

@@ -1,4 +1,4 @@
-"""The L1 prompt (design doc §2.4): the mode's skill rendered with the session's context,
+"""The L1 prompt: the mode's skill rendered with the session's context,
 then the person's message. The store gathers the facts; this module only words them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The system message of a synthetic turn (design doc §1.3): what a finished child did, in
+"""The system message of a synthetic turn: what a finished child did, in
 enough detail for the L1 to summarise it for the person."""
 
 from __future__ import annotations

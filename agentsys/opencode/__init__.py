@@ -1,4 +1,4 @@
-"""The OpenCode gateway (design doc §1.2 step 4, §3.3): the plain-Python client agents use to
+"""The OpenCode gateway: the plain-Python client agents use to
 reach their model through a real OpenCode server, and (server.py) a local server to start."""
 
 from agentsys.opencode.client import OpenCodeClient, PromptResult, Timeouts

@@ -1,4 +1,4 @@
-"""An async client for the OpenCode server (design doc §3.3, opencode-notes.md).
+"""An async client for the OpenCode server: its sessions, prompts and event stream.
 
 A prompt opens the global event stream first, then posts the prompt, then reads events of
 its session until it is idle: no event can be missed between the two. Every failure becomes

@@ -1,4 +1,4 @@
-"""OpenCode's global event stream, read for one session (opencode-notes.md).
+"""OpenCode's global event stream, read for one session.
 
 `parse_sse_line` turns a `data:` line into the event payload ({"type", "properties"}), or
 None for anything else (comments, `sync` wrappers, malformed JSON). `PromptAccumulator`

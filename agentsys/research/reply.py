@@ -1,4 +1,4 @@
-"""Reading the model's reply (design doc §3.2): tags, each from its LAST occurrence, since the
+"""Reading the model's reply: tags, each from its LAST occurrence, since the
 stream may echo the prompt (and the examples in it) before the real answer.
 
 - Every prompt template ends with `END_MARKER`; when the reply contains it, only the text after

@@ -1,4 +1,4 @@
-"""A research loop's settings (design doc §3.1), read from its agent config and checked once:
+"""A research loop's settings, read from its agent config and checked once:
 a bad value fails the loop at its start, saying which, never in its tenth iteration."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def _number(config: dict, name: str, default, kind, minimum):
     return kind(value)
 
 
-# The design doc's defaults, unless the deployment (or a test) sets its own.
+# Timeouts()'s defaults, unless the deployment (or a test) sets its own.
 TIMEOUT_VARIABLES = {
     "first_token": "MODEL_FIRST_TOKEN_TIMEOUT",
     "total": "MODEL_RESPONSE_TIMEOUT",

@@ -1,4 +1,4 @@
-"""The research loop's state (design doc §3.5), kept so the loop can resume where it was.
+"""The research loop's state, kept so the loop can resume where it was.
 
 It lives in `.agents/wild/<agent id>/state.json` of the workdir, replaced atomically after
 every step, and a copy goes to the database (the `research_state` event) for the API.

@@ -1,4 +1,4 @@
-"""Noticing a loop that is stuck (design doc §3.2): the next prompt then says so plainly, so
+"""Noticing a loop that is stuck: the next prompt then says so plainly, so
 the model changes course instead of repeating itself.
 
 All three signals look at the LATEST iterations only, so a loop that recovered stops being

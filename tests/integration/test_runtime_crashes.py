@@ -1,4 +1,4 @@
-"""Crashes (ARCHITECTURE.md decision 6): a killed worker, a killed runagentd, two daemons on
+"""Crashes: a killed worker, a killed runagentd, two daemons on
 one database, and a host that stops heart-beating."""
 
 import os

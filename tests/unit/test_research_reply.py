@@ -1,4 +1,4 @@
-"""Reading the research model's replies (issue 10 item 6): the cases of the design doc and
+"""Reading the research model's replies (issue 10 item 6): the cases of the loop's prompts and
 the original, and nothing a model writes can crash the loop."""
 
 import time
