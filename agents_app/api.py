@@ -22,6 +22,7 @@ from agents_app.schemas import (
     SteerIn,
     SteerOut,
 )
+from agentsys.registry import DisallowedAgentClass
 from agentsys.types import AgentRole, AgentStatus, CommandKind, EntryType
 from common.api_contract import MAX_OFFSET
 from events_app import selectors as event_selectors
@@ -213,8 +214,6 @@ def steer_agent(request, agent_id: str, payload: SteerIn):
 )
 def start_agent(request, payload: AgentStartIn):
     from django.conf import settings
-
-    from agentsys.registry import DisallowedAgentClass
 
     try:
         agent = services.request_agent_start(

@@ -15,6 +15,7 @@ from django.db import connection, transaction
 
 from agents_app.models import Agent, AgentCommand
 from agentsys.listen import AGENTS_CHANNEL, COMMANDS_CHANNEL
+from agentsys.registry import AgentClassRegistry
 from agentsys.types import (
     AgentRole,
     AgentStatus,
@@ -24,6 +25,7 @@ from agentsys.types import (
     new_agent_id,
 )
 from common.ids import create_with_unique_id
+from memory_app.services import write_entry
 
 MAX_STEER_CONTEXT = 20_000
 
@@ -93,7 +95,6 @@ def steer_agent(*, agent_id: str, context: str, urgency: str, user=None):
         return request_agent_command(
             agent_id=agent_id, kind=CommandKind.STEER, payload=payload, user=user
         )
-    from memory_app.services import write_entry
 
     with transaction.atomic():
         agent = Agent.objects.select_for_update().get(pk=agent_id)
@@ -194,8 +195,6 @@ def request_agent_start(
     its config names a workdir; any other agent is claimed by a runagentd at once (SKIP
     LOCKED, so exactly one). Raises AgentStartRefused for a config that cannot work."""
     from django.conf import settings
-
-    from agentsys.registry import AgentClassRegistry
 
     cls = AgentClassRegistry(settings.AGENTSYS.extra_agent_classes).resolve(cls_path)
     config = dict(config or {})

@@ -14,6 +14,8 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
+from accounts_app.services import create_token
+
 DEMO_SOURCE = Path(__file__).parent / "demo_workspace"
 
 
@@ -53,8 +55,6 @@ DEMO_RUN = {
 def ensure_admin_token(login: AdminLogin) -> str | None:
     """With the admin account just created, create its first API token and return it (to be
     shown once, like the password). Any other start: None."""
-    from accounts_app.services import create_token
-
     if not login.created:
         return None
     admin = get_user_model().objects.get(username=login.username)

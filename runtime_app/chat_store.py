@@ -10,14 +10,17 @@ from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
 from agents_app.models import Agent
-from agents_app.services import create_agent
+from agents_app.services import AgentCommandRefused, create_agent, request_agent_command
 from agentsys.registry import SESSION_AGENT
 from agentsys.types import LIVE_AGENT_STATUSES, LIVE_TURN_STATUSES, AgentRole, TurnStatus
 from events_app.events import chat_stream, record_event
+from events_app.models import Event
 from events_app.selectors import last_seq
+from research_app.services import start_research
 from runtime_app.chat_context import child_report, prompt_facts
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn, MessageRole
 from sessions_app.notices import notices_for
+from sessions_app.turns import next_message_seq
 
 TITLE_CHARS = 50
 
@@ -32,8 +35,6 @@ def _emit(session_id: str, kind: str, payload: dict) -> dict:
 def _parts_from_stream(turn: ChatTurn) -> list[dict]:
     """A turn's answer as far as it streamed, rebuilt from its stored events (the truth: a
     daemon killed mid-reply wrote every delta it relayed, and nothing else)."""
-    from events_app.models import Event
-
     parts: dict[str, dict] = {}
     events = Event.objects.filter(
         stream=chat_stream(turn.session_id),
@@ -153,7 +154,7 @@ class DjangoChatStore:
         return {"record": self._record_of(agent), "event": event}
 
     def _record_of(self, agent: Agent):
-        from runtime_app.runtime_store import _record
+        from runtime_app.runtime_store import _record  # runtime_store imports this module
 
         return _record(agent)
 
@@ -196,8 +197,6 @@ class DjangoChatStore:
             return {"skip": True, "events": events}
         with transaction.atomic():
             if turn.synthetic and not turn.user_message_id:
-                from sessions_app.turns import next_message_seq
-
                 turn.user_message = ChatMessage.objects.create(
                     session=session,
                     seq=next_message_seq(session.pk),
@@ -276,8 +275,6 @@ class DjangoChatStore:
         session = turn.session
         now = timezone.now()
         if text or thinking or parts:
-            from sessions_app.turns import next_message_seq
-
             ChatMessage.objects.create(
                 session=session,
                 seq=next_message_seq(session.pk),
@@ -326,8 +323,6 @@ class DjangoChatStore:
     def chat_start_research(
         self, *, agent_id: str, session_id: str, goal: str, max_iterations: int | None
     ) -> str:
-        from research_app.services import start_research
-
         session = ChatSession.objects.get(pk=session_id)
         loop = start_research(
             goal=goal,
@@ -341,8 +336,6 @@ class DjangoChatStore:
 
     def chat_command_child(self, *, session_id: str, target: str, kind: str, context: str) -> str:
         """'' once the command is queued for the child's daemon, else why not."""
-        from agents_app.services import AgentCommandRefused, request_agent_command
-
         agent = Agent.objects.filter(pk=target).first()
         if (
             agent is None

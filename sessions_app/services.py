@@ -7,7 +7,11 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agents_app.models import Agent
+from agents_app.services import AgentCommandRefused, request_agent_command
+from agentsys.types import LIVE_AGENT_STATUSES, CommandKind
 from sessions_app.models import ChatMode, ChatSession
+from sessions_app.turns import stop_turn
 
 
 @transaction.atomic
@@ -72,11 +76,6 @@ def delete_session(*, session: ChatSession, user=None) -> None:
       streaming one by its daemon, whose L1 agent (stopped with the rest) aborts its
       OpenCode session on the way out.
     """
-    from agents_app.models import Agent
-    from agents_app.services import AgentCommandRefused, request_agent_command
-    from agentsys.types import LIVE_AGENT_STATUSES, CommandKind
-    from sessions_app.turns import stop_turn
-
     ChatSession.objects.filter(pk=session.pk).update(archived=True, updated_at=timezone.now())
     session.archived = True
     stop_turn(session=session)
