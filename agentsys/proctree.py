@@ -1,5 +1,6 @@
 """Every process of one run, found through /proc, and the signals that stop, pause and
-resume them all.
+resume them all. The one reader of /proc/<pid>/stat (process_info): agentsys.process_session,
+the executor and the project's embedded database see processes through it.
 
 A run's command starts as the leader of its own session. Its processes are those of that
 session (a child that moved to another process group is still in it), plus any process
@@ -56,7 +57,7 @@ class RunProcesses:
         """The run's live processes (zombies are dead: they only wait to be reaped)."""
         found = []
         own = os.getpid()
-        for info in _all_processes():
+        for info in all_processes():
             if info.pid == own or info.state in ("Z", "X"):
                 continue
             if self._in_session(info) or (self.marker and _has_marker(info.pid, self.marker_entry)):
@@ -138,7 +139,20 @@ def process_info(pid: int | str) -> ProcessInfo | None:
         return None
 
 
-def _all_processes():
+def is_running(pid: int, start_time: str = "") -> bool:
+    """Whether `pid` is a live (not zombie) process and, when `start_time` (its start time as
+    recorded, e.g. in a run's job.pid) is given, still the one that started then: a pid
+    reused since by another process is not it."""
+    info = process_info(pid) if pid > 0 else None
+    return (
+        info is not None
+        and info.state != "Z"
+        and (not start_time or str(info.start_time) == start_time)
+    )
+
+
+def all_processes():
+    """Every process /proc shows now, zombies included."""
     # Raw os calls, not pathlib: a scan runs every 50 ms while a run is being stopped, on
     # hosts with thousands of processes.
     for name in os.listdir("/proc"):

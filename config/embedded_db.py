@@ -23,6 +23,8 @@ import time
 import warnings
 from pathlib import Path
 
+from agentsys.proctree import process_info
+
 logger = logging.getLogger(__name__)
 FAST_STOP_SECONDS = 20
 IMMEDIATE_STOP_SECONDS = 20
@@ -33,13 +35,9 @@ DATABASE_NAME = "agentsys"
 
 
 def _process_start_time(pid: int) -> str | None:
-    """Kernel start time of `pid` (field 22 of /proc/PID/stat), or None if it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    return stat.rsplit(")", 1)[1].split()[19]
+    """Kernel start time of `pid` (clock ticks since boot), or None if it is gone."""
+    info = process_info(pid)
+    return str(info.start_time) if info is not None else None
 
 
 class EmbeddedPostgres:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agents_app.models import AgentCommand, CommandStatus
+from agentsys.run_dir import ITERATION_LOG_FILE, loop_dir_of
 from events_app.models import Event
 from memory_app.models import MemoryEntry
 from research_app.models import ResearchLoop
@@ -89,7 +90,7 @@ def iteration_log_path(loop: ResearchLoop) -> Path | None:
     workdir = Path(str(loop.settings.get("workdir") or "")).resolve()
     if not str(loop.settings.get("workdir") or ""):
         return None
-    path = (workdir / ".agents" / "wild" / loop.agent_id / "iteration_log.md").resolve()
+    path = (loop_dir_of(workdir, loop.agent_id) / ITERATION_LOG_FILE).resolve()
     if workdir not in path.parents or not path.is_file():
         return None
     return path

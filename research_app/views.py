@@ -13,6 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from agents_app.views import TIERS
+from agentsys.run_dir import TASKS_FILE, loop_dir_of
 from agentsys.types import TERMINAL_AGENT_STATUSES
 from events_app.events import AGENTS_STREAM
 from events_app.selectors import last_seq
@@ -62,7 +63,7 @@ def loop_detail(request: HttpRequest, agent_id: str) -> HttpResponse:
     detail = selectors.detail(loop)
     _final_losses(detail["history"])
     workdir = Path(str(loop.settings.get("workdir") or "."))
-    tasks = _read(workdir / ".agents" / "wild" / loop.agent_id / "tasks.md") or loop.plan
+    tasks = _read(loop_dir_of(workdir, loop.agent_id) / TASKS_FILE) or loop.plan
     context = {
         "nav": "research",
         "loop": detail,

@@ -8,6 +8,7 @@ from pathlib import Path
 from django.db.models import Count, Q
 
 from agents_app.models import Agent
+from agentsys.run_dir import ITERATION_LOG_FILE, LOG_FILE, loop_dir_of
 from agentsys.types import LIVE_AGENT_STATUSES, AgentRole, EntryType
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 
@@ -116,11 +117,9 @@ def child_report(agent_id: str) -> dict:
         workdir = Path((loop.settings or {}).get("workdir") or "")
         report["iterations"] = loop.iteration
         report["reflection"] = loop.reflection
-        report["iteration_log"] = _tail(
-            workdir / ".agents" / "wild" / agent_id / "iteration_log.md"
-        )
+        report["iteration_log"] = _tail(loop_dir_of(workdir, agent_id) / ITERATION_LOG_FILE)
     run = agent.runs.first()
     if run is not None:
         report["exit_code"] = run.exit_code
-        report["log_tail"] = _tail(Path(run.run_dir) / "run.log", 3000) if run.run_dir else ""
+        report["log_tail"] = _tail(Path(run.run_dir) / LOG_FILE, 3000) if run.run_dir else ""
     return report

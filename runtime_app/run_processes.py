@@ -1,5 +1,5 @@
 """A run's processes as the operating system sees them, through its run directory's job.pid
-(`<pid> <start time>`; the run leads its own session). What `serve` counts at shutdown and
+(agentsys.run_dir; the run leads its own session). What `serve` counts at shutdown and
 what `manage.py runs stop` ends when no runagentd is there to do it."""
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from pathlib import Path
 from django.db.models import QuerySet
 
 from agentsys import process_session
+from agentsys.proctree import is_running
+from agentsys.run_dir import read_pid_file, record_terminated
 from agentsys.types import AgentStatus
 from runtime_app.runtime_store import DjangoRuntimeStore
 from scheduler_app.models import Run, RunStatus
 
 TERM_GRACE_SECONDS = 5.0
-TERMINATED_CODE = 128 + signal.SIGTERM  # what job.done says for a run ended by a signal
 
 
 @dataclass(frozen=True)
@@ -29,13 +30,11 @@ def run_pid(run: Run) -> int | None:
     """The pid of the run's command while that very process lives, else None."""
     if not run.run_dir:
         return None
-    try:
-        parts = (Path(run.run_dir) / "job.pid").read_text().split()
-        pid, started = int(parts[0]), (parts[1] if len(parts) > 1 else "")
-    except (OSError, ValueError, IndexError):
+    recorded = read_pid_file(Path(run.run_dir))
+    if recorded is None:
         return None
-    now_started = process_session.start_time(pid)
-    if not now_started or (started and now_started != started):
+    pid, started = recorded
+    if not is_running(pid, started):
         return None  # ended, and the pid may since belong to another process
     return pid
 
@@ -58,9 +57,7 @@ def kill_and_mark_stopped(run: Run, *, reason: str) -> bool:
         if not process_session.wait_session_empty(pid, TERM_GRACE_SECONDS):
             process_session.kill_session(pid, signal.SIGKILL)
             process_session.wait_session_empty(pid, TERM_GRACE_SECONDS)
-        done = Path(run.run_dir) / "job.done"
-        if not done.exists():  # so that a runagentd adopting it later sees it ended
-            done.write_text(f"{TERMINATED_CODE}\n")
+        record_terminated(Path(run.run_dir))  # a runagentd adopting it later sees it ended
     if run.agent_id:
         DjangoRuntimeStore().transition(
             agent_id=run.agent_id,

@@ -15,6 +15,7 @@ from django.utils import timezone
 from agents_app.models import Agent, AgentCommand, CommandStatus
 from agents_app.services import create_agent
 from agentsys.agent import Scope
+from agentsys.run_dir import run_dir_of
 from agentsys.scheduling import policy_named
 from agentsys.store import AgentRecord, CommandRecord, StoreUnavailable
 from agentsys.types import (
@@ -68,7 +69,7 @@ def _run_for_experiment(agent_id: str) -> None:
         sweep=Sweep.objects.filter(pk=agent.sweep).first() if agent.sweep else None,
         chat_session_id=chat_session_id,
         agent=agent,
-        run_dir=f"{config.get('workdir', '')}/.agents/runs/{agent.id}",
+        run_dir=str(run_dir_of(str(config.get("workdir", "")), agent.id)),
     )
     agent.config = {**config, "run_id": run.id}
     agent.run = run.id

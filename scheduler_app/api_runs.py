@@ -11,6 +11,7 @@ from django.db import transaction
 from ninja import Query, Router, Schema, Status
 from pydantic import ConfigDict, Field, StringConstraints, field_validator
 
+from agentsys.run_dir import LOG_FILE
 from agentsys.types import END_STATE_HELP
 from common.api_contract import MAX_OFFSET
 from scheduler_app import queue, runs, services
@@ -244,7 +245,7 @@ def run_logs(
     run = Run.objects.filter(pk=run_id).first()
     if run is None:
         return _no("run", run_id)
-    log = Path(run.run_dir) / "run.log" if run.run_dir else None
+    log = Path(run.run_dir) / LOG_FILE if run.run_dir else None
     if log is None or not log.is_file():
         return {"offset": offset, "next_offset": offset, "size": 0, "text": ""}
     size = log.stat().st_size

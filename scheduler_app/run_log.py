@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from agentsys.run_dir import LOG_FILE
+
 TAIL_BYTES = 64 * 1024
 MAX_LENGTH = 300
 # A traceback's last line: the exception's (dotted) name, then its message or nothing.
@@ -21,7 +23,7 @@ def last_error_line(run_dir: str) -> str:
     if not run_dir:
         return ""
     try:
-        with (Path(run_dir) / "run.log").open("rb") as handle:
+        with (Path(run_dir) / LOG_FILE).open("rb") as handle:
             handle.seek(0, 2)
             handle.seek(max(0, handle.tell() - TAIL_BYTES))
             tail = handle.read().decode("utf-8", errors="replace")

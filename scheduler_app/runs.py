@@ -9,6 +9,7 @@ from django.db import transaction
 
 from agents_app.services import create_agent
 from agentsys.registry import EXECUTOR_AGENT
+from agentsys.run_dir import run_dir_of
 from agentsys.types import AgentRole
 from scheduler_app import lifecycle, oplog, queue
 from scheduler_app.models import Run, RunStatus, ScheduleRequest
@@ -101,7 +102,7 @@ def start_run(*, run_id: str) -> Run:
         chat_session_id=run.chat_session_id,
     )
     run.agent = agent
-    run.run_dir = f"{run.workdir}/.agents/runs/{agent.id}"
+    run.run_dir = str(run_dir_of(run.workdir, agent.id))
     run.exit_code, run.error, run.started_at, run.finished_at = None, "", None, None
     run.save()
     queue.submit(agent=agent, gpu_required=run.gpu_required)  # the run is queued or rejected

@@ -11,10 +11,8 @@ session and every process carrying its marker, SIGTERM then SIGKILL, before the 
 reported stopped; pausing it SIGSTOPs them all. When the command ends, whatever it left
 running in the background is ended the same way, so its GPUs are free when they are released.
 
-Run directory `<workdir>/.agents/runs/<agent id>/`: command.txt, run.log (stdout+stderr as
-they come), job.done (exit code), job.pid (pid and start time of the run's session leader),
-agent_metrics.jsonl (what the script logs), metrics.pos (how far the watchdog has stored the
-metrics, so a re-adopted run neither loses nor repeats a row).
+Its files are in its run directory, `<workdir>/.agents/runs/<agent id>/` (agentsys.run_dir
+says what each holds).
 """
 
 from __future__ import annotations
@@ -24,14 +22,33 @@ import contextlib
 import logging
 import os
 import shlex
-import signal
 from pathlib import Path
 
 from agentsys.agent import Agent, PauseRefused
 from agentsys.gpu_conflicts import RetryPolicy, is_gpu_conflict
 from agentsys.metrics import AnomalyThresholds, LossAnomalyDetector, MetricsTail
-from agentsys.proctree import MARKER_VARIABLE, STOPPED_STATES, RunProcesses
+from agentsys.proctree import (
+    MARKER_VARIABLE,
+    STOPPED_STATES,
+    RunProcesses,
+    is_running,
+    process_info,
+)
 from agentsys.research.results import summarize_metrics
+from agentsys.run_dir import (
+    COMMAND_FILE,
+    EXIT_CODE_FILE,
+    LOG_FILE,
+    METRICS_FILE,
+    METRICS_POSITION_FILE,
+    PID_FILE,
+    WANDB_DIR,
+    read_exit_code,
+    read_pid_file,
+    record_terminated,
+    run_dir_of,
+    write_pid_file,
+)
 from agentsys.types import AgentRole, AgentStatus, EntryType
 
 logger = logging.getLogger("agentsys.executor")
@@ -82,11 +99,11 @@ class ExecutorAgent(Agent):
         self.processes = RunProcesses(marker="")  # nothing yet: a pause before the start
 
     async def on_start(self) -> None:
-        self.run_dir = run_dir_for(self.id, self.config)
-        self.workdir = self.run_dir.parents[2]
-        self.metrics = MetricsTail(self.run_dir / "agent_metrics.jsonl")
+        self.workdir = _workdir(self.config)
+        self.run_dir = run_dir_of(self.workdir, self.id)
+        self.metrics = MetricsTail(self.run_dir / METRICS_FILE)
         if self.config.get("resume"):
-            self.metrics.resume_at(*_read_metrics_position(self.run_dir / "metrics.pos"))
+            self.metrics.resume_at(*_read_metrics_position(self.run_dir / METRICS_POSITION_FILE))
         self.retry_policy, thresholds = _options_from(self.config)
         self.detector = LossAnomalyDetector(thresholds)
         # The watchdog's read and the run's last read must not overlap: the last one would
@@ -132,8 +149,8 @@ class ExecutorAgent(Agent):
         command = self.full_command()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # Replaced, not rewritten in place: a re-adopted run's shell may still be reading it.
-        _write_atomically(self.run_dir / "command.txt", command + "\n")
-        if self.config.get("resume") and (self.run_dir / "job.pid").exists():
+        _write_atomically(self.run_dir / COMMAND_FILE, command + "\n")
+        if self.config.get("resume") and (self.run_dir / PID_FILE).exists():
             exit_code = await self._adopt()
         else:
             exit_code = await self._run_with_retries(command)
@@ -143,7 +160,7 @@ class ExecutorAgent(Agent):
             logger.exception("%s: could not store the last metrics", self.id)
         result = {"exit_code": exit_code, "run_dir": str(self.run_dir), "command": command}
         # What an agent reads of the metrics (their points are the run's series, not memory).
-        summary = await asyncio.to_thread(summarize_metrics, self.run_dir / "agent_metrics.jsonl")
+        summary = await asyncio.to_thread(summarize_metrics, self.run_dir / METRICS_FILE)
         if summary:
             result["metrics"] = summary
         if exit_code != 0:
@@ -170,7 +187,7 @@ class ExecutorAgent(Agent):
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in self.config.get("gpu_indices", []))
         env["AGENTSYS_RUN_DIR"] = str(self.run_dir)
         env[MARKER_VARIABLE] = self.id  # finds every process of the run (agentsys.proctree)
-        env["WANDB_DIR"] = str(self.run_dir / "wandb")
+        env["WANDB_DIR"] = str(self.run_dir / WANDB_DIR)
         env["WANDB_RUN_ID"] = self.id
         return env
 
@@ -178,7 +195,7 @@ class ExecutorAgent(Agent):
         policy = self.retry_policy
         attempt = 0
         while True:
-            attempt_start = _size(self.run_dir / "run.log")
+            attempt_start = _size(self.run_dir / LOG_FILE)
             exit_code = await self._launch_and_wait(attempt)
             if exit_code == 0:
                 return exit_code
@@ -206,8 +223,7 @@ class ExecutorAgent(Agent):
             await asyncio.sleep(delay)
 
     async def _launch_and_wait(self, attempt: int) -> int | None:
-        done = self.run_dir / "job.done"
-        done.unlink(missing_ok=True)
+        (self.run_dir / EXIT_CODE_FILE).unlink(missing_ok=True)
         try:
             process = await self._launch(attempt)
             await process.wait()
@@ -218,7 +234,7 @@ class ExecutorAgent(Agent):
             if not self.detached:  # a stop kills the run; losing runagentd does not
                 await self._kill_run()
             raise
-        return _read_exit_code(done, fallback=process.returncode)
+        return _exit_code(self.run_dir, fallback=process.returncode)
 
     async def _launch(self, attempt: int) -> asyncio.subprocess.Process:
         """Start the command, once not paused: a pause cannot slip in between the check and
@@ -232,7 +248,7 @@ class ExecutorAgent(Agent):
                     return await self._start_process(attempt)
 
     async def _start_process(self, attempt: int) -> asyncio.subprocess.Process:
-        with open(self.run_dir / "run.log", "ab") as log:
+        with open(self.run_dir / LOG_FILE, "ab") as log:
             if attempt:
                 log.write(f"\n--- retry {attempt} ---\n".encode())
                 log.flush()
@@ -241,8 +257,8 @@ class ExecutorAgent(Agent):
                 "-c",
                 WRAPPER,
                 "agentsys-run",
-                str(self.run_dir / "job.done"),
-                str(self.run_dir / "command.txt"),
+                str(self.run_dir / EXIT_CODE_FILE),
+                str(self.run_dir / COMMAND_FILE),
                 cwd=self.workdir,
                 env=self.environment(),
                 stdin=asyncio.subprocess.DEVNULL,  # a command that reads stdin gets EOF
@@ -251,9 +267,11 @@ class ExecutorAgent(Agent):
                 start_new_session=True,  # outlives this worker; its session is the run
             )
         self.run_pid = process.pid
-        started = _start_time(process.pid)
-        self.processes = RunProcesses(self.id, process.pid, int(started or 0))
-        (self.run_dir / "job.pid").write_text(f"{process.pid} {started}")
+        # With the pid, the start time names one process, even after the pid is reused.
+        info = process_info(process.pid)
+        started = info.start_time if info is not None else 0
+        self.processes = RunProcesses(self.id, process.pid, started)
+        write_pid_file(self.run_dir, process.pid, str(started) if info is not None else "")
         self.emit_event(
             "run_started", {"pid": process.pid, "attempt": attempt, "run_dir": str(self.run_dir)}
         )
@@ -261,23 +279,23 @@ class ExecutorAgent(Agent):
 
     async def _adopt(self) -> int | None:
         """Resume after a restart: follow the run the previous executor started."""
-        pid, started = _read_pid_file(self.run_dir / "job.pid")
-        if not _is_our_run(pid, started):
+        pid, started = read_pid_file(self.run_dir) or (0, "")
+        if not is_running(pid, started):
             pid = 0  # it ended, and the pid may since belong to some other process
         self.run_pid = pid or None
         self.processes = RunProcesses(self.id, pid, int(started or 0) if pid else 0)
-        done = self.run_dir / "job.done"
+        done = self.run_dir / EXIT_CODE_FILE
         self.emit_event("run_adopted", {"pid": pid, "alive": bool(pid)})
         await self._keep_a_pause()
         try:
-            while not done.exists() and _is_our_run(pid, started):
+            while not done.exists() and is_running(pid, started):
                 await asyncio.sleep(0.5)
             await self._end_processes(grace=KILL_WAIT_SECONDS)
         except asyncio.CancelledError:
             if not self.detached:
                 await self._kill_run()
             raise
-        return _read_exit_code(done, fallback=None)
+        return read_exit_code(self.run_dir)
 
     async def _keep_a_pause(self) -> None:
         """A run paused when its executor was lost is still suspended: say so, rather than
@@ -293,9 +311,7 @@ class ExecutorAgent(Agent):
     async def _kill_run(self) -> None:
         """A stop: end every process of the run, and only then record it ended."""
         await self._end_processes(grace=KILL_WAIT_SECONDS)
-        done = self.run_dir / "job.done"
-        if not done.exists():
-            done.write_text(f"{128 + signal.SIGTERM}\n")  # the shell's code for "terminated"
+        record_terminated(self.run_dir)
 
     async def _end_processes(self, grace: float) -> None:
         survivors = await self.processes.terminate(grace)
@@ -309,7 +325,7 @@ class ExecutorAgent(Agent):
         the run's processes end before its end is recorded and its GPUs go to another."""
         if config.get("backend", "subprocess") != "subprocess":
             return  # no process of its own
-        pid, started = _read_pid_file(run_dir_for(agent_id, config) / "job.pid")
+        pid, started = read_pid_file(run_dir_of(_workdir(config), agent_id)) or (0, "")
         processes = RunProcesses(agent_id, pid, int(started or 0) if pid else 0)
         survivors = await processes.terminate(grace=0)
         if survivors:
@@ -331,7 +347,7 @@ class ExecutorAgent(Agent):
         self.emit_event("run_resumed", {"pids": pids})
 
     def _log_tail(self, since: int = 0) -> str:
-        log = self.run_dir / "run.log"
+        log = self.run_dir / LOG_FILE
         with contextlib.suppress(OSError), open(log, "rb") as handle:
             handle.seek(max(since, log.stat().st_size - LOG_TAIL_BYTES))
             return handle.read().decode("utf-8", "replace")
@@ -340,6 +356,7 @@ class ExecutorAgent(Agent):
     # -- watchdog ----------------------------------------------------------------------------
 
     async def on_monitor(self) -> None:
+        position_file = self.run_dir / METRICS_POSITION_FILE
         async with self._monitor_lock:
             pending = self.metrics.peek()
             rows, saved = pending.rows, self.metrics.position()
@@ -357,10 +374,10 @@ class ExecutorAgent(Agent):
                     if not store.cancelled() and store.exception() is None:
                         saved = (pending.ends[start + len(chunk) - 1], pending.inode)
                         self.metrics.advance_to(*saved)
-                        _write_metrics_position(self.run_dir / "metrics.pos", *saved)
+                        _write_metrics_position(position_file, *saved)
             self.metrics.advance_to(pending.end, pending.inode)  # past malformed lines too
             if self.metrics.position() != saved:
-                _write_metrics_position(self.run_dir / "metrics.pos", *self.metrics.position())
+                _write_metrics_position(position_file, *self.metrics.position())
         if not rows:
             return
         self.emit_event("metrics", {"rows": len(rows), "last": rows[-1]})
@@ -374,9 +391,8 @@ class ExecutorAgent(Agent):
             )
 
 
-def run_dir_for(agent_id: str, config: dict) -> Path:
-    workdir = config.get("workdir") or os.getcwd()
-    return Path(workdir) / ".agents" / "runs" / agent_id
+def _workdir(config: dict) -> Path:
+    return Path(config.get("workdir") or os.getcwd())
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -397,43 +413,9 @@ def _read_metrics_position(path: Path) -> tuple[int, int | None]:
         return 0, None  # never stored anything: read the file from the start
 
 
-def _read_exit_code(done: Path, *, fallback: int | None) -> int | None:
-    try:
-        return int(done.read_text().strip())
-    except (OSError, ValueError):
-        return fallback
-
-
-def _stat_fields(pid: int) -> list[str]:
-    """/proc/<pid>/stat after the command name (which may hold spaces and parentheses)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return []
-
-
-def _alive(pid: int) -> bool:
-    fields = _stat_fields(pid)
-    return bool(fields) and fields[0] != "Z"
-
-
-def _start_time(pid: int) -> str:
-    """The process's start time in clock ticks since boot (field 22 of stat): with the pid,
-    it names one process, even after the pid is reused."""
-    fields = _stat_fields(pid)
-    return fields[19] if len(fields) > 19 else ""
-
-
-def _read_pid_file(path: Path) -> tuple[int, str]:
-    try:
-        parts = path.read_text().split()
-        return int(parts[0]), (parts[1] if len(parts) > 1 else "")
-    except (OSError, ValueError, IndexError):
-        return 0, ""
-
-
-def _is_our_run(pid: int, started: str) -> bool:
-    return pid > 0 and _alive(pid) and (not started or _start_time(pid) == started)
+def _exit_code(run_dir: Path, *, fallback: int | None) -> int | None:
+    code = read_exit_code(run_dir)
+    return fallback if code is None else code
 
 
 def _size(path: Path) -> int:

@@ -18,6 +18,7 @@ from agentsys.memory import EntryQuery
 from agentsys.registry import EXECUTOR_AGENT
 from agentsys.research.reply import ExperimentSpec
 from agentsys.research.results import ExperimentResult, read_log_tail, summarize_metrics
+from agentsys.run_dir import LOG_FILE, METRICS_FILE, read_exit_code, run_dir_of
 from agentsys.types import AgentStatus, EntryType
 
 logger = logging.getLogger("agentsys.research")
@@ -129,21 +130,14 @@ async def _result(agent, record: dict, handle, timed_out: bool) -> ExperimentRes
     result.error = handle.error
     if timed_out:
         result.status, result.error = "timed out", "ran past its time limit and was stopped"
-    run_dir = Path(record["workdir"]) / ".agents" / "runs" / handle.id
-    result.exit_code = _exit_code(run_dir / "job.done")
-    result.log_tail = await asyncio.to_thread(read_log_tail, run_dir / "run.log")
-    result.metrics = await asyncio.to_thread(summarize_metrics, run_dir / "agent_metrics.jsonl")
+    run_dir = run_dir_of(record["workdir"], handle.id)
+    result.exit_code = read_exit_code(run_dir)
+    result.log_tail = await asyncio.to_thread(read_log_tail, run_dir / LOG_FILE)
+    result.metrics = await asyncio.to_thread(summarize_metrics, run_dir / METRICS_FILE)
     result.alerts = await _alerts(agent, handle.id)
     if handle.status == AgentStatus.REJECTED and not result.error:
         result.error = "the GPU queue can never place it"
     return result
-
-
-def _exit_code(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
 
 
 async def _alerts(agent, child_id: str) -> list[str]:

@@ -14,11 +14,20 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentsys.run_dir import (
+    AGENTS_DIR,
+    ITERATION_LOG_FILE,
+    SNAPSHOT_FILE,
+    STATE_FILE,
+    TASKS_FILE,
+    loop_dir_of,
+)
+
 logger = logging.getLogger("agentsys.research")
 
 GIT_TIMEOUT = 30.0
 MAX_SNAPSHOT_FILES = 20_000  # a workdir with more than this is diffed on its first files only
-SKIPPED_DIRS = {".agents", ".git", "node_modules", "__pycache__", ".venv", ".mypy_cache"}
+SKIPPED_DIRS = {AGENTS_DIR, ".git", "node_modules", "__pycache__", ".venv", ".mypy_cache"}
 # Commits are made by AgentSys, whoever runs it and whatever git's own config says.
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "AgentSys",
@@ -37,11 +46,11 @@ class GitResult:
 class Workspace:
     def __init__(self, workdir: Path, agent_id: str):
         self.workdir = workdir
-        self.loop_dir = workdir / ".agents" / "wild" / agent_id
-        self.tasks_path = self.loop_dir / "tasks.md"
-        self.log_path = self.loop_dir / "iteration_log.md"
-        self.state_path = self.loop_dir / "state.json"
-        self.snapshot_path = self.loop_dir / "snapshot.txt"
+        self.loop_dir = loop_dir_of(workdir, agent_id)
+        self.tasks_path = self.loop_dir / TASKS_FILE
+        self.log_path = self.loop_dir / ITERATION_LOG_FILE
+        self.state_path = self.loop_dir / STATE_FILE
+        self.snapshot_path = self.loop_dir / SNAPSHOT_FILE
         self.is_git: bool | None = None
 
     # -- files of the loop -------------------------------------------------------------------
@@ -121,7 +130,7 @@ class Workspace:
         nothing changed or it is not a repository."""
         if not await self.git_ready():
             return ""
-        outside_agents = (".", ":(exclude).agents")
+        outside_agents = (".", f":(exclude){AGENTS_DIR}")
         status = await self.git("status", "--porcelain", "--", *outside_agents)
         if status.code != 0 or not status.out.strip():
             return ""

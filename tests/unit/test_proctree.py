@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from agentsys.proctree import MARKER_VARIABLE, RunProcesses, process_info
+from agentsys.proctree import MARKER_VARIABLE, RunProcesses, is_running, process_info
 
 TREE = (
     "trap '' TERM; setsid sleep 3011 & "
@@ -76,3 +76,20 @@ def test_a_session_whose_id_was_reused_is_not_the_run():
     finally:
         asyncio.run(processes.terminate(grace=0))
         leader.wait()
+
+
+def test_a_recorded_pid_and_start_time_name_one_live_process():
+    child = subprocess.Popen(["sleep", "30"], stdin=subprocess.DEVNULL)
+    try:
+        started = str(process_info(child.pid).start_time)
+        assert is_running(child.pid) and is_running(child.pid, started)
+        assert not is_running(child.pid, str(int(started) + 1))  # the pid reused by another
+    finally:
+        child.kill()
+    deadline = time.monotonic() + 10
+    while process_info(child.pid).state != "Z":  # killed, not reaped yet
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert not is_running(child.pid, started)  # a zombie has ended
+    child.wait()
+    assert not is_running(child.pid) and not is_running(0)
