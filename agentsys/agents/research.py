@@ -19,7 +19,6 @@ import time
 from dataclasses import asdict
 
 from agentsys.agent import Agent
-from agentsys.prompts import PromptSkills
 from agentsys.research import experiments
 from agentsys.research.llm import ModelGateway, ModelReply, OpenCodeError, OpenCodeGateway
 from agentsys.research.logbook import control_section, iteration_section, reflection_section
@@ -36,6 +35,7 @@ from agentsys.research.state import (
 )
 from agentsys.research.struggle import detect_struggle
 from agentsys.research.workspace import Workspace
+from agentsys.skills import PromptSkills
 from agentsys.types import AgentRole, EntryType
 
 logger = logging.getLogger("agentsys.research")

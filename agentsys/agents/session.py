@@ -21,9 +21,9 @@ from agentsys.chat.prompt import build_prompt
 from agentsys.chat.relay import TurnRelay
 from agentsys.chat.reports import child_report_message
 from agentsys.opencode import OpenCodeClient, OpenCodeError
-from agentsys.prompts import PromptSkills, SkillNotFound
 from agentsys.registry import EXECUTOR_AGENT
 from agentsys.research.settings import DEFAULT_SKILLS_DIR, ResearchSettings
+from agentsys.skills import PromptSkills, SkillNotFound
 from agentsys.types import AgentRole, AgentStatus
 
 logger = logging.getLogger("agentsys.session")
