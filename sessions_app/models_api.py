@@ -3,8 +3,6 @@ asked server-side with the same URL and basic-auth credentials the health check 
 
 from __future__ import annotations
 
-import os
-
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from ninja import Router, Schema, Status
@@ -42,7 +40,7 @@ class OpenCodeUnavailable(Exception):
 def opencode_providers() -> list[dict]:
     """OpenCode's providers, each {"id", "name", "models": {model_id: {"id", "name", ...}}}."""
     config = settings.AGENTSYS
-    url = (config.opencode_url or os.environ.get("OPENCODE_URL", "")).rstrip("/")
+    url = config.opencode_url.rstrip("/")
     if not url:
         raise OpenCodeUnavailable("OPENCODE_URL is not set (make run sets it)")
     try:

@@ -53,7 +53,7 @@ class ResearchAgent(Agent):
     resumable = True
 
     async def on_start(self) -> None:
-        self.settings = ResearchSettings.from_config(self.config)
+        self.settings = ResearchSettings.from_config(self.config, self.deployment)
         self.workspace = Workspace(self.settings.workdir, self.id)
         self.skills = PromptSkills(self.settings.skills_dir)
         state = ResearchState.load(self.workspace.state_path) if self.config.get("resume") else None
@@ -75,6 +75,8 @@ class ResearchAgent(Agent):
             workdir=str(self.settings.workdir),
             title=f"AgentSys research {self.id}",
             timeouts=self.settings.timeouts,
+            username=self.deployment.opencode_username,
+            password=self.deployment.opencode_password,
         )
 
     async def run(self):

@@ -79,9 +79,14 @@ class SessionAgent(Agent):
         if self.port is None:
             raise RuntimeError("SessionAgent needs a chat port (it runs only inside runagentd)")
         self.session_id = str(self.config["chat_session_id"])
-        self.settings = ResearchSettings.from_config(self.config)
+        self.settings = ResearchSettings.from_config(self.config, self.deployment)
         self.skills = PromptSkills(self.config.get("skills_dir") or DEFAULT_SKILLS_DIR)
-        self.client = OpenCodeClient(self.settings.opencode_url, timeouts=self.settings.timeouts)
+        self.client = OpenCodeClient(
+            self.settings.opencode_url,
+            username=self.deployment.opencode_username,
+            password=self.deployment.opencode_password,
+            timeouts=self.settings.timeouts,
+        )
         # Children from before a restart: their ends must still be reported.
         self.adopt_children(await self.port.live_children(self.id))
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,8 +66,7 @@ class OpenCodeClient:
         self.timeouts = timeouts or Timeouts()
         self.directory = directory
         self.retry_limit_s = retry_limit_s
-        password = password if password is not None else os.environ.get("OPENCODE_SERVER_PASSWORD")
-        username = username or os.environ.get("OPENCODE_SERVER_USERNAME") or "opencode"
+        username = username or "opencode"  # OpenCode's own default user
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             auth=httpx.BasicAuth(username, password) if password else None,
