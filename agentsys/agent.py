@@ -14,6 +14,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
+from agentsys.deployment import Deployment
 from agentsys.ipc import Cmd
 from agentsys.types import AgentRole, AgentStatus
 
@@ -126,6 +127,7 @@ class Agent:
         self.result: Any = None
         self._link: RuntimeLink | None = None
         self.memory = None  # an agentsys.memory.MemoryView, set by the runtime
+        self.deployment = Deployment()  # the deployment's model and OpenCode, set by the runtime
         self.allowed_paths: frozenset[str] = frozenset()  # the runtime's allow-list
         self._task: asyncio.Task | None = None
         self._resume = asyncio.Event()

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from agentsys.deployment import Deployment
 from agentsys.listen import DB_RETRY_FIRST, DB_RETRY_MAX, listen_for_work
 from agentsys.registry import AgentClassRegistry
 from agentsys.store import CommandRecord, RuntimeStore, StoreUnavailable
@@ -51,6 +52,8 @@ class DaemonSettings:
     scheduler_policy: str = "fifo"
     memory_factory: str = ""  # "module:attr"; empty = agents run without memory
     default_workdir: str = ""  # where executors run when their config names no workdir
+    # The model, OpenCode server and credentials every agent gets (its config may override).
+    deployment: Deployment = field(default_factory=Deployment)
     # Leave a detected GPU alone while processes this system did not start hold at least
     # this much memory on it (0 = never look).
     foreign_gpu_min_mb: int = 256
@@ -168,6 +171,7 @@ class Daemon:
             stop_grace=self.settings.stop_grace,
             memory_factory=self.settings.memory_factory,
             default_workdir=self.settings.default_workdir,
+            deployment=self.settings.deployment,
         )
         if self.chat_enabled:
             from agentsys.chat.daemon_port import DaemonChatPort

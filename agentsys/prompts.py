@@ -12,7 +12,8 @@ shared by the research loop and the chat agent.
 from __future__ import annotations
 
 import re
-from pathlib import Path
+
+# The template language only: the SKILL.md files are read by agentsys.skills (PromptSkills).
 
 # An innermost block: its body holds no other `{{#if`, so nested blocks resolve inside out.
 _BLOCK = re.compile(
@@ -20,11 +21,6 @@ _BLOCK = re.compile(
 )
 _STRAY_BLOCK_TAG = re.compile(r"\{\{\s*(?:#if\s+\w*|/if)\s*\}\}")
 _PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}")
-_FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\n.*?\n---[ \t]*(?:\n|\Z)", re.DOTALL)
-
-
-class SkillNotFound(FileNotFoundError):
-    pass
 
 
 def _text(value) -> str:
@@ -54,35 +50,3 @@ def render(template: str, variables: dict) -> str:
     shown = re.sub(r"\n{3,}", "\n\n", _STRAY_BLOCK_TAG.sub("", shown))
     # One pass over the template: text coming from a value is never scanned again.
     return _PLACEHOLDER.sub(lambda m: _text(variables.get(m.group(1))), shown)
-
-
-class PromptSkills:
-    """Templates in `<skills_dir>/<name>/SKILL.md`, re-read when the file changes."""
-
-    def __init__(self, skills_dir: Path):
-        self.skills_dir = Path(skills_dir)
-        self._cache: dict[str, tuple[tuple[int, int], str]] = {}
-
-    def get(self, name: str) -> str:
-        path = self.skills_dir / name / "SKILL.md"
-        try:
-            info = path.stat()
-        except OSError:
-            raise SkillNotFound(f"prompt template {name!r} not found: no file {path}") from None
-        # Size too: an edit within the filesystem's timestamp resolution still shows.
-        version = (info.st_mtime_ns, info.st_size)
-        cached = self._cache.get(name)
-        if cached is None or cached[0] != version:
-            try:
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError as error:
-                raise SkillNotFound(
-                    f"prompt template {name!r}: cannot read {path}: {error}"
-                ) from None
-            text = text.replace("\r\n", "\n")
-            body = _FRONT_MATTER.sub("", text, count=1).lstrip("\n")
-            self._cache[name] = cached = (version, body)
-        return cached[1]
-
-    def render(self, name: str, variables: dict) -> str:
-        return render(self.get(name), variables)

@@ -3,7 +3,8 @@
 Each skill is `<skills_dir>/<id>/SKILL.md`: front matter between `---` lines (`name:`,
 `description:`, and `variables:`, a comma-separated list of the placeholders its template may
 use, which the code that renders it supplies), then the template (agentsys.prompts renders
-it). Plain Python, no Django: the API and the tests call it with a folder.
+it). Plain Python, no Django: the API and the tests call it with a folder. The one reader of
+these files: the agents read their templates through PromptSkills, which keeps each parsed.
 """
 
 from __future__ import annotations
@@ -14,19 +15,21 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentsys.prompts import _FRONT_MATTER
+from agentsys.prompts import render
 
 SKILL_ID = re.compile(r"^[a-z0-9_]{1,64}$")
 MAX_TEMPLATE_BYTES = 200 * 1024
 # Every `{{...}}` tag, then what each kind looks like (agentsys.prompts's syntax).
+_FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\n.*?\n---[ \t]*(?:\n|\Z)", re.DOTALL)
 _TAG = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 _PLACEHOLDER = re.compile(r"^\s*(\w+)\s*$")
 _IF = re.compile(r"^\s*#if\s+(\w+)\s*$")
 _END_IF = re.compile(r"^\s*/if\s*$")
 
 
-class SkillNotFound(LookupError):
-    pass
+class SkillNotFound(FileNotFoundError, LookupError):
+    """No such skill, or its file cannot be read. Both kinds, so that callers catching a
+    missing file (OSError) and those catching a missing key (LookupError) see it."""
 
 
 class InvalidSkill(ValueError):
@@ -190,3 +193,35 @@ def write(skills_dir: Path, skill_id: str, text: str) -> Skill:
         Path(tmp).unlink(missing_ok=True)
         raise
     return _parse(skill_id, text)
+
+
+class PromptSkills:
+    """Templates in `<skills_dir>/<name>/SKILL.md` for the agents: the template of each (its
+    front matter left out), re-read when the file changes."""
+
+    def __init__(self, skills_dir: Path):
+        self.skills_dir = Path(skills_dir)
+        self._cache: dict[str, tuple[tuple[int, int], str]] = {}
+
+    def get(self, name: str) -> str:
+        path = self.skills_dir / name / "SKILL.md"
+        try:
+            info = path.stat()
+        except OSError:
+            raise SkillNotFound(f"prompt template {name!r} not found: no file {path}") from None
+        # Size too: an edit within the filesystem's timestamp resolution still shows.
+        version = (info.st_mtime_ns, info.st_size)
+        cached = self._cache.get(name)
+        if cached is None or cached[0] != version:
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError as error:
+                raise SkillNotFound(
+                    f"prompt template {name!r}: cannot read {path}: {error}"
+                ) from None
+            body = _parse(name, text).template.lstrip("\n")
+            self._cache[name] = cached = (version, body)
+        return cached[1]
+
+    def render(self, name: str, variables: dict) -> str:
+        return render(self.get(name), variables)

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from agentsys.agent import Agent, Scope, hierarchy_error
 from agentsys.control import SupervisorControls
+from agentsys.deployment import Deployment
 from agentsys.hosted import Hosted, LocalLink
 from agentsys.ipc import TERMINAL_EVENTS, Cmd, Ev, PipeChannel
 from agentsys.registry import AgentClassRegistry
@@ -44,6 +45,7 @@ class Supervisor(SupervisorControls):
         use_scheduler: bool = True,
         memory_factory: str = "",
         default_workdir: str = "",
+        deployment: Deployment | None = None,
     ):
         self.store, self.db, self.publish = store, db, publish
         self.registry, self.host_id, self.mp = registry, host_id, mp_context
@@ -51,6 +53,7 @@ class Supervisor(SupervisorControls):
         self.use_scheduler = use_scheduler
         self.memory_factory = memory_factory
         self.default_workdir = default_workdir
+        self.deployment = deployment or Deployment()
         self.hosted: dict[str, Hosted] = {}
         self.chat_port = None  # set by the daemon: what in-daemon chat (L1) agents talk to
         # Queued children of agents hosted here: child id → parent id. Their parent is told
@@ -176,6 +179,7 @@ class Supervisor(SupervisorControls):
                 link=LocalLink(self, hosted),
             )
             agent.allowed_paths = self.registry.allowed
+            agent.deployment = self.deployment
             if hasattr(agent, "attach_chat"):
                 agent.attach_chat(self.chat_port)
             if self.memory_factory:
@@ -198,6 +202,7 @@ class Supervisor(SupervisorControls):
             role=str(record.role),
             memory_factory=self.memory_factory,
             supervisor_pid=os.getpid(),
+            deployment=self.deployment,
         )
         process = self.mp.Process(target=run_worker, args=(spec, child_end), name=record.id)
         await asyncio.get_running_loop().run_in_executor(None, process.start)

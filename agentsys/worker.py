@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 
 from agentsys.agent import Agent, HierarchyError, Scope
+from agentsys.deployment import Deployment
 from agentsys.ipc import Cmd, Ev, PipeChannel
 from agentsys.proctree import RunProcesses
 from agentsys.registry import AgentClassRegistry
@@ -46,6 +47,7 @@ class WorkerSpec:
     role: str = ""
     memory_factory: str = ""  # "module:attr" building the agent's MemoryView
     supervisor_pid: int = 0  # runagentd; its death is noticed even if the pipe stays open
+    deployment: Deployment = field(default_factory=Deployment)
     extra: dict = field(default_factory=dict)
 
 
@@ -126,6 +128,7 @@ async def _serve(spec: WorkerSpec, channel: PipeChannel) -> None:
         agent_id=spec.agent_id, goal=spec.goal, config=config, scope=Scope(**spec.scope), link=link
     )
     agent.allowed_paths = spec.allowed_classes
+    agent.deployment = spec.deployment
     if spec.memory_factory:
         from agentsys.memory import load_memory_factory
 

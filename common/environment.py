@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -52,8 +52,6 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "MODEL_RESPONSE_TIMEOUT": ("600", "Seconds a whole model response may take"),
     "MODEL_IDLE_TIMEOUT": ("120", "Seconds the OpenCode event stream may stay silent"),
     "RESEARCH_AGENT_USER_AUTH_TOKEN": ("", "API token for scripts (X-Auth-Token or Bearer)"),
-    "RESEARCH_AGENT_TMUX_SESSION": ("research-agent", "tmux session name for run terminals"),
-    "SERVER_CALLBACK_URL": ("", "URL agents and MCP tools use to reach the API; unset = from PORT"),
     "AGENTSYS_HOST_NAME": ("", "Name this runagentd registers its host under; unset = hostname"),
     "AGENTSYS_GPUS": ("", "Declared GPUs on hosts without NVML: a count (2) or indices (0,1)"),
     "AGENTSYS_SCHEDULER_POLICY": (
@@ -103,8 +101,6 @@ class Config:
     opencode_username: str
     opencode_password: str
     api_token: str | None
-    tmux_session: str
-    server_callback_url: str
     host_name: str
     gpus: list[int] | None
     extra_agent_classes: frozenset[str]
@@ -115,7 +111,10 @@ class Config:
     admin_email: str
     log_level: str
     access_log: bool = False
-    extra: dict = field(default_factory=dict)
+    # Seconds (MODEL_FIRST_TOKEN_TIMEOUT, MODEL_RESPONSE_TIMEOUT, MODEL_IDLE_TIMEOUT).
+    model_first_token_timeout: int = 180
+    model_response_timeout: int = 600
+    model_idle_timeout: int = 120
 
 
 def _raw(env: environ.Env, name: str) -> str:
@@ -231,8 +230,6 @@ def load(environment: dict[str, str] | None = None) -> Config:
         check_host_name(host_name)
     except ConfigError as exc:
         raise ConfigError(f"AGENTSYS_HOST_NAME: {exc}") from None
-    for name in ("MODEL_FIRST_TOKEN_TIMEOUT", "MODEL_RESPONSE_TIMEOUT", "MODEL_IDLE_TIMEOUT"):
-        _int(env, name, low=1, high=86400)
     secret_key = _raw(env, "SECRET_KEY") or None
     if secret_key is not None and len(secret_key) < 32:
         raise ConfigError("SECRET_KEY: too short; use at least 32 random characters")
@@ -258,9 +255,6 @@ def load(environment: dict[str, str] | None = None) -> Config:
         opencode_username=_raw(env, "OPENCODE_SERVER_USERNAME"),
         opencode_password=_raw(env, "OPENCODE_SERVER_PASSWORD"),
         api_token=_raw(env, "RESEARCH_AGENT_USER_AUTH_TOKEN") or None,
-        tmux_session=_raw(env, "RESEARCH_AGENT_TMUX_SESSION"),
-        server_callback_url=_url(env, "SERVER_CALLBACK_URL", {"http", "https"}, required=False)
-        or f"http://127.0.0.1:{port}",
         host_name=host_name,
         gpus=_gpus(env),
         extra_agent_classes=frozenset(_list(env, "AGENTSYS_AGENT_CLASSES")),
@@ -271,6 +265,9 @@ def load(environment: dict[str, str] | None = None) -> Config:
         admin_email=_raw(env, "AGENTSYS_ADMIN_EMAIL"),
         log_level=_choice(env, "LOG_LEVEL", _LOG_LEVELS, upper=True),
         access_log=_bool(env, "AGENTSYS_ACCESS_LOG"),
+        model_first_token_timeout=_int(env, "MODEL_FIRST_TOKEN_TIMEOUT", low=1, high=86400),
+        model_response_timeout=_int(env, "MODEL_RESPONSE_TIMEOUT", low=1, high=86400),
+        model_idle_timeout=_int(env, "MODEL_IDLE_TIMEOUT", low=1, high=86400),
     )
 
 

@@ -3,17 +3,16 @@ asked server-side with the same URL and basic-auth credentials the health check 
 
 from __future__ import annotations
 
-import os
-
-import httpx
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from ninja import Router, Schema, Status
+
+from agentsys.opencode import OpenCodeAuthError, OpenCodeClient, OpenCodeError
+from agentsys.opencode import OpenCodeUnavailable as ServerUnreachable
 
 router = Router(tags=["chat sessions"])
 
 OPENCODE_TIMEOUT_SECONDS = 5.0
-# Tests replace this with an httpx.MockTransport; None = real network.
-transport: httpx.BaseTransport | None = None
 
 
 class ModelRef(Schema):
@@ -41,29 +40,33 @@ class OpenCodeUnavailable(Exception):
 def opencode_providers() -> list[dict]:
     """OpenCode's providers, each {"id", "name", "models": {model_id: {"id", "name", ...}}}."""
     config = settings.AGENTSYS
-    url = (config.opencode_url or os.environ.get("OPENCODE_URL", "")).rstrip("/")
+    url = config.opencode_url.rstrip("/")
     if not url:
         raise OpenCodeUnavailable("OPENCODE_URL is not set (make run sets it)")
-    auth = (config.opencode_username, config.opencode_password)
     try:
-        with httpx.Client(timeout=OPENCODE_TIMEOUT_SECONDS, transport=transport) as client:
-            answer = client.get(
-                f"{url}/config/providers", auth=auth if config.opencode_password else None
-            )
-    except httpx.HTTPError as error:
+        return async_to_sync(_ask_providers)(
+            url, config.opencode_username, config.opencode_password
+        )
+    except OpenCodeAuthError:
         raise OpenCodeUnavailable(
-            f"OpenCode at {url} is unreachable: {type(error).__name__} {error}"
+            f"OpenCode at {url} answered 401 (wrong OPENCODE_SERVER_PASSWORD)"
         ) from None
-    if answer.status_code != 200:
-        why = " (wrong OPENCODE_SERVER_PASSWORD)" if answer.status_code == 401 else ""
-        raise OpenCodeUnavailable(f"OpenCode at {url} answered {answer.status_code}{why}")
+    except OpenCodeError as error:
+        if error.status is not None:
+            raise OpenCodeUnavailable(f"OpenCode at {url} answered {error.status}") from None
+        if isinstance(error, ServerUnreachable):  # the client's words name the server and why
+            raise OpenCodeUnavailable(f"unreachable: {error}") from None
+        raise OpenCodeUnavailable(str(error)) from None  # it answered no provider list
+
+
+async def _ask_providers(url: str, username: str, password: str) -> list[dict]:
+    client = OpenCodeClient(
+        url, username=username, password=password, call_timeout=OPENCODE_TIMEOUT_SECONDS
+    )
     try:
-        providers = answer.json()["providers"]
-        if not isinstance(providers, list):
-            raise TypeError("providers is not a list")
-    except (ValueError, KeyError, TypeError) as error:
-        raise OpenCodeUnavailable(f"OpenCode at {url} answered no provider list: {error}") from None
-    return providers
+        return await client.providers()
+    finally:
+        await client.aclose()
 
 
 def flatten(providers: list[dict]) -> list[dict]:

@@ -19,7 +19,6 @@ import time
 from dataclasses import asdict
 
 from agentsys.agent import Agent
-from agentsys.prompts import PromptSkills
 from agentsys.research import experiments
 from agentsys.research.llm import ModelGateway, ModelReply, OpenCodeError, OpenCodeGateway
 from agentsys.research.logbook import control_section, iteration_section, reflection_section
@@ -36,6 +35,7 @@ from agentsys.research.state import (
 )
 from agentsys.research.struggle import detect_struggle
 from agentsys.research.workspace import Workspace
+from agentsys.skills import PromptSkills
 from agentsys.types import AgentRole, EntryType
 
 logger = logging.getLogger("agentsys.research")
@@ -53,7 +53,7 @@ class ResearchAgent(Agent):
     resumable = True
 
     async def on_start(self) -> None:
-        self.settings = ResearchSettings.from_config(self.config)
+        self.settings = ResearchSettings.from_config(self.config, self.deployment)
         self.workspace = Workspace(self.settings.workdir, self.id)
         self.skills = PromptSkills(self.settings.skills_dir)
         state = ResearchState.load(self.workspace.state_path) if self.config.get("resume") else None
@@ -75,6 +75,8 @@ class ResearchAgent(Agent):
             workdir=str(self.settings.workdir),
             title=f"AgentSys research {self.id}",
             timeouts=self.settings.timeouts,
+            username=self.deployment.opencode_username,
+            password=self.deployment.opencode_password,
         )
 
     async def run(self):

@@ -21,9 +21,9 @@ from agentsys.chat.prompt import build_prompt
 from agentsys.chat.relay import TurnRelay
 from agentsys.chat.reports import child_report_message
 from agentsys.opencode import OpenCodeClient, OpenCodeError
-from agentsys.prompts import PromptSkills, SkillNotFound
 from agentsys.registry import EXECUTOR_AGENT
 from agentsys.research.settings import DEFAULT_SKILLS_DIR, ResearchSettings
+from agentsys.skills import PromptSkills, SkillNotFound
 from agentsys.types import AgentRole, AgentStatus
 
 logger = logging.getLogger("agentsys.session")
@@ -75,9 +75,14 @@ class SessionAgent(Agent):
         if self.port is None:
             raise RuntimeError("SessionAgent needs a chat port (it runs only inside runagentd)")
         self.session_id = str(self.config["chat_session_id"])
-        self.settings = ResearchSettings.from_config(self.config)
+        self.settings = ResearchSettings.from_config(self.config, self.deployment)
         self.skills = PromptSkills(self.config.get("skills_dir") or DEFAULT_SKILLS_DIR)
-        self.client = OpenCodeClient(self.settings.opencode_url, timeouts=self.settings.timeouts)
+        self.client = OpenCodeClient(
+            self.settings.opencode_url,
+            username=self.deployment.opencode_username,
+            password=self.deployment.opencode_password,
+            timeouts=self.settings.timeouts,
+        )
         # Children from before a restart: their ends must still be reported.
         self.adopt_children(await self.port.live_children(self.id))
 

@@ -3,7 +3,7 @@ then the person's message. The store gathers the facts; this module only words t
 
 from __future__ import annotations
 
-from agentsys.prompts import PromptSkills
+from agentsys.skills import PromptSkills
 
 SKILL_FOR_MODE = {
     "wild": "l1_wild_session",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,8 +66,7 @@ class OpenCodeClient:
         self.timeouts = timeouts or Timeouts()
         self.directory = directory
         self.retry_limit_s = retry_limit_s
-        password = password if password is not None else os.environ.get("OPENCODE_SERVER_PASSWORD")
-        username = username or os.environ.get("OPENCODE_SERVER_USERNAME") or "opencode"
+        username = username or "opencode"  # OpenCode's own default user
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             auth=httpx.BasicAuth(username, password) if password else None,
@@ -97,6 +95,20 @@ class OpenCodeClient:
 
     async def health(self) -> dict:
         return (await self._call("GET", "/global/health")).json()
+
+    async def providers(self) -> list[dict]:
+        """The providers the server offers (GET /config/providers), each {"id", "name",
+        "models": {model_id: {"id", "name", ...}}}."""
+        response = await self._call("GET", "/config/providers")
+        try:
+            providers = response.json()["providers"]
+            if not isinstance(providers, list):
+                raise TypeError("providers is not a list")
+        except (ValueError, KeyError, TypeError) as error:
+            raise OpenCodeError(
+                f"OpenCode at {self.base_url} answered no provider list: {error}"
+            ) from None
+        return providers
 
     async def create_session(self, directory: str | None = None, title: str | None = None) -> str:
         body = {"title": title} if title else {}
@@ -249,18 +261,44 @@ async def server_health(
     return {"ok": True, "version": str(version)}
 
 
+def health_now(base_url: str, *, username: str, password: str, timeout: float = 1.0) -> dict | None:
+    """For a synchronous caller waiting for a server it started: its health answer, or None
+    while it cannot give one yet (not listening, or answering an error)."""
+
+    async def ask() -> dict | None:
+        client = OpenCodeClient(
+            base_url, username=username, password=password, call_timeout=timeout
+        )
+        try:
+            return await client.health()
+        except OpenCodeError:
+            return None
+        finally:
+            await client.aclose()
+
+    return asyncio.run(ask())
+
+
 def _check_status(response: httpx.Response, base_url: str, path: str) -> None:
+    error = _status_error(response, base_url, path)
+    if error is not None:
+        error.status = response.status_code
+        raise error
+
+
+def _status_error(response: httpx.Response, base_url: str, path: str) -> OpenCodeError | None:
     if response.status_code == 401:
-        raise OpenCodeAuthError(
+        return OpenCodeAuthError(
             f"OpenCode at {base_url} refused the credentials (401): set "
             "OPENCODE_SERVER_USERNAME / OPENCODE_SERVER_PASSWORD to the server's"
         )
     if response.status_code >= 500:
-        raise OpenCodeUnavailable(
+        return OpenCodeUnavailable(
             f"OpenCode at {base_url} failed on {path}: {response.status_code}"
         )
     if response.status_code >= 400:
         detail = ""
         with contextlib.suppress(Exception):
             detail = response.text[:300] if hasattr(response, "text") else ""
-        raise OpenCodeError(f"OpenCode refused {path} ({response.status_code}) {detail}".strip())
+        return OpenCodeError(f"OpenCode refused {path} ({response.status_code}) {detail}".strip())
+    return None

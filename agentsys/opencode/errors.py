@@ -7,6 +7,8 @@ from __future__ import annotations
 class OpenCodeError(Exception):
     """Base: `str(error)` says what happened and where."""
 
+    status: int | None = None  # the HTTP status, when the server answered one (401, 503...)
+
 
 class OpenCodeUnavailable(OpenCodeError):
     """The server cannot be reached (refused, DNS, a 5xx on a plain call)."""

@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-import httpx
+from agentsys.opencode.client import health_now
 
 REPO = Path(__file__).resolve().parents[2]
 OFFLINE_ENV = {
@@ -156,19 +156,15 @@ class LocalOpenCode:
 
     def wait_healthy(self, timeout: float) -> dict:
         deadline = time.monotonic() + timeout
-        auth = ("opencode", self.password)
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
                 raise OpenCodeStartError(
                     f"OpenCode exited with code {self.process.returncode} on start:\n"
                     + self.log_tail()
                 )
-            try:
-                answer = httpx.get(f"{self.url}/global/health", auth=auth, timeout=1.0)
-                if answer.status_code == 200:
-                    return answer.json()
-            except httpx.HTTPError:
-                pass
+            answer = health_now(self.url, username="opencode", password=self.password)
+            if answer is not None:
+                return answer
             time.sleep(0.1)
         self.stop()
         raise OpenCodeStartError(

@@ -37,8 +37,12 @@ class OpenCodeGateway:
         workdir: str,
         title: str,
         timeouts: Timeouts | None = None,
+        username: str = "",
+        password: str = "",
     ):
-        self.client = OpenCodeClient(url, timeouts=timeouts, directory=workdir)
+        self.client = OpenCodeClient(
+            url, username=username, password=password, timeouts=timeouts, directory=workdir
+        )
         self.provider, self.model, self.workdir, self.title = provider, model, workdir, title
 
     async def ensure_session(self, session_id: str) -> str:

@@ -3,10 +3,10 @@ a bad value fails the loop at its start, saying which, never in its tenth iterat
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from agentsys.deployment import Deployment
 from agentsys.opencode import Timeouts
 
 AUTONOMY_LEVELS = ("cautious", "balanced", "full")
@@ -34,9 +34,11 @@ class ResearchSettings:
     timeouts: Timeouts = field(default_factory=Timeouts)
 
     @classmethod
-    def from_config(cls, config: dict) -> ResearchSettings:
+    def from_config(cls, config: dict, deployment: Deployment | None = None) -> ResearchSettings:
+        """`config` is the agent's own; what it leaves out comes from the deployment."""
+        deployment = deployment or Deployment()
         try:
-            workdir = Path(config.get("workdir") or os.environ.get("AGENTSYS_WORKDIR") or ".")
+            workdir = Path(config.get("workdir") or deployment.workdir or ".")
             settings = cls(
                 workdir=workdir.resolve(),
                 skills_dir=Path(config.get("skills_dir") or DEFAULT_SKILLS_DIR),
@@ -45,18 +47,14 @@ class ResearchSettings:
                 autonomy_level=str(config.get("autonomy_level") or "balanced"),
                 evo_sweep_enabled=bool(config.get("evo_sweep_enabled", False)),
                 model_provider=str(
-                    config.get("model_provider") or os.environ.get("MODEL_PROVIDER") or "demo"
+                    config.get("model_provider") or deployment.model_provider or "demo"
                 ),
-                model_id=str(
-                    config.get("model_id") or os.environ.get("MODEL_ID") or "demo-research"
-                ),
-                opencode_url=str(
-                    config.get("opencode_url") or os.environ.get("OPENCODE_URL") or ""
-                ),
+                model_id=str(config.get("model_id") or deployment.model_id or "demo-research"),
+                opencode_url=str(config.get("opencode_url") or deployment.opencode_url or ""),
                 experiment_timeout_s=_number(config, "experiment_timeout_s", 3600.0, float, 1),
                 pause_seconds=_number(config, "pause_seconds", 2.0, float, 0),
                 max_model_failures=_number(config, "max_model_failures", 3, int, 1),
-                timeouts=_timeouts(config.get("timeouts") or {}),
+                timeouts=_timeouts(config.get("timeouts") or {}, deployment.timeouts),
             )
         except (TypeError, ValueError) as error:
             raise BadResearchSettings(f"bad research settings: {error}") from None
@@ -78,10 +76,6 @@ class ResearchSettings:
         return data
 
 
-def _env(name: str, default: str) -> str:
-    return os.environ.get(name) or default
-
-
 def _number(config: dict, name: str, default, kind, minimum):
     value = config.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -91,24 +85,11 @@ def _number(config: dict, name: str, default, kind, minimum):
     return kind(value)
 
 
-# Timeouts()'s defaults, unless the deployment (or a test) sets its own.
-TIMEOUT_VARIABLES = {
-    "first_token": "MODEL_FIRST_TOKEN_TIMEOUT",
-    "total": "MODEL_RESPONSE_TIMEOUT",
-    "idle": "MODEL_IDLE_TIMEOUT",
-}
-
-
-def _timeouts(raw) -> Timeouts:
+def _timeouts(raw, defaults: Timeouts) -> Timeouts:
+    """The agent's own timeouts, each defaulting to the deployment's (Timeouts()'s own
+    unless MODEL_*_TIMEOUT set others)."""
     if not isinstance(raw, dict):
         raise TypeError(f"timeouts must be an object, got {raw!r}")
-    base = Timeouts()
-    from_env = {
-        name: float(os.environ[variable])
-        for name, variable in TIMEOUT_VARIABLES.items()
-        if os.environ.get(variable)
-    }
-    defaults = Timeouts(**{**vars(base), **from_env})
     return Timeouts(
         first_token=_number(raw, "first_token", defaults.first_token, float, 0.01),
         total=_number(raw, "total", defaults.total, float, 0.01),

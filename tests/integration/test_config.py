@@ -20,7 +20,6 @@ def test_defaults_need_no_configuration():
     assert cfg.channel_layer == "postgres"
     assert cfg.opencode_url == ""  # make run starts a local OpenCode
     assert (cfg.model_provider, cfg.model_id) == ("demo", "demo-research")  # no key needed
-    assert cfg.server_callback_url == "http://127.0.0.1:8000"
     assert cfg.api_token is None
     assert cfg.home.name == ".agentsys"
 
@@ -38,7 +37,6 @@ def test_defaults_need_no_configuration():
         ("DATABASE_URL", "mysql://root@localhost/db", "PostgreSQL only"),
         ("OPENCODE_URL", "localhost:4096", "http"),
         ("REDIS_URL", "http://localhost", "redis"),
-        ("SERVER_CALLBACK_URL", "ftp://x", "http"),
         ("AGENTSYS_GPUS", "two", "count"),
         ("AGENTSYS_GPUS", "0,0", "twice"),
         ("AGENTSYS_HOST_NAME", "bad host!", "letters"),

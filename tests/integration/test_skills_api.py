@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentsys.prompts import PromptSkills
+from agentsys.skills import PromptSkills
 
 pytestmark = pytest.mark.django_db
 

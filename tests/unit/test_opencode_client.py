@@ -10,6 +10,7 @@ import pytest
 from agentsys.opencode import (
     OpenCodeAuthError,
     OpenCodeClient,
+    OpenCodeError,
     OpenCodeSessionError,
     OpenCodeStreamLost,
     OpenCodeStuckRetrying,
@@ -17,6 +18,7 @@ from agentsys.opencode import (
     OpenCodeUnavailable,
     Timeouts,
 )
+from agentsys.opencode.client import health_now
 from tests.fake_opencode import (
     SESSION,
     FakeOpenCode,
@@ -206,3 +208,40 @@ async def test_a_cancelled_prompt_aborts_the_session(fake):
     with pytest.raises(asyncio.CancelledError):
         await task
     assert ABORT in fake.paths()
+
+
+async def test_providers_are_the_servers_list_or_an_error_saying_what_came_instead():
+    import httpx
+
+    answers = {"good": {"providers": [{"id": "demo"}]}, "bad": {"providers": "none"}}
+
+    def answer(request):
+        assert request.url.path == "/config/providers"
+        return httpx.Response(200, json=answers[request.url.host])
+
+    for host in answers:
+        client = OpenCodeClient(f"http://{host}", transport=httpx.MockTransport(answer))
+        try:
+            if host == "good":
+                assert await client.providers() == [{"id": "demo"}]
+            else:
+                with pytest.raises(OpenCodeError, match="answered no provider list"):
+                    await client.providers()
+        finally:
+            await client.aclose()
+
+
+async def test_an_error_status_is_kept_on_the_error():
+    import httpx
+
+    client = OpenCodeClient(
+        "http://x", transport=httpx.MockTransport(lambda request: httpx.Response(404))
+    )
+    with pytest.raises(OpenCodeError) as raised:
+        await client.providers()
+    assert raised.value.status == 404
+    await client.aclose()
+
+
+def test_health_now_is_none_while_no_server_answers():
+    assert health_now(f"http://127.0.0.1:{free_port()}", username="u", password="p") is None

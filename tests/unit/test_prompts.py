@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from agentsys.prompts import PromptSkills, SkillNotFound, render
+from agentsys.prompts import render
 from agentsys.research.reply import END_MARKER
+from agentsys.skills import PromptSkills, SkillNotFound
 from tests.helpers import REPO
 
 DEFAULT_SKILLS_DIR = REPO / "skills"
@@ -172,3 +173,12 @@ def test_the_iteration_prompt_shows_problems_warnings_and_memories_only_when_giv
     assert "Problems with your previous answer" in loud and "no command; it was not run" in loud
     assert "## Warning: the loop is struggling" in loud
     assert "What we learned before\n\n- [hyperparams] lr=0.1" in loud
+
+
+def test_a_missing_skill_is_caught_as_a_missing_file_and_as_a_missing_key(tmp_path):
+    from agentsys import skills as skill_files
+
+    with pytest.raises(FileNotFoundError):
+        PromptSkills(tmp_path).get("nope")
+    with pytest.raises(LookupError):
+        skill_files.read(tmp_path, "nope")

@@ -6,8 +6,8 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentsys.prompts import PromptSkills
 from agentsys.research.reply import END_MARKER, parse_reply
+from agentsys.skills import PromptSkills
 from tests.helpers import REPO
 
 EXPERIMENTS = """<experiments>

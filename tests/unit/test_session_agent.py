@@ -82,8 +82,8 @@ def agent_with(port, client) -> SessionAgent:
     agent = SessionAgent()
     agent.id, agent.port = "orchestrator-l1", port
     agent.session_id = "chat-1"
-    from agentsys.prompts import PromptSkills
     from agentsys.research.settings import DEFAULT_SKILLS_DIR, ResearchSettings
+    from agentsys.skills import PromptSkills
 
     agent.skills = PromptSkills(DEFAULT_SKILLS_DIR)
     agent.settings = ResearchSettings.from_config({"opencode_url": "http://unused"})

@@ -10,6 +10,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
 from agentsys.daemon import Daemon, DaemonSettings
+from agentsys.deployment import Deployment
+from agentsys.opencode import Timeouts
 from common.db_outage import stop_waiting
 from common.environment import ConfigError, check_host_name
 from events_app.live import publish, verify_channel_layer
@@ -21,6 +23,24 @@ def listen_dsn() -> str:
     params.pop("cursor_factory", None)
     params.pop("context", None)
     return psycopg.conninfo.make_conninfo(**{k: v for k, v in params.items() if v})
+
+
+def deployment() -> Deployment:
+    """What every agent gets from the configuration (agentsys reads no environment)."""
+    config = settings.AGENTSYS
+    return Deployment(
+        workdir=str(config.workdir or ""),
+        model_provider=config.model_provider,
+        model_id=config.model_id,
+        opencode_url=config.opencode_url,
+        opencode_username=config.opencode_username,
+        opencode_password=config.opencode_password,
+        timeouts=Timeouts(
+            first_token=float(config.model_first_token_timeout),
+            total=float(config.model_response_timeout),
+            idle=float(config.model_idle_timeout),
+        ),
+    )
 
 
 class Command(BaseCommand):
@@ -80,6 +100,7 @@ class Command(BaseCommand):
                 foreign_gpu_min_mb=settings.AGENTSYS.foreign_gpu_min_mb,
                 memory_factory="runtime_app.memory_factory:memory_view",
                 default_workdir=str(settings.AGENTSYS_WORKDIR),
+                deployment=deployment(),
             ),
             publish=publish,
         )

@@ -1,0 +1,25 @@
+"""What the deployment configures for every agent: its model, the OpenCode server and its
+credentials, the model timeouts, the default workdir.
+
+agentsys reads no environment: the host reads it once (common/environment.py, Django's
+settings.AGENTSYS) and runagentd passes this in, through the daemon and its supervisor, to
+each agent (`agent.deployment`), in the agent's own worker process too. An agent's config
+overrides these values per agent; what neither sets takes the defaults below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agentsys.opencode import Timeouts
+
+
+@dataclass(frozen=True)
+class Deployment:
+    workdir: str = ""  # empty: the agent's own working directory
+    model_provider: str = ""
+    model_id: str = ""
+    opencode_url: str = ""
+    opencode_username: str = ""
+    opencode_password: str = field(default="", repr=False)
+    timeouts: Timeouts = field(default_factory=Timeouts)
