@@ -243,11 +243,11 @@ class Agent:
             return 0
         return await asyncio.to_thread(self.memory.write_many, type=type, rows=rows, tags=tags)
 
-    async def record_metrics(self, rows: list[dict]) -> int:
-        """A run's metric rows into its series (off the event loop)."""
+    async def record_metrics(self, rows: list[dict], source: str = "jsonl") -> int:
+        """A run's metric rows, read from `source`, into its series (off the event loop)."""
         if self.memory is None or not rows:
             return 0
-        return await asyncio.to_thread(self.memory.write_metrics, rows=rows)
+        return await asyncio.to_thread(self.memory.write_metrics, rows=rows, source=source)
 
     async def in_memory(self, method: str, /, **kwargs):
         """Any other MemoryView call (query, read_self, msg, read_inbox, ack,

@@ -101,7 +101,7 @@ class MemoryView(Protocol):
         """Entries of one type in one round trip; returns the count."""
         ...
 
-    def write_metrics(self, *, rows: list[dict]) -> int:
+    def write_metrics(self, *, rows: list[dict], source: str = "jsonl") -> int:
         """A run's metric rows (agent_metrics.jsonl) into its series, not into memory
         entries: returns the number of points stored."""
         ...

@@ -53,9 +53,11 @@ class DjangoMemoryView:
                 )
             )
 
-    def write_metrics(self, *, rows: list[dict]) -> int:
+    def write_metrics(self, *, rows: list[dict], source: str = "jsonl") -> int:
         with _fresh_connection():
-            return record_rows(agent_id=self.agent_id, run_id=self.scope["run"], rows=rows)
+            return record_rows(
+                agent_id=self.agent_id, run_id=self.scope["run"], rows=rows, source=source
+            )
 
     def msg(self, *, target_id: str, data: dict, tags: list[str] | None = None) -> str:
         """A MESSAGE to another agent: it lands in that agent's inbox."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ninja import Query, Router, Schema, Status
+from ninja import Field, Query, Router, Schema, Status
 
 from scheduler_app import metric_queries
 from scheduler_app.models import Run
@@ -23,6 +23,9 @@ class ErrorOut(Schema):
 
 class SeriesOut(Schema):
     key: str
+    source: str = Field(
+        "", description="Where the run logged it: jsonl, tensorboard, mlflow, wandb or stdout"
+    )
     points: int
     returned: int
     downsampled: bool

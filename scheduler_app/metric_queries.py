@@ -85,6 +85,7 @@ def series_points(
             points = cursor.fetchall()
     return {
         "key": series.key,
+        "source": series.source,
         "points": series.points,
         "returned": len(points),
         "downsampled": downsampled,

@@ -91,8 +91,12 @@ def series_of(rows: list[dict[str, Any]], next_steps: dict[str, int]) -> dict[st
     return batches
 
 
-def record_rows(*, agent_id: str, run_id: str, rows: list[dict[str, Any]]) -> int:
-    """Store a batch of an executor's metric rows; returns the number of points stored."""
+def record_rows(
+    *, agent_id: str, run_id: str, rows: list[dict[str, Any]], source: str = "jsonl"
+) -> int:
+    """Store a batch of an executor's metric rows read from `source`; returns the number of
+    points stored. A series belongs to the source that wrote it first: a script that logs
+    `loss` to TensorBoard and prints it too gets one loss curve, not each point twice."""
     if not rows:
         return 0
     run_id = run_id if run_id and Run.objects.filter(pk=run_id).exists() else None
@@ -103,9 +107,13 @@ def record_rows(*, agent_id: str, run_id: str, rows: list[dict[str, Any]]) -> in
         next_steps = {
             key: s.last_step + 1 for key, s in existing.items() if s.last_step is not None
         }
-        batches = series_of(rows, next_steps)
+        batches = {
+            key: batch
+            for key, batch in series_of(rows, next_steps).items()
+            if key not in existing or existing[key].source in ("", source)
+        }
         missing = [
-            MetricSeries(agent_id=agent_id, run_id=run_id, key=key)
+            MetricSeries(agent_id=agent_id, run_id=run_id, key=key, source=source)
             for key in batches
             if key not in existing
         ]

@@ -329,6 +329,18 @@ class MetricSeries(models.Model):
     )
     agent_id = models.CharField(max_length=64, help_text="The executor that logged it")
     key = models.CharField(max_length=200)
+    source = models.CharField(
+        max_length=20,
+        blank=True,
+        choices=[
+            ("jsonl", "agent_metrics.jsonl"),
+            ("tensorboard", "TensorBoard"),
+            ("mlflow", "MLflow"),
+            ("wandb", "W&B"),
+            ("stdout", "printed lines"),
+        ],
+        help_text="Where the run logged it",
+    )
     points = models.PositiveBigIntegerField(default=0)
     first_step = models.BigIntegerField(null=True, blank=True)
     last_step = models.BigIntegerField(null=True, blank=True)

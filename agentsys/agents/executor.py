@@ -26,7 +26,9 @@ from pathlib import Path
 
 from agentsys.agent import Agent, PauseRefused
 from agentsys.gpu_conflicts import RetryPolicy, is_gpu_conflict
-from agentsys.metrics import AnomalyThresholds, LossAnomalyDetector, MetricsTail
+from agentsys.metric_sources import metric_sources_for
+from agentsys.metric_sources.watch import MetricsWatch
+from agentsys.metrics import AnomalyThresholds, LossAnomalyDetector
 from agentsys.proctree import (
     MARKER_VARIABLE,
     STOPPED_STATES,
@@ -101,15 +103,15 @@ class ExecutorAgent(Agent):
     async def on_start(self) -> None:
         self.workdir = _workdir(self.config)
         self.run_dir = run_dir_of(self.workdir, self.id)
-        self.metrics = MetricsTail(self.run_dir / METRICS_FILE)
+        self.metrics = MetricsWatch(
+            metric_sources_for(self.run_dir, self.config),
+            self.run_dir / METRICS_POSITION_FILE,
+            chunk=METRICS_CHUNK,
+        )
         if self.config.get("resume"):
-            self.metrics.resume_at(*_read_metrics_position(self.run_dir / METRICS_POSITION_FILE))
+            self.metrics.resume()
         self.retry_policy, thresholds = _options_from(self.config)
         self.detector = LossAnomalyDetector(thresholds)
-        # The watchdog's read and the run's last read must not overlap: the last one would
-        # store later rows while the watchdog still waits (a database outage) to store earlier
-        # ones, and the run would end with those never stored.
-        self._monitor_lock = asyncio.Lock()
         self.run_pid: int | None = None
         self.processes = RunProcesses(marker=self.id)
 
@@ -356,28 +358,11 @@ class ExecutorAgent(Agent):
     # -- watchdog ----------------------------------------------------------------------------
 
     async def on_monitor(self) -> None:
-        position_file = self.run_dir / METRICS_POSITION_FILE
-        async with self._monitor_lock:
-            pending = self.metrics.peek()
-            rows, saved = pending.rows, self.metrics.position()
-            for start in range(0, len(rows), METRICS_CHUNK):
-                chunk = rows[start : start + METRICS_CHUNK]
-                store = asyncio.ensure_future(self.record_metrics(chunk))
-                try:
-                    await asyncio.shield(store)
-                finally:
-                    # A stop meanwhile cancels this task, not the thread that stores: wait for
-                    # it, so that a chunk is passed if and only if it was stored (a failed
-                    # store is read again; a stored one is never stored twice).
-                    if not store.done():
-                        await asyncio.wait([store])
-                    if not store.cancelled() and store.exception() is None:
-                        saved = (pending.ends[start + len(chunk) - 1], pending.inode)
-                        self.metrics.advance_to(*saved)
-                        _write_metrics_position(position_file, *saved)
-            self.metrics.advance_to(pending.end, pending.inode)  # past malformed lines too
-            if self.metrics.position() != saved:
-                _write_metrics_position(position_file, *self.metrics.position())
+        collected = await self.metrics.collect(self.record_metrics)
+        for source, problem in self.metrics.problems():
+            logger.warning("%s: metrics from %s: %s", self.id, source, problem)
+            self.emit_event("metrics_problem", {"source": source, "problem": problem})
+        rows = [row for _, stored in collected for row in stored]
         if not rows:
             return
         self.emit_event("metrics", {"rows": len(rows), "last": rows[-1]})
@@ -399,18 +384,6 @@ def _write_atomically(path: Path, text: str) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(text)
     tmp.replace(path)
-
-
-def _write_metrics_position(path: Path, offset: int, inode: int | None) -> None:
-    _write_atomically(path, f"{offset} {inode if inode is not None else ''}".strip())
-
-
-def _read_metrics_position(path: Path) -> tuple[int, int | None]:
-    try:
-        parts = path.read_text().split()
-        return int(parts[0]), (int(parts[1]) if len(parts) > 1 else None)
-    except (OSError, ValueError, IndexError):
-        return 0, None  # never stored anything: read the file from the start
 
 
 def _exit_code(run_dir: Path, *, fallback: int | None) -> int | None:

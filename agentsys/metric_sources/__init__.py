@@ -1,0 +1,16 @@
+"""Where a run's metrics come from: the sources read by the executor's watchdog
+(agentsys.metric_sources.watch), each a MetricSource (agentsys.metric_sources.base)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentsys.metric_sources.base import MetricSource
+from agentsys.metric_sources.jsonl import JsonlSource
+from agentsys.run_dir import METRICS_FILE
+
+
+def metric_sources_for(run_dir: Path, config: dict) -> list[MetricSource]:
+    """The sources a run's metrics are read from, in the order a metric's series is claimed
+    when two sources log the same name (the first to store it keeps it)."""
+    return [JsonlSource(run_dir / METRICS_FILE)]

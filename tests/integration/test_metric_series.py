@@ -193,11 +193,30 @@ def test_metrics_memory_entries_become_series(latest_schema_after):
             data={"_step": step, "loss": loss},
         )
     Entry.objects.create(key="keep", type="reflection", project="p", data={"text": "kept"})
-    _migrate([("scheduler_app", "0007_metrics_out_of_memory")])
-    migrated = MetricSeries.objects.get(run_id="run-old", key="loss")
-    assert (migrated.points, migrated.last_value, migrated.non_finite) == (3, 1.0, 1)
-    values = list(
-        MetricPoint.objects.filter(series=migrated).order_by("step").values_list("value", flat=True)
+    new = _migrate([("scheduler_app", "0007_metrics_out_of_memory")])
+    migrated = new.get_model("scheduler_app", "MetricSeries").objects.get(
+        run_id="run-old", key="loss"
     )
+    assert (migrated.points, migrated.last_value, migrated.non_finite) == (3, 1.0, 1)
+    points_then = new.get_model("scheduler_app", "MetricPoint").objects.filter(series=migrated)
+    values = list(points_then.order_by("step").values_list("value", flat=True))
     assert values[0] == 3.0 and math.isnan(values[1]) and values[2] == 1.0
     assert list(MemoryEntry.objects.values_list("key", flat=True)) == ["keep"]
+
+
+def test_a_series_belongs_to_the_source_that_wrote_it_first():
+    """A script that logs loss to TensorBoard and prints it too: one loss curve, not each
+    point twice; a metric only the second source has still becomes its series."""
+    run = make_run()
+    record_rows(agent_id="executor-s", run_id=run.pk, rows=[{"_step": 1, "loss": 2.0}])
+    stored = record_rows(
+        agent_id="executor-s",
+        run_id=run.pk,
+        rows=[{"_step": 1, "loss": 2.0, "lr": 0.1}, {"_step": 2, "loss": 1.0, "lr": 0.1}],
+        source="stdout",
+    )
+    assert stored == 2  # the two lr points
+    assert points(run, "loss") == [(1, 2.0)]
+    assert series(run, "loss").source == "jsonl" and series(run, "lr").source == "stdout"
+    record_rows(agent_id="executor-s", run_id=run.pk, rows=[{"_step": 2, "loss": 1.5}])
+    assert points(run, "loss") == [(1, 2.0), (2, 1.5)]

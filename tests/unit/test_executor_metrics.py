@@ -26,7 +26,7 @@ class OutageMemory:
         self.fail_next = False
         self._lock = threading.Lock()
 
-    def write_metrics(self, *, rows):
+    def write_metrics(self, *, rows, source="jsonl"):
         if self.fail_next:
             self.fail_next = False
             raise ConnectionError("the database went away")
@@ -132,7 +132,8 @@ async def test_a_stop_during_a_store_neither_loses_nor_repeats_rows(tmp_path):
     await agent.on_monitor()
     assert memory.stored == list(range(15))
     # A re-adopted run starts where the stored rows end.
-    assert (agent.run_dir / "metrics.pos").read_text().split()[0] == str(metrics.stat().st_size)
+    saved = json.loads((agent.run_dir / "metrics.pos").read_text())
+    assert saved["jsonl"]["offset"] == metrics.stat().st_size
 
 
 async def test_rows_whose_store_failed_are_stored_by_the_next_read(tmp_path):
@@ -161,12 +162,12 @@ async def test_a_store_cut_short_after_some_chunks_keeps_the_chunks_stored(tmp_p
     calls = 0
     original = memory.write_metrics
 
-    def third_call_fails(*, rows):
+    def third_call_fails(*, rows, source="jsonl"):
         nonlocal calls
         calls += 1
         if calls == 3:
             raise ConnectionError("gone")
-        return original(rows=rows)
+        return original(rows=rows, source=source)
 
     memory.write_metrics = third_call_fails
     with pytest.raises(ConnectionError):
@@ -174,3 +175,35 @@ async def test_a_store_cut_short_after_some_chunks_keeps_the_chunks_stored(tmp_p
     assert memory.stored == list(range(6))
     await agent.on_monitor()
     assert memory.stored == list(range(7))
+
+
+async def test_a_re_adopted_run_resumes_from_a_position_saved_before_there_were_sources(tmp_path):
+    """metrics.pos written by an executor of an earlier version (`<offset> <inode>`)."""
+    memory = OutageMemory()
+    first = await started_executor(tmp_path, memory)
+    metrics = first.run_dir / "agent_metrics.jsonl"
+    write_steps(metrics, range(3))
+    stored_up_to = metrics.stat().st_size
+    (first.run_dir / "metrics.pos").write_text(f"{stored_up_to} {metrics.stat().st_ino}")
+    write_steps(metrics, range(3, 5))
+    again = ExecutorAgent()
+    again.id, again.memory, again._link = first.id, memory, EventLog()
+    again.config = {"workdir": str(tmp_path), "command": "true", "resume": True}
+    await again.on_start()
+    await again.on_monitor()
+    assert memory.stored == [3, 4]
+    assert json.loads((again.run_dir / "metrics.pos").read_text())["jsonl"]["offset"] == (
+        metrics.stat().st_size
+    )
+
+
+async def test_lines_that_are_not_json_objects_are_said_once_and_skipped(tmp_path):
+    memory = OutageMemory()
+    agent = await started_executor(tmp_path, memory)
+    metrics = agent.run_dir / "agent_metrics.jsonl"
+    metrics.write_text('not json\n[1, 2]\n{"_step": 1, "loss": 2.0}\nalso bad\n')
+    await agent.on_monitor()
+    await agent.on_monitor()
+    assert memory.stored == [1]
+    problems = [payload for kind, payload in agent._link.events if kind == "metrics_problem"]
+    assert len(problems) == 1 and problems[0]["source"] == "jsonl"

@@ -1,0 +1,115 @@
+"""A run's metric sources read together, each row stored exactly once.
+
+The executor's watchdog and the run's last read both call `collect`; one runs at a time (the
+last read must not store later rows while the watchdog still waits, through a database
+outage, to store earlier ones). For each source: peek, store in chunks, then advance the
+source past what was stored, and save every source's position (metrics.pos) so that a
+re-adopted run resumes after the stored rows. A store cut short (an error, a stop) leaves
+the rest for the next read; a store already under way when a stop comes is waited for, since
+its thread stores the rows either way and the source must know it did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from agentsys.metric_sources.base import MetricSource, Row
+
+logger = logging.getLogger(__name__)
+
+CHUNK = 500  # rows stored per round trip
+
+Store = Callable[[list[Row], str], Awaitable[Any]]
+
+
+class MetricsWatch:
+    def __init__(self, sources: list[MetricSource], position_file: Path, chunk: int = CHUNK):
+        self.sources = sources
+        self.position_file = position_file
+        self.chunk = chunk
+        self._lock = asyncio.Lock()
+
+    def resume(self) -> None:
+        """Start each source where the run's earlier executor had stored up to."""
+        saved = read_positions(self.position_file)
+        for source in self.sources:
+            position = saved.get(source.name)
+            if isinstance(position, dict):
+                source.resume(position)
+
+    async def collect(self, store: Store) -> list[tuple[MetricSource, list[Row]]]:
+        """Read every source and store what is new; returns the rows stored, per source."""
+        collected = []
+        async with self._lock:
+            for source in self.sources:
+                rows = source.peek()
+                if not rows:
+                    continue
+                stored = 0
+                try:
+                    for start in range(0, len(rows), self.chunk):
+                        part = rows[start : start + self.chunk]
+                        task = asyncio.ensure_future(store(part, source.name))
+                        try:
+                            await asyncio.shield(task)
+                        finally:
+                            # A stop cancels this task, not the thread that stores: wait for
+                            # it, so the source is moved past a chunk iff it was stored.
+                            if not task.done():
+                                await asyncio.wait([task])
+                            if not task.cancelled() and task.exception() is None:
+                                stored += len(part)
+                finally:
+                    source.advance(stored)
+                    if stored:
+                        self._save_positions()
+                collected.append((source, rows[:stored]))
+        return collected
+
+    def problems(self) -> list[tuple[str, str]]:
+        """New problems of every source, each once: (source name, what is wrong)."""
+        said = []
+        for source in self.sources:
+            while source.problems:
+                said.append((source.name, source.problems.pop(0)))
+        return said
+
+    def params(self) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for source in self.sources:
+            found.update(source.params())
+        return found
+
+    def _save_positions(self) -> None:
+        positions = {source.name: source.position() for source in self.sources}
+        tmp = self.position_file.with_suffix(".tmp")
+        try:
+            tmp.write_text(json.dumps(positions))
+            tmp.replace(self.position_file)
+        except OSError:  # the run directory gone: nothing to resume then
+            logger.warning("could not save metric positions in %s", self.position_file)
+
+
+def read_positions(path: Path) -> dict[str, Any]:
+    """The saved positions by source name. A file from before there were several sources
+    holds `<offset> <inode>` of agent_metrics.jsonl."""
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return {}  # never stored anything: every source from its start
+    if text.startswith("{"):
+        try:
+            saved = json.loads(text)
+        except ValueError:
+            return {}
+        return saved if isinstance(saved, dict) else {}
+    parts = text.split()
+    try:
+        return {"jsonl": {"offset": int(parts[0]), "inode": int(parts[1]) if parts[1:] else None}}
+    except (ValueError, IndexError):
+        return {}
