@@ -21,6 +21,8 @@ from agentsys.metric_sources.stdout import (
     compile_pattern,
 )
 
+DEMO_PRINTS = Path(__file__).resolve().parents[2] / "config" / "demo_workspace" / "train_prints.py"
+
 
 def printed(log: Path, code: str) -> None:
     """Run `code` in a real Python process whose stdout and stderr go to the end of `log`, as
@@ -306,3 +308,20 @@ def test_a_long_line_ending_in_one_read_is_skipped_too(log):
 
     assert source.peek() == [{"loss": 2}]
     assert len(source.problems) == 1
+
+
+def test_the_demo_script_that_only_prints_is_charted(log):
+    with log.open("ab") as out:
+        subprocess.run(
+            [sys.executable, str(DEMO_PRINTS), "--steps=30", "--sleep=0", "--lr=0.05"],
+            stdout=out,
+            stderr=out,
+            check=True,
+            timeout=60,
+        )
+    rows = StdoutSource(log).peek()
+
+    assert [row["_step"] for row in rows[:3]] == [10, 20, 30]
+    assert all(row.keys() == {"_step", "loss", "lr"} and row["lr"] == 0.05 for row in rows[:3])
+    assert rows[0]["loss"] > rows[2]["loss"] > 0
+    assert [set(row) for row in rows[3:]] == [{"w", "b"}]  # its last line: `done: w=… b=…`
