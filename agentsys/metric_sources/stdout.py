@@ -16,7 +16,7 @@ written and waits for the next read):
    nan/inf) are the metrics, keys as written.
 4. Otherwise the pairs found anywhere in the line, keys lower-cased (`Loss` is `loss`):
    - `key=value` (`step=100 loss=2.31 lr=3e-4`, also comma-separated): the value must not run
-     on into a word (`time=3s` is not a metric);
+     on into a word, a date, a time or a version (`time=3s`, `date=2024-01-05`, `v=2.1.0`);
    - `key: value` (`Epoch: 3, loss: 0.52`): the value must end the line or be followed by a
      separator (`, ; | ( ) [ ] { }`) or another pair, so that `Error: 3 files` is not a metric;
    - `word value` (`step 100 | loss 2.31 | lr 0.001`, `step 10 loss 0.5`) only for a known
@@ -92,9 +92,9 @@ KNOWN_SUFFIXES = ("_loss", "_acc", "_accuracy")
 _NUMBER = r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|(?i:nan|inf(?:inity)?))"
 _KEY = r"[A-Za-z_][\w./-]*"
 _SEPARATOR_OR_PAIR = rf"(?=\s*(?:$|[,;|()\[\]{{}}])|\s+{_KEY}\s*[:=]|\s+{_KEY}\s+{_NUMBER})"
-_EQUALS = regex.compile(rf"(?<![\w./-])({_KEY})\s*=\s*({_NUMBER})(?![\w.])")
+_EQUALS = regex.compile(rf"(?<![\w./-])({_KEY})\s*=\s*({_NUMBER})(?![\w.:/-])")
 _COLON = regex.compile(rf"(?<![\w./-])({_KEY})\s*:\s*({_NUMBER})(?![\w.:]){_SEPARATOR_OR_PAIR}")
-_WORD = regex.compile(rf"(?<![\w./-])({_KEY})\s+({_NUMBER})(?![\w.])")
+_WORD = regex.compile(rf"(?<![\w./-])({_KEY})\s+({_NUMBER})(?![\w.-])")
 _IS_NUMBER = regex.compile(_NUMBER)
 _RETRY_MARKER = regex.compile(r"--- retry \d+ ---")  # agentsys.agents.executor writes it
 _BARE_NAN_INF = regex.compile(r"(?<![\w.'\"])(-?)(nan|inf)(?![\w'\"])")

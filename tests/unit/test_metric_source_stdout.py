@@ -98,6 +98,8 @@ def test_lines_that_are_not_metrics_are_ignored_silently(log):
         "Error: 3 files missing",
         "Saved checkpoint to out/ckpt-100.pt",
         "time=3s",
+        "date=2024-01-05 at=12:30 version=2.1.0 host=10.0.0.1",
+        "torch: 2.1.0",
         "12:30:45 starting",
         "http://localhost:8080/x",
         "step 5",  # a step and no metric
