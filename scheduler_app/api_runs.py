@@ -11,6 +11,7 @@ from django.db import transaction
 from ninja import Query, Router, Schema, Status
 from pydantic import ConfigDict, Field, StringConstraints, field_validator
 
+from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH, compile_pattern
 from agentsys.run_dir import LOG_FILE
 from agentsys.types import END_STATE_HELP
 from common.api_contract import MAX_OFFSET
@@ -41,7 +42,7 @@ class LossThresholdsIn(Schema):
     min_points: _optional(int, strict=True, ge=1, le=10_000) = None
 
 
-EXECUTOR_OPTIONS = {"max_retries", "retry_base_delay", "thresholds"}
+EXECUTOR_OPTIONS = {"max_retries", "retry_base_delay", "thresholds", "metrics_pattern"}
 # Params become ` --key=value` on the command line: option names, scalar values, and a total
 # that a command line holds (a 2 MB value used to fail the run at start, not the request).
 PARAM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -64,6 +65,14 @@ def check_params(params: dict[str, Any]) -> dict[str, Any]:
     if size > MAX_PARAMS_BYTES:
         raise ValueError(f"params take {size} bytes; at most {MAX_PARAMS_BYTES} fit a command")
     return params
+
+
+def check_metrics_pattern(pattern: str | None) -> str | None:
+    """A pattern that cannot read the run's output is the caller's mistake: a 422 saying why
+    (agentsys.metric_sources.stdout.compile_pattern), not a run that charts nothing."""
+    if pattern is not None:
+        compile_pattern(pattern)
+    return pattern
 
 
 class RunIn(Schema):
@@ -89,8 +98,17 @@ class RunIn(Schema):
         None, description="Seconds before the first retry, doubling after (default 5)"
     )
     thresholds: LossThresholdsIn | None = None
+    metrics_pattern: _optional(str, max_length=MAX_PATTERN_LENGTH) = Field(
+        None,
+        description=(
+            "A regex with named groups read on each line the run prints: each group whose "
+            "text is a number is a metric, a group named step the step, e.g. "
+            r"`it (?P<step>\d+) cost (?P<cost>\S+)`"
+        ),
+    )
 
     _params_fit_a_command_line = field_validator("params")(check_params)
+    _metrics_pattern_compiles = field_validator("metrics_pattern")(check_metrics_pattern)
 
     def executor_options(self) -> dict:
         """What goes to the run's executor: the options given, without the unset ones."""
