@@ -95,8 +95,10 @@ def record_rows(
     *, agent_id: str, run_id: str, rows: list[dict[str, Any]], source: str = "jsonl"
 ) -> int:
     """Store a batch of an executor's metric rows read from `source`; returns the number of
-    points stored. A series belongs to the source that wrote it first: a script that logs
-    `loss` to TensorBoard and prints it too gets one loss curve, not each point twice."""
+    points stored. A series has one source, so a script that logs `loss` to TensorBoard and
+    prints it too gets one loss curve, not each point twice: the first source to write it
+    keeps it, except that printed lines give way to any structured logger (whose writer may
+    flush minutes after the print), which then starts the series afresh."""
     if not rows:
         return 0
     run_id = run_id if run_id and Run.objects.filter(pk=run_id).exists() else None
@@ -104,6 +106,10 @@ def record_rows(
         existing = {
             s.key: s for s in MetricSeries.objects.select_for_update().filter(agent_id=agent_id)
         }
+        if source != PRINTED:
+            for key in _keys_of(rows) & existing.keys():
+                if existing[key].source == PRINTED:
+                    _start_afresh(existing[key], source)
         next_steps = {
             key: s.last_step + 1 for key, s in existing.items() if s.last_step is not None
         }
@@ -139,6 +145,22 @@ def record_rows(
             ],
         )
     return sum(len(batch.points) for batch in batches.values())
+
+
+PRINTED = "stdout"  # the source that gives way to every other
+
+
+def _keys_of(rows: list[dict[str, Any]]) -> set[str]:
+    return {key[:MAX_KEY_LENGTH] for row in rows for key in row if isinstance(key, str)}
+
+
+def _start_afresh(series: MetricSeries, source: str) -> None:
+    """A series read from printed lines, taken over by a structured source."""
+    MetricPoint.objects.filter(series=series).delete()
+    series.source, series.points, series.non_finite = source, 0, 0
+    series.first_step = series.last_step = series.last_value = None
+    series.min_value = series.max_value = None
+    series.save()
 
 
 def _copy_points(batches) -> None:

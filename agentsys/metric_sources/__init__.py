@@ -7,10 +7,14 @@ from pathlib import Path
 
 from agentsys.metric_sources.base import MetricSource
 from agentsys.metric_sources.jsonl import JsonlSource
-from agentsys.run_dir import METRICS_FILE
+from agentsys.metric_sources.stdout import StdoutSource
+from agentsys.run_dir import LOG_FILE, METRICS_FILE
 
 
 def metric_sources_for(run_dir: Path, config: dict) -> list[MetricSource]:
     """The sources a run's metrics are read from, in the order a metric's series is claimed
     when two sources log the same name (the first to store it keeps it)."""
-    return [JsonlSource(run_dir / METRICS_FILE)]
+    return [
+        JsonlSource(run_dir / METRICS_FILE),
+        StdoutSource(run_dir / LOG_FILE, config.get("metrics_pattern") or None),
+    ]

@@ -220,3 +220,24 @@ def test_a_series_belongs_to_the_source_that_wrote_it_first():
     assert series(run, "loss").source == "jsonl" and series(run, "lr").source == "stdout"
     record_rows(agent_id="executor-s", run_id=run.pk, rows=[{"_step": 2, "loss": 1.5}])
     assert points(run, "loss") == [(1, 2.0), (2, 1.5)]
+
+
+def test_printed_lines_give_way_to_a_structured_logger_that_flushes_later():
+    run = make_run()
+    printed = [{"_step": 1, "loss": 2.0}, {"_step": 2, "loss": 1.5}]
+    record_rows(agent_id="executor-p", run_id=run.pk, rows=printed, source="stdout")
+    assert series(run, "loss").source == "stdout" and series(run, "loss").points == 2
+    logged = [{"_step": 1, "loss": 2.01}, {"_step": 2, "loss": 1.49}, {"_step": 3, "loss": 1.2}]
+    record_rows(agent_id="executor-p", run_id=run.pk, rows=logged, source="tensorboard")
+    assert points(run, "loss") == [(1, 2.01), (2, 1.49), (3, 1.2)]
+    loss = series(run, "loss")
+    assert (loss.source, loss.points, loss.first_step, loss.last_value) == (
+        "tensorboard",
+        3,
+        1,
+        1.2,
+    )
+    record_rows(
+        agent_id="executor-p", run_id=run.pk, rows=[{"_step": 4, "loss": 9.0}], source="stdout"
+    )
+    assert series(run, "loss").points == 3  # printed lines no longer feed it
