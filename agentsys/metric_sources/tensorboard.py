@@ -175,7 +175,7 @@ class TensorBoardSource:
         try:
             size = event_file.path.stat().st_size
         except FileNotFoundError:
-            self._say(f"{event_file.rel}: deleted before it was read whole")
+            self._say(f"{event_file.rel}: deleted, no longer read")
             return
         except OSError as exc:
             self._say(f"{event_file.rel}: unreadable ({exc.strerror or exc})")
@@ -187,7 +187,7 @@ class TensorBoardSource:
         try:
             handle = event_file.path.open("rb")
         except FileNotFoundError:
-            self._say(f"{event_file.rel}: deleted before it was read whole")
+            self._say(f"{event_file.rel}: deleted, no longer read")
             return
         except OSError as exc:
             self._say(f"{event_file.rel}: unreadable ({exc.strerror or exc})")
