@@ -5,7 +5,8 @@ Records are read with the tensorboard package's own record reader (its TFRecord 
 the CRC checks, `PyRecordReader_New`) and parsed as its `Event` protos: no record parser of
 ours. We hand the reader the bytes appended since the last read (its own file object cannot
 start at an offset), and keep each file's byte offset: past a whole record it is the record's
-length plus the 16 bytes of framing around it. position() carries these offsets.
+length plus the 16 bytes of framing around it. position() carries these offsets. A read takes
+at most `read_chunk` (64 MiB) of a file into memory; the rest comes at the next read.
 
 What a row is: the scalars one event file logged at one step, merged
 ({"_step": 10, "_timestamp": 1732550000.1, "loss": 0.4, "lr": 0.05}), from v1 `simple_value`
@@ -74,6 +75,8 @@ class _EventFile:
     scanning: bool = False  # read_offset is inside a corrupt stretch: look for the next record
     stuck_since: float | None = None  # when a cut-short last record was first seen
     cut_size: int = -1  # the file size then: growth means the writer is still going
+    chunk_size: int = READ_CHUNK  # doubled for a record bigger than it (a huge image)
+    pending: int = 0  # rows of this file read and not yet advanced past
 
 
 class TensorBoardSource:
@@ -86,6 +89,7 @@ class TensorBoardSource:
         rescan_seconds: float = 5.0,
         max_entries: int = 50_000,
         truncated_seconds: float = 30.0,
+        read_chunk: int = READ_CHUNK,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.root = Path(root)
@@ -93,6 +97,7 @@ class TensorBoardSource:
         self.rescan_seconds = rescan_seconds
         self.max_entries = max_entries
         self.truncated_seconds = truncated_seconds
+        self.read_chunk = read_chunk
         self._clock = clock
         self._files: dict[str, _EventFile] = {}
         self._prefixes: dict[str, str] = {}  # event directory -> tag prefix, once decided
@@ -117,12 +122,12 @@ class TensorBoardSource:
         stored, self._pending = self._pending[:count], self._pending[count:]
         for _, key, end in stored:
             self._files[key].stored_offset = end
+            self._files[key].pending -= 1
 
     def position(self) -> dict[str, Any]:
-        pending_files = {key for _, key, _ in self._pending}
         files = {}
         for key, event_file in self._files.items():
-            offset = event_file.stored_offset if key in pending_files else event_file.read_offset
+            offset = event_file.stored_offset if event_file.pending else event_file.read_offset
             files[key] = {"offset": offset, "scalar_tags": sorted(event_file.scalar_tags)}
         return {"files": files, "prefixes": dict(self._prefixes), "params": dict(self._params)}
 
@@ -166,7 +171,7 @@ class TensorBoardSource:
         rel = path.relative_to(self.root).as_posix()
         if rel not in self._files:
             folder = path.parent.relative_to(self.root).as_posix()
-            self._files[rel] = _EventFile(path, rel, folder)
+            self._files[rel] = _EventFile(path, rel, folder, chunk_size=self.read_chunk)
         return self._files[rel]
 
     # -- reading one file -----------------------------------------------------------------
@@ -180,9 +185,14 @@ class TensorBoardSource:
         except OSError as exc:
             self._say(f"{event_file.rel}: unreadable ({exc.strerror or exc})")
             return
+        if size < event_file.read_offset:
+            self._say(
+                f"{event_file.rel}: shrank to {size} bytes after {event_file.read_offset} were "
+                "read (rewritten?); read on only past them"
+            )
         if size <= event_file.read_offset:
             return  # nothing new: the common case costs one stat
-        if not any(key == event_file.rel for _, key, _ in self._pending):
+        if not event_file.pending:
             event_file.stored_offset = event_file.read_offset  # all before it stored or no row
         try:
             handle = event_file.path.open("rb")
@@ -199,15 +209,25 @@ class TensorBoardSource:
         rows: list[tuple[Row, int]] = []  # this read's rows and the offset past each
         base = event_file.read_offset
         handle.seek(base)
-        # What is new, in memory (at most READ_CHUNK a read: the rest comes next time).
-        chunk = io.BytesIO(handle.read(min(size - base, READ_CHUNK)))
+        # What is new, in memory (at most chunk_size a read: the rest comes next time).
+        capped = size - base > event_file.chunk_size
+        chunk = io.BytesIO(handle.read(min(size - base, event_file.chunk_size)))
         try:
-            self._read_into(event_file, chunk, base, size, rows)
+            self._read_into(event_file, chunk, base, size, rows, capped)
         finally:  # rows before whatever went wrong are kept: read_offset is past them
             self._pending.extend((row, event_file.rel, end) for row, end in rows)
+            event_file.pending += len(rows)
+        if capped and event_file.read_offset == base:
+            event_file.chunk_size *= 2  # one record larger than a chunk: take more next time
 
     def _read_into(
-        self, event_file: _EventFile, chunk: io.BytesIO, base: int, size: int, rows: list
+        self,
+        event_file: _EventFile,
+        chunk: io.BytesIO,
+        base: int,
+        size: int,
+        rows: list,
+        capped: bool,
     ) -> None:
         reader = self._reader_at(event_file, chunk, 0)
         while True:
@@ -219,7 +239,8 @@ class TensorBoardSource:
                 break  # the end of what is written
             except tf_errors.DataLossError as exc:
                 if "crc" not in str(exc):  # "has truncated record": still being written
-                    self._cut_short(event_file, start, size)
+                    if not capped:  # (or only cut by our chunk: the rest is read next time)
+                        self._cut_short(event_file, start, size)
                     break
                 if not event_file.scanning:
                     self._say(f"{event_file.rel}: a corrupt record at byte {start}, skipped")

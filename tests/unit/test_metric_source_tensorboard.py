@@ -357,3 +357,18 @@ def test_a_file_created_after_the_first_read_is_found_at_the_next_scan(tmp_path,
     assert source.peek() == []  # the tree is walked at most every rescan_seconds
     clock.now += 5
     assert steps(source.peek()) == [1, 2, 3]
+
+
+def test_a_file_read_in_small_chunks_loses_nothing_even_a_record_bigger_than_one(
+    tmp_path, writer_script
+):
+    write(writer_script, tmp_path / "runs", "log 10", "hparams", "log 2")  # hparams: ~300 bytes
+    source = TensorBoardSource(tmp_path, read_chunk=64)
+    rows = []
+    for _ in range(100):  # 64 bytes a read: a record or two each time
+        new = source.peek()
+        rows += new
+        source.advance(len(new))
+    assert logged(rows) == expected(1, 12)
+    assert source.params()["optimizer"] == "sgd"
+    assert source.problems == []
