@@ -157,12 +157,14 @@ class ExecutorAgent(Agent):
         else:
             exit_code = await self._run_with_retries(command)
         try:
-            await self.on_monitor()  # the last metrics rows
+            await self.on_monitor(final=True)  # the last metrics rows
         except Exception:  # bookkeeping must not turn a finished run into a failed one
             logger.exception("%s: could not store the last metrics", self.id)
         result = {"exit_code": exit_code, "run_dir": str(self.run_dir), "command": command}
         # What an agent reads of the metrics (their points are the run's series, not memory).
         summary = await asyncio.to_thread(summarize_metrics, self.run_dir / METRICS_FILE)
+        for key, entry in self.metrics.summary().items():  # TensorBoard, printed lines, ...
+            summary.setdefault(key, entry)
         if summary:
             result["metrics"] = summary
         if exit_code != 0:
@@ -357,8 +359,8 @@ class ExecutorAgent(Agent):
 
     # -- watchdog ----------------------------------------------------------------------------
 
-    async def on_monitor(self) -> None:
-        collected = await self.metrics.collect(self.record_metrics)
+    async def on_monitor(self, *, final: bool = False) -> None:
+        collected = await self.metrics.collect(self.record_metrics, final=final)
         for source, problem in self.metrics.problems():
             logger.warning("%s: metrics from %s: %s", self.id, source, problem)
             self.emit_event("metrics_problem", {"source": source, "problem": problem})

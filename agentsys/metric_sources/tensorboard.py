@@ -91,8 +91,12 @@ class TensorBoardSource:
         truncated_seconds: float = 30.0,
         read_chunk: int = READ_CHUNK,
         clock: Callable[[], float] = time.monotonic,
+        owns: Callable[[Path], bool] | None = None,
     ):
         self.root = Path(root)
+        # Which event files are this source's (agentsys.metric_sources.ownership): runs that
+        # share a workdir must not read each other's. None: every file under root.
+        self.owns = owns
         self.problems: list[str] = []
         self.rescan_seconds = rescan_seconds
         self.max_entries = max_entries
@@ -143,6 +147,11 @@ class TensorBoardSource:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             self._say(f"tensorboard: the saved position could not be used ({exc!r})")
 
+    def finishing(self) -> None:
+        """The run has ended: the next peek looks for event files at once, whatever the rescan
+        interval (a run shorter than it would otherwise lose its only file)."""
+        self._last_scan = None
+
     def params(self) -> dict[str, Any]:
         return dict(self._params)
 
@@ -159,7 +168,10 @@ class TensorBoardSource:
             entries += len(dirs) + len(names)
             for name in sorted(names):
                 if EVENT_FILE_MARK in name:
-                    self._track(Path(folder) / name)
+                    path = Path(folder) / name
+                    rel = path.relative_to(self.root).as_posix()
+                    if rel in self._files or self.owns is None or self.owns(path):
+                        self._track(path)
             if entries > self.max_entries:
                 self._say(
                     f"tensorboard: the working directory has more than {self.max_entries} "

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsys.metric_sources.base import MetricSource, Row
+from agentsys.research.results import add_row
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +34,7 @@ class MetricsWatch:
         self.position_file = position_file
         self.chunk = chunk
         self._lock = asyncio.Lock()
+        self._summaries: dict[str, dict[str, dict]] = {source.name: {} for source in sources}
 
     def resume(self) -> None:
         """Start each source where the run's earlier executor had stored up to."""
@@ -42,11 +44,16 @@ class MetricsWatch:
             if isinstance(position, dict):
                 source.resume(position)
 
-    async def collect(self, store: Store) -> list[tuple[MetricSource, list[Row]]]:
-        """Read every source and store what is new; returns the rows stored, per source."""
+    async def collect(
+        self, store: Store, *, final: bool = False
+    ) -> list[tuple[MetricSource, list[Row]]]:
+        """Read every source and store what is new; returns the rows stored, per source.
+        `final`: the run has ended, so sources that look for new files do so now."""
         collected = []
         async with self._lock:
             for source in self.sources:
+                if final and hasattr(source, "finishing"):
+                    source.finishing()
                 rows = source.peek()
                 if not rows:
                     continue
@@ -68,8 +75,21 @@ class MetricsWatch:
                     source.advance(stored)
                     if stored:
                         self._save_positions()
+                for row in rows[:stored]:
+                    add_row(self._summaries[source.name], row)
                 collected.append((source, rows[:stored]))
         return collected
+
+    def summary(self) -> dict[str, dict]:
+        """What this executor stored, per metric: {last, min, max, first, points, last_step}
+        (agentsys.research.results). A metric logged by several sources is summarised from the
+        first of them, printed lines last (as its series is kept)."""
+        merged: dict[str, dict] = {}
+        ordered = sorted(self.sources, key=lambda source: source.name == "stdout")
+        for source in ordered:
+            for key, entry in self._summaries[source.name].items():
+                merged.setdefault(key, entry)
+        return merged
 
     def problems(self) -> list[tuple[str, str]]:
         """New problems of every source, each once: (source name, what is wrong)."""

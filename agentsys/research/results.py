@@ -49,8 +49,12 @@ def _add_row(summary: dict[str, dict], line: str) -> None:
         row = json.loads(line)
     except (ValueError, RecursionError):  # RecursionError: a deeply nested line
         return
-    if not isinstance(row, dict):
-        return
+    if isinstance(row, dict):
+        add_row(summary, row)
+
+
+def add_row(summary: dict[str, dict], row: dict) -> None:
+    """One metrics row into a summary of the shape summarize_metrics returns."""
     step = next((row[k] for k in STEP_KEYS if _is_number(row.get(k))), None)
     for name, value in row.items():
         if name in STEP_KEYS or not _is_number(value):

@@ -1,0 +1,69 @@
+"""Unmodified training scripts through the queue (issue 20): a script that logs only with
+TensorBoard and one that only prints get their series, the source on each, a NaN alert from
+printed lines, the metrics in the run's result, and runs sharing a workdir keep their own
+TensorBoard curves."""
+
+import shutil
+import sys
+
+import pytest
+
+from memory_app.models import MemoryEntry
+from scheduler_app.models import Alert, MetricSeries, RunStatus
+from tests.helpers import REPO, launch_run, run_ended
+from tests.runtime_harness import DaemonProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+PY = sys.executable
+DEMO = REPO / "config" / "demo_workspace"
+
+
+@pytest.fixture
+def daemon():
+    process = DaemonProcess("sources-host", AGENTSYS_GPUS="")
+    yield process
+    if process.process.poll() is None:
+        process.stop()
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    for script in ("train_tensorboard.py", "train_prints.py"):
+        shutil.copy(DEMO / script, tmp_path / script)
+    return tmp_path
+
+
+def _finished(run):
+    run = run_ended(run, timeout=60)
+    assert run.status == RunStatus.DONE, run.error
+    return run
+
+
+def test_a_script_that_logs_only_with_tensorboard_is_charted(daemon, workdir, api):
+    run = _finished(launch_run(workdir, f"{PY} train_tensorboard.py --steps 100 --sleep 0.01"))
+    loss = MetricSeries.objects.get(run=run, key="loss")
+    assert loss.source == "tensorboard" and loss.points == 10  # every 10 steps
+    assert MetricSeries.objects.get(run=run, key="lr").source == "tensorboard"
+    body = api("get", f"/api/runs/{run.pk}/metrics").json()
+    assert {s["key"]: s["source"] for s in body["series"]}["loss"] == "tensorboard"
+    result = MemoryEntry.objects.get(agent_id=run.agent_id, type="result")
+    assert result.data["metrics"]["loss"]["points"] == 10  # what the research loop reads
+
+    again = _finished(launch_run(workdir, f"{PY} train_tensorboard.py --steps 50 --sleep 0.01"))
+    # Same workdir, same runs/sgd folder: each run charts its own event file only.
+    assert MetricSeries.objects.get(run=again, key="loss").points == 5
+    assert MetricSeries.objects.get(run=run, key="loss").points == 10
+
+
+def test_a_script_that_only_prints_is_charted_and_a_printed_nan_alerts(daemon, workdir):
+    run = _finished(launch_run(workdir, f"{PY} train_prints.py --steps 100 --sleep 0.005"))
+    loss = MetricSeries.objects.get(run=run, key="loss")
+    assert loss.source == "stdout" and loss.points >= 5
+    nan = (
+        f"{PY} -c \"import sys; [print(f'step {{s}} | loss {{l}}', flush=True) "
+        "for s, l in enumerate([2.0, 1.5, float('nan')])]\""
+    )
+    broken = _finished(launch_run(workdir, nan))
+    assert MetricSeries.objects.get(run=broken, key="loss").non_finite == 1
+    [alert] = Alert.objects.filter(run=broken)
+    assert "NaN" in alert.message or "nan" in alert.message.lower()

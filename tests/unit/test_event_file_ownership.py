@@ -1,0 +1,44 @@
+"""Runs sharing a workdir keep their own TensorBoard files (agentsys.metric_sources.ownership)."""
+
+import os
+import subprocess
+import sys
+import time
+
+from agentsys.metric_sources.ownership import event_file_owner
+
+
+def _run_dir(workdir, name, started, leader=1):
+    run_dir = workdir / ".agents" / "runs" / name
+    run_dir.mkdir(parents=True)
+    (run_dir / "job.pid").write_text(f"{leader} 0")
+    os.utime(run_dir / "job.pid", (started, started))
+    return run_dir
+
+
+def test_without_a_pid_a_file_is_the_latest_run_started_before_it(tmp_path):
+    now = time.time()
+    first = _run_dir(tmp_path, "executor-a", now - 100)
+    second = _run_dir(tmp_path, "executor-b", now - 50)
+    early, late = (tmp_path / f"events.out.tfevents.{int(t)}.host" for t in (now - 80, now - 10))
+    assert event_file_owner(first)(early) and not event_file_owner(second)(early)
+    assert event_file_owner(second)(late) and not event_file_owner(first)(late)
+    older = tmp_path / f"events.out.tfevents.{int(now - 500)}.host"  # before any run
+    assert not event_file_owner(first)(older)
+    assert not event_file_owner(first)(tmp_path / "events.out.tfevents.garbage")
+
+
+def test_a_live_writer_decides_by_its_process_session(tmp_path):
+    writer = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True
+    )
+    try:
+        now = time.time()
+        ours = _run_dir(tmp_path, "executor-a", now - 100, leader=writer.pid)
+        theirs = _run_dir(tmp_path, "executor-b", now - 50, leader=os.getpid())
+        name = tmp_path / f"events.out.tfevents.{int(now)}.host.example.{writer.pid}.0"
+        # The time rule alone would give it to the later run; the writer's session says ours.
+        assert event_file_owner(ours)(name) and not event_file_owner(theirs)(name)
+    finally:
+        writer.kill()
+        writer.wait()
