@@ -1,7 +1,8 @@
 """Reading cost of each metric source (issue 20): points per second read through the source
 from a real file of 200,000 points its usual logger wrote. One function per source; the goal
-is at least 50,000 points/s for TensorBoard."""
+is at least 50,000 points/s for TensorBoard and for printed lines."""
 
+import subprocess
 import sys
 import tempfile
 import time
@@ -11,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tensorboardX import SummaryWriter
 
+from agentsys.metric_sources.stdout import StdoutSource
 from agentsys.metric_sources.tensorboard import TensorBoardSource
 from bench._report import report
 
@@ -40,8 +42,36 @@ def tensorboard_points_per_s() -> float:
         return best
 
 
+PRINTER = """
+import math
+for step in range(1, {lines} + 1):
+    print(f"step={{step}} loss={{2.5 * math.exp(-step / 20000):.6f}} lr=3e-4", flush=True)
+"""
+
+
+def stdout_points_per_s(lines: int = POINTS // 2) -> float:
+    """A real process prints `step=N loss=X lr=Y` lines into a run.log; a fresh StdoutSource
+    reads them all (a point is one value: loss or lr)."""
+    with tempfile.TemporaryDirectory() as workdir:
+        log = Path(workdir) / "run.log"
+        with log.open("ab") as out:
+            subprocess.run(
+                [sys.executable, "-c", PRINTER.format(lines=lines)], stdout=out, check=True
+            )
+        source = StdoutSource(log)
+        started = time.perf_counter()
+        rows = source.peek()
+        source.advance(len(rows))
+        elapsed = time.perf_counter() - started
+    points = sum(len(row) - ("_step" in row) for row in rows)
+    if points != 2 * lines:
+        raise RuntimeError(f"read {points} points, expected {2 * lines}")
+    return points / elapsed
+
+
 def main() -> None:
     report("tensorboard_points_per_s", tensorboard_points_per_s(), "points/s")
+    report("stdout_points_per_s", stdout_points_per_s(), "points/s")
 
 
 if __name__ == "__main__":
