@@ -7,6 +7,7 @@ from datetime import timedelta
 from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
+from events_app.models import Event
 from scheduler_app import run_log
 from scheduler_app.models import (
     GPU,
@@ -87,6 +88,13 @@ def _attach_last_loss(rows: list[Run]) -> None:
         run.last_loss = best.get(run.pk, (0, None))[1]
 
 
+def metric_problems(agent_id: str, limit: int = 20) -> list[dict]:
+    """What the run's metric sources could not read ({"source", "problem"}), each said once by
+    its executor (a corrupt event file, an over-long printed line, a pattern that timed out)."""
+    events = Event.objects.filter(agent_id=agent_id, kind="metrics_problem").order_by("seq")
+    return [event.payload for event in events[:limit]]
+
+
 def run_page(run_id: str) -> Run | None:
     run = Run.objects.select_related("sweep", "agent", "chat_session").filter(pk=run_id).first()
     if run is None:
@@ -94,6 +102,7 @@ def run_page(run_id: str) -> Run | None:
     _attach_requests([run])
     run.series = list(MetricSeries.objects.filter(run=run).order_by("key"))
     run.alert_list = list(run.alerts.order_by("-created_at")[:50])
+    run.metric_problems = metric_problems(run.agent_id) if run.agent_id else []
     failed = run.status == RunStatus.FAILED or (run.exit_code or 0) != 0
     run.log_error = run_log.last_error_line(run.run_dir) if failed else ""
     return run

@@ -67,3 +67,16 @@ def test_a_script_that_only_prints_is_charted_and_a_printed_nan_alerts(daemon, w
     assert MetricSeries.objects.get(run=broken, key="loss").non_finite == 1
     [alert] = Alert.objects.filter(run=broken)
     assert "NaN" in alert.message or "nan" in alert.message.lower()
+
+
+def test_what_a_source_cannot_read_is_said_once_on_the_run_page(daemon, workdir, client):
+    from django.contrib.auth import get_user_model
+
+    long_line = f"{PY} -c \"print('x' * 100_000); print('step 1 | loss 0.5')\""
+    run = _finished(launch_run(workdir, long_line))
+    assert MetricSeries.objects.get(run=run, key="loss").points == 1  # the rest goes on
+    get_user_model().objects.create_user("reader", password="p" * 12)
+    client.login(username="reader", password="p" * 12)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert page.count("Some metrics could not be read") == 1
+    assert page.count("stdout: ") == 1
