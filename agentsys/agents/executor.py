@@ -111,7 +111,10 @@ class ExecutorAgent(Agent):
         if self.config.get("resume"):
             self.metrics.resume()
         self.retry_policy, thresholds = _options_from(self.config)
-        self.detector = LossAnomalyDetector(thresholds)
+        # One detector per source: a loss printed and also logged to TensorBoard would look
+        # like a spike each time the second source's older steps arrive.
+        self.thresholds = thresholds
+        self.detectors: dict[str, LossAnomalyDetector] = {}
         self.run_pid: int | None = None
         self.processes = RunProcesses(marker=self.id)
 
@@ -364,18 +367,17 @@ class ExecutorAgent(Agent):
         for source, problem in self.metrics.problems():
             logger.warning("%s: metrics from %s: %s", self.id, source, problem)
             self.emit_event("metrics_problem", {"source": source, "problem": problem})
-        rows = [row for _, stored in collected for row in stored]
-        if not rows:
-            return
-        self.emit_event("metrics", {"rows": len(rows), "last": rows[-1]})
-        for anomaly in self.detector.check(rows):
-            await self.alert(
-                anomaly.severity,
-                anomaly.message,
-                anomaly.signature,
-                {"step": anomaly.step, "loss": _jsonable_number(anomaly.loss)},
-                run_dir=str(self.run_dir),
-            )
+        for source, rows in collected:
+            self.emit_event("metrics", {"rows": len(rows), "last": rows[-1], "source": source.name})
+            detector = self.detectors.setdefault(source.name, LossAnomalyDetector(self.thresholds))
+            for anomaly in detector.check(rows):
+                await self.alert(
+                    anomaly.severity,
+                    anomaly.message,
+                    anomaly.signature,
+                    {"step": anomaly.step, "loss": _jsonable_number(anomaly.loss)},
+                    run_dir=str(self.run_dir),
+                )
 
 
 def _workdir(config: dict) -> Path:

@@ -22,7 +22,8 @@ written and waits for the next read):
    - `word value` (`step 100 | loss 2.31 | lr 0.001`, `step 10 loss 0.5`) only for a known
      metric word (KNOWN_WORDS, or one starting with val_/train_/eval_/test_/valid_, or ending
      with _loss/_acc/_accuracy), so that `Loading 3 files` is not a metric.
-   A key's first pair wins.
+   A key's first pair wins. A key in capitals (`CUDA_VISIBLE_DEVICES=0`, `RANK=1`) is an
+   environment variable or an id the script echoes, not a metric: skipped.
 
 Numbers: ints, floats, exponents (1e-3), nan and inf (any case, signed). A key named step,
 global_step, iter or iteration with a whole non-negative value becomes `_step`; epoch stays a
@@ -155,6 +156,12 @@ def _whole(value: Any) -> bool:
     )
 
 
+def _environment_name(key: str) -> bool:
+    """`CUDA_VISIBLE_DEVICES=0`, `RANK=1`, `PID: 4242`: a setting or an id a script echoes,
+    in capitals as environment variables are written, not a metric it logs."""
+    return len(key) > 1 and key.isupper()
+
+
 def _known_word(key: str) -> bool:
     return key in KNOWN_WORDS or key.startswith(KNOWN_PREFIXES) or key.endswith(KNOWN_SUFFIXES)
 
@@ -168,6 +175,8 @@ def parse_common(line: str) -> Row | None:
     pairs: dict[str, Any] = {}
     for shape in (_EQUALS, _COLON):
         for match in shape.finditer(line):
+            if _environment_name(match.group(1)):
+                continue
             key = match.group(1).lower()
             if key not in pairs:
                 pairs[key] = number(match.group(2))

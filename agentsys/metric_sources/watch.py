@@ -24,6 +24,11 @@ from agentsys.research.results import add_row
 logger = logging.getLogger(__name__)
 
 CHUNK = 500  # rows stored per round trip
+# Printed lines are the last resort: once a structured source (agent_metrics.jsonl,
+# TensorBoard, ...) has stored a row, what the script prints is no longer read as metrics, so
+# a script that logs with TensorBoard is charted from TensorBoard alone.
+FALLBACK_SOURCES = frozenset({"stdout"})
+STRUCTURED_SEEN = "_structured_seen"  # kept in metrics.pos: a re-adopted run remembers it
 
 Store = Callable[[list[Row], str], Awaitable[Any]]
 
@@ -35,10 +40,12 @@ class MetricsWatch:
         self.chunk = chunk
         self._lock = asyncio.Lock()
         self._summaries: dict[str, dict[str, dict]] = {source.name: {} for source in sources}
+        self._structured_seen = False
 
     def resume(self) -> None:
         """Start each source where the run's earlier executor had stored up to."""
         saved = read_positions(self.position_file)
+        self._structured_seen = saved.get(STRUCTURED_SEEN) is True
         for source in self.sources:
             position = saved.get(source.name)
             if isinstance(position, dict):
@@ -54,6 +61,8 @@ class MetricsWatch:
             for source in self.sources:
                 if final and hasattr(source, "finishing"):
                     source.finishing()
+                if source.name in FALLBACK_SOURCES and self._structured_seen:
+                    continue
                 rows = source.peek()
                 if not rows:
                     continue
@@ -73,6 +82,8 @@ class MetricsWatch:
                                 stored += len(part)
                 finally:
                     source.advance(stored)
+                    if stored and source.name not in FALLBACK_SOURCES:
+                        self._structured_seen = True
                     if stored:
                         self._save_positions()
                 for row in rows[:stored]:
@@ -106,7 +117,8 @@ class MetricsWatch:
         return found
 
     def _save_positions(self) -> None:
-        positions = {source.name: source.position() for source in self.sources}
+        positions: dict[str, Any] = {source.name: source.position() for source in self.sources}
+        positions[STRUCTURED_SEEN] = self._structured_seen
         tmp = self.position_file.with_suffix(".tmp")
         try:
             tmp.write_text(json.dumps(positions))

@@ -27,13 +27,23 @@
     return figure;
   }
 
+  // The words the server's template uses (MetricSeries.source's choices).
+  const SOURCE_WORDS = {
+    jsonl: "agent_metrics.jsonl",
+    tensorboard: "TensorBoard",
+    mlflow: "MLflow",
+    wandb: "W&B",
+    stdout: "printed lines",
+  };
+
   function caption(figure, series) {
     const last = typeof series.last_value === "number" ? series.last_value.toPrecision(4) : series.last_value;
     figure.querySelector("figcaption").innerHTML = "";
     figure.querySelector("figcaption").append(series.key + " ");
     const note = document.createElement("span");
     note.className = "muted";
-    note.textContent = `last ${last} · ${series.points} points`;
+    const from = SOURCE_WORDS[series.source] ? ` · from ${SOURCE_WORDS[series.source]}` : "";
+    note.textContent = `last ${last} · ${series.points} points${from}`;
     figure.querySelector("figcaption").append(note);
   }
 

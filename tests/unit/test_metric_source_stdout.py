@@ -327,3 +327,11 @@ def test_the_demo_script_that_only_prints_is_charted(log):
     assert all(row.keys() == {"_step", "loss", "lr"} and row["lr"] == 0.05 for row in rows[:3])
     assert rows[0]["loss"] > rows[2]["loss"] > 0
     assert [set(row) for row in rows[3:]] == [{"w", "b"}]  # its last line: `done: w=… b=…`
+
+
+def test_echoed_environment_variables_are_not_metrics():
+    from agentsys.metric_sources.stdout import parse_common
+
+    assert parse_common("CUDA_VISIBLE_DEVICES=0 RANK=1") is None
+    assert parse_common("CVD=0") is None
+    assert parse_common("Loss=0.5 LR=0.1") == {"loss": 0.5}
