@@ -15,6 +15,7 @@ from agentsys.scripted_llm import ScriptedLLM
 from tests.helpers import REPO
 from tests.runtime_harness import DaemonProcess
 
+DEMO_SCRIPTS = ("train.py", "train_tensorboard.py", "train_prints.py")
 TRAIN = REPO / "config" / "demo_workspace" / "train.py"
 
 
@@ -55,8 +56,9 @@ def opencode_server(scripted_llm, tmp_path_factory):
 def workdir(tmp_path, settings):
     work = tmp_path / "project"
     work.mkdir()
-    shutil.copy(TRAIN, work / "train.py")
-    for args in (["init", "-q"], ["add", "train.py"], ["commit", "-q", "-m", "start"]):
+    for script in DEMO_SCRIPTS:  # the demo loop runs each (one way of logging each)
+        shutil.copy(TRAIN.parent / script, work / script)
+    for args in (["init", "-q"], ["add", *DEMO_SCRIPTS], ["commit", "-q", "-m", "start"]):
         subprocess.run(
             ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=work, check=True
         )

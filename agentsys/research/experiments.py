@@ -133,7 +133,7 @@ async def _result(agent, record: dict, handle, timed_out: bool) -> ExperimentRes
     run_dir = run_dir_of(record["workdir"], handle.id)
     result.exit_code = read_exit_code(run_dir)
     result.log_tail = await asyncio.to_thread(read_log_tail, run_dir / LOG_FILE)
-    result.metrics = await asyncio.to_thread(summarize_metrics, run_dir / METRICS_FILE)
+    result.metrics = await _metrics(agent, handle.id, run_dir)
     result.alerts = await _alerts(agent, handle.id)
     if handle.status == AgentStatus.REJECTED and not result.error:
         result.error = "the GPU queue can never place it"
@@ -149,3 +149,21 @@ async def _alerts(agent, child_id: str) -> list[str]:
         logger.exception("%s: could not read the alerts of %s", agent.id, child_id)
         return []
     return [str((e.data or {}).get("message", e.data)) for e in entries or []]
+
+
+async def _metrics(agent, child_id: str, run_dir) -> dict[str, dict]:
+    """The run's metrics summary as its executor stored it in its result (every source:
+    TensorBoard, printed lines, agent_metrics.jsonl); the jsonl file's own summary when there
+    is no result (a run that never finished its bookkeeping)."""
+    try:
+        entries = await agent.in_memory(
+            "query", query=EntryQuery(agent_id=child_id, types=(EntryType.RESULT,), limit=1)
+        )
+    except Exception:
+        logger.exception("%s: could not read the result of %s", agent.id, child_id)
+        entries = None
+    for entry in entries or []:
+        metrics = (entry.data or {}).get("metrics")
+        if isinstance(metrics, dict) and metrics:
+            return metrics
+    return await asyncio.to_thread(summarize_metrics, run_dir / METRICS_FILE)

@@ -6,10 +6,20 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import sys
 
 MARKER = re.compile(r"<!-- agentsys-prompt: (planning|iteration|reflection) -->")
 FIRST_LRS = (0.01, 0.1, 0.5)
-COMMAND = "python train.py --steps=150 --sleep=0.005"
+# The bracketing runs use the demo workspace's three twins (same arguments, same loss curve),
+# one way of logging each, so the demo charts a run's metrics from agent_metrics.jsonl, from
+# TensorBoard and from printed lines; the refinement uses train.py.
+FIRST_SCRIPTS = ("train.py", "train_tensorboard.py", "train_prints.py")
+# train_tensorboard.py imports tensorboardX, installed with AgentSys: it runs with this
+# interpreter (the demo model's own, AgentSys's), the stdlib-only twins with `python`.
+INTERPRETERS = {"train_tensorboard.py": shlex.quote(sys.executable)}
+ARGUMENTS = "--steps=150 --sleep=0.005"
+COMMAND = f"python train.py {ARGUMENTS}"
 BEST_SO_FAR = re.compile(r"best so far lr=([0-9.e-]+) loss=([0-9.e+-]+|nan|inf)")
 
 
@@ -92,10 +102,11 @@ def _plan() -> str:
     )
 
 
-def _experiment(lr: float, goal: str) -> str:
+def _experiment(lr: float, goal: str, script: str = "train.py") -> str:
     return (
         f"- goal: {goal}\n"
-        f'  command: echo "- lr={lr:g}: run started" >> results.md && {COMMAND}\n'
+        f'  command: echo "- lr={lr:g}: run started" >> results.md && '
+        f"{INTERPRETERS.get(script, 'python')} {script} {ARGUMENTS}\n"
         "  workdir: .\n"
         f'  parameters: {{"lr": {lr:g}}}\n'
         "  gpu_required: 0"
@@ -129,7 +140,10 @@ def parse_results(prompt: str) -> list[dict]:
 def _iteration(prompt: str) -> str:
     results = parse_results(prompt)
     if not results:
-        runs = "\n".join(_experiment(lr, f"lr={lr:g} bracket") for lr in FIRST_LRS)
+        runs = "\n".join(
+            _experiment(lr, f"lr={lr:g} bracket ({script})", script)
+            for lr, script in zip(FIRST_LRS, FIRST_SCRIPTS, strict=True)
+        )
         return (
             "I read train.py and launch three bracketing runs.\n"
             f"<experiments>\n{runs}\n</experiments>\n"
