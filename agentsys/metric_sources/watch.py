@@ -41,6 +41,7 @@ class MetricsWatch:
         self._lock = asyncio.Lock()
         self._summaries: dict[str, dict[str, dict]] = {source.name: {} for source in sources}
         self._structured_seen = False
+        self._said_broken: set[str] = set()
 
     def resume(self) -> None:
         """Start each source where the run's earlier executor had stored up to."""
@@ -63,7 +64,12 @@ class MetricsWatch:
                     source.finishing()
                 if source.name in FALLBACK_SOURCES and self._structured_seen:
                     continue
-                rows = source.peek()
+                try:
+                    rows = source.peek()
+                except Exception as error:  # a reader's bug must not starve the others
+                    logger.exception("metrics source %s failed", source.name)
+                    self._broken(source, error)
+                    continue
                 if not rows:
                     continue
                 stored = 0
@@ -90,6 +96,12 @@ class MetricsWatch:
                     add_row(self._summaries[source.name], row)
                 collected.append((source, rows[:stored]))
         return collected
+
+    def _broken(self, source: MetricSource, error: Exception) -> None:
+        said = f"could not be read ({type(error).__name__}: {error}); retried each time"
+        if said not in self._said_broken:
+            self._said_broken.add(said)
+            source.problems.append(said)
 
     def summary(self) -> dict[str, dict]:
         """What this executor stored, per metric: {last, min, max, first, points, last_step}

@@ -207,3 +207,31 @@ async def test_lines_that_are_not_json_objects_are_said_once_and_skipped(tmp_pat
     assert memory.stored == [1]
     problems = [payload for kind, payload in agent._link.events if kind == "metrics_problem"]
     assert len(problems) == 1 and problems[0]["source"] == "jsonl"
+
+
+async def test_a_source_that_raises_is_said_once_and_the_others_go_on(tmp_path):
+    memory = OutageMemory()
+    agent = await started_executor(tmp_path, memory)
+
+    class Broken:
+        name, problems = "tensorboard", []
+
+        def peek(self):
+            raise RuntimeError("a bug in a reader")
+
+        def advance(self, count): ...
+        def position(self):
+            return {}
+
+    agent.metrics.sources.insert(0, Broken())
+    write_steps(agent.run_dir / "agent_metrics.jsonl", range(2))
+    await agent.on_monitor()
+    await agent.on_monitor()
+    assert memory.stored == [0, 1]
+    problems = [payload for kind, payload in agent._link.events if kind == "metrics_problem"]
+    assert problems == [
+        {
+            "source": "tensorboard",
+            "problem": "could not be read (RuntimeError: a bug in a reader); retried each time",
+        }
+    ]
