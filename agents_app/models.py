@@ -34,7 +34,7 @@ class Agent(models.Model):
         related_name="agents",
     )
     host = models.ForeignKey(
-        "scheduler_app.Host", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "hosts_app.Host", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     pid = models.IntegerField(null=True, blank=True)
     iteration = models.PositiveIntegerField(default=0)

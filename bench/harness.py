@@ -63,7 +63,7 @@ class BenchSystem:
         self.tmp.cleanup()
 
     def start_daemon(self) -> None:
-        from scheduler_app.models import Host
+        from hosts_app.models import Host
 
         self.processes.append(self._spawn([sys.executable, "manage.py", "runagentd"]))
         self._wait(lambda: Host.objects.filter(name="bench-host", status="online").exists())

@@ -51,8 +51,9 @@ def claims_per_second(gpus: int, queued: int = 2000, ended: int = 100_000) -> fl
     from agents_app.models import Agent
     from agentsys.scheduling import FifoFirstFit
     from agentsys.types import AgentStatus, RequestStatus
+    from hosts_app.models import Host
     from scheduler_app import lifecycle, queue
-    from scheduler_app.models import GPU, Host, ScheduleRequest
+    from scheduler_app.models import GPU, ScheduleRequest
 
     missing = ended - ScheduleRequest.objects.filter(id__startswith="sched-old").count()
     ScheduleRequest.objects.bulk_create(

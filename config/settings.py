@@ -102,6 +102,7 @@ INSTALLED_APPS = [
     "config",
     "sessions_app",
     "events_app",
+    "hosts_app",
     "agents_app",
     "scheduler_app",
     "memory_app",

@@ -29,11 +29,12 @@ from agentsys.types import (
 from common.db_outage import DATABASE_ERRORS, drop_connection, first_line
 from common.json_safe import json_safe
 from events_app.events import AGENTS_STREAM, record_event
+from hosts_app.models import Host, HostStatus
 from memory_app.services import write_entry
 from runtime_app.chat_store import DjangoChatStore
 from scheduler_app import lifecycle, oplog, queue
 from scheduler_app import services as host_services
-from scheduler_app.models import Host, HostStatus, ScheduleRequest
+from scheduler_app.models import ScheduleRequest
 
 
 def _record(agent: Agent) -> AgentRecord:

@@ -1,11 +1,11 @@
 from django.contrib import admin
 
 from common.admin_tools import MachineManagedAdmin, json_display, run_service_action
+from hosts_app.models import Host
 from scheduler_app import runs, selectors, services
 from scheduler_app.models import (
     GPU,
     Alert,
-    Host,
     MetricPoint,
     MetricSeries,
     Run,

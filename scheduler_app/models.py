@@ -1,4 +1,5 @@
-"""GPU hosts, their GPUs, the executor queue, and the runs and sweeps people launch."""
+"""The GPUs of the hosts (hosts_app), the executor queue, and the runs and sweeps people
+launch."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from django.db import models
 from django.db.models import Q
 
 from agentsys.types import EndState, RequestStatus, choices, new_id
+from hosts_app.models import Host
 
 
 def new_request_id() -> str:
@@ -24,36 +26,6 @@ def new_sweep_id() -> str:
 
 def new_alert_id() -> str:
     return new_id("alert")
-
-
-class HostStatus(models.TextChoices):
-    ONLINE = "online", "Online"
-    OFFLINE = "offline", "Offline (stopped cleanly)"
-    DEAD = "dead", "Dead (stopped heart-beating)"
-
-
-class Host(models.Model):
-    """A machine running `manage.py runagentd`. One row per AGENTSYS_HOST_NAME."""
-
-    name = models.CharField(max_length=63, unique=True)
-    hostname = models.CharField(max_length=255, blank=True)
-    status = models.CharField(max_length=16, choices=HostStatus.choices, default=HostStatus.ONLINE)
-    daemon_pid = models.IntegerField(null=True, blank=True)
-    daemon_started_at = models.DateTimeField(null=True, blank=True)
-    last_heartbeat = models.DateTimeField(null=True, blank=True)
-    version = models.CharField(max_length=40, blank=True)
-    info = models.JSONField(default=dict, blank=True, help_text="Python, CPU count, platform")
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["name"]
-        indexes = [
-            # Finding online hosts whose heartbeat went stale (declared dead).
-            models.Index(fields=["status", "last_heartbeat"], name="host_liveness_idx"),
-        ]
-
-    def __str__(self) -> str:
-        return self.name
 
 
 class GPUSource(models.TextChoices):

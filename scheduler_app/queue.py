@@ -19,15 +19,8 @@ from agentsys.listen import QUEUE_CHANNEL
 from agentsys.scheduling import QueuedRequest, SchedulingPolicy
 from agentsys.types import AgentStatus, RequestStatus
 from common.ids import create_with_unique_id
-from scheduler_app.models import (
-    GPU,
-    Host,
-    HostStatus,
-    Run,
-    RunStatus,
-    ScheduleRequest,
-    new_request_id,
-)
+from hosts_app.models import Host, HostStatus
+from scheduler_app.models import GPU, Run, RunStatus, ScheduleRequest, new_request_id
 
 FIRST_WINDOW = 64  # queued requests a claim reads first, oldest first...
 CLAIM_WINDOW = 500  # ...and at most, when the first window leaves GPUs idle

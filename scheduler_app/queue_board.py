@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from agentsys.scheduling import HostCapacity, QueuedRequest, waiting_reasons
 from agentsys.types import RequestStatus
-from scheduler_app.models import Host, Run, ScheduleRequest
+from hosts_app.models import Host
+from scheduler_app.models import Run, ScheduleRequest
 from scheduler_app.selectors import host_is_alive, hosts_with_gpus
 
 QUEUE_SHOWN = 200  # the page lists this many; the count says how many more wait

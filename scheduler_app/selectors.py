@@ -8,16 +8,9 @@ from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from events_app.models import Event
+from hosts_app.models import Host, HostStatus
 from scheduler_app import run_log
-from scheduler_app.models import (
-    GPU,
-    Host,
-    HostStatus,
-    MetricSeries,
-    Run,
-    RunStatus,
-    ScheduleRequest,
-)
+from scheduler_app.models import GPU, MetricSeries, Run, RunStatus, ScheduleRequest
 
 # A host that has not heart-beaten for this long is shown (and later declared) dead.
 HEARTBEAT_STALE_AFTER = timedelta(seconds=30)

@@ -15,17 +15,10 @@ from agents_app.models import Agent
 from agents_app.services import AgentCommandRefused, request_agent_command
 from agentsys.types import CommandKind
 from events_app.events import AGENTS_STREAM, record_event
+from hosts_app.models import Host, HostStatus
 from scheduler_app import oplog, runs
 from scheduler_app.lifecycle import cancel_requests
-from scheduler_app.models import (
-    GPU,
-    Alert,
-    AlertStatus,
-    Host,
-    HostStatus,
-    Run,
-    ScheduleRequest,
-)
+from scheduler_app.models import GPU, Alert, AlertStatus, Run, ScheduleRequest
 from scheduler_app.queue import notify_queue
 
 

@@ -105,7 +105,7 @@ class ChatTurn(models.Model):
     # The runagentd streaming it (claimed when null): a daemon that dies leaves its turns
     # interrupted, never running forever.
     host = models.ForeignKey(
-        "scheduler_app.Host", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "hosts_app.Host", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     after_seq = models.BigIntegerField(
         default=0, help_text="The session stream's last seq before this turn's first event"

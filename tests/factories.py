@@ -7,9 +7,10 @@ from django.utils import timezone
 from agents_app.models import Agent, AgentCommand
 from agentsys.types import AgentStatus, EntryType, RequestStatus
 from events_app.events import record_event
+from hosts_app.models import Host
 from memory_app.models import MemoryEntry
 from scheduler_app.metric_series import record_rows
-from scheduler_app.models import GPU, Alert, GPUSource, Host, Run, ScheduleRequest, Sweep
+from scheduler_app.models import GPU, Alert, GPUSource, Run, ScheduleRequest, Sweep
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 
 

@@ -7,7 +7,7 @@ import subprocess
 
 from agents_app.models import Agent
 from events_app.models import Event
-from scheduler_app.models import Host, HostStatus
+from hosts_app.models import Host, HostStatus
 from tests import runtime_agents
 from tests.helpers import child_env, database_url_of_current_connection, manage, wait_until
 

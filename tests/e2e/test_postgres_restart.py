@@ -34,7 +34,8 @@ from agents_app.models import Agent
 from agents_app.services import request_agent_command, request_agent_start
 from agentsys.types import AgentStatus, CommandKind
 from events_app.models import Event
-from scheduler_app.models import Alert, Host, MetricPoint, Run, RunStatus
+from hosts_app.models import Host
+from scheduler_app.models import Alert, MetricPoint, Run, RunStatus
 from scheduler_app.runs import create_run
 from tests.helpers import PYTHON, REPO, child_env, free_port, pid_alive, wait_until
 from tests.live_clients import TOKEN, Follower, Web

@@ -6,24 +6,23 @@ from django.urls import reverse
 
 from agents_app.models import AgentCommand
 from agentsys.types import AgentStatus, RequestStatus
+from hosts_app.models import Host, HostStatus
 from memory_app.models import MemoryEntry
 from scheduler_app import runs
-from scheduler_app.models import (
-    GPU,
-    Alert,
-    AlertStatus,
-    Host,
-    HostStatus,
-    Run,
-    RunStatus,
-    ScheduleRequest,
-)
+from scheduler_app.models import GPU, Alert, AlertStatus, Run, RunStatus, ScheduleRequest
 from sessions_app.models import ChatSession
 from tests.factories import one_of_everything
 
 pytestmark = pytest.mark.django_db
 
-PROJECT_APPS = {"sessions_app", "events_app", "agents_app", "scheduler_app", "memory_app"}
+PROJECT_APPS = {
+    "sessions_app",
+    "events_app",
+    "hosts_app",
+    "agents_app",
+    "scheduler_app",
+    "memory_app",
+}
 MODELS = sorted(
     (m for m in admin.site._registry if m._meta.app_label in PROJECT_APPS),
     key=lambda m: m._meta.label,

@@ -9,8 +9,8 @@ from django.utils import timezone
 from agents_app.models import Agent, AgentCommand
 from agentsys.types import AgentStatus, EntryType
 from events_app.events import record_event
+from hosts_app.models import Host
 from memory_app.models import MemoryEntry
-from scheduler_app.models import Host
 from sessions_app.models import ChatSession
 
 pytestmark = pytest.mark.django_db

@@ -96,7 +96,7 @@ def test_stop_of_an_unclaimed_turn_ends_it_at_once(api, session):
 
 
 def test_stop_of_a_claimed_turn_asks_its_daemon(api, session, django_user_model):
-    from scheduler_app.models import Host
+    from hosts_app.models import Host
 
     turn = turns.submit_turn(session=session, message="hello", mode="auto")
     ChatTurn.objects.filter(pk=turn.pk).update(host=Host.objects.create(name="h"))

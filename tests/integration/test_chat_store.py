@@ -8,8 +8,8 @@ import pytest
 from agents_app.models import Agent
 from events_app.events import chat_stream
 from events_app.models import Event
+from hosts_app.models import Host
 from runtime_app.runtime_store import DjangoRuntimeStore
-from scheduler_app.models import Host
 from sessions_app import turns
 from sessions_app.models import ChatMessage, ChatTurn
 from sessions_app.services import create_session

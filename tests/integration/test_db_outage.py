@@ -14,9 +14,9 @@ from django.test import Client
 
 from agentsys.daemon import Daemon, DaemonSettings
 from agentsys.store import StoreUnavailable
+from hosts_app.models import Host, HostStatus
 from runtime_app.memory_factory import WaitingMemoryView
 from runtime_app.runtime_store import DjangoRuntimeStore
-from scheduler_app.models import Host, HostStatus
 from tests.django_fixtures import API_TOKEN
 
 # -- runagentd ---------------------------------------------------------------------------------

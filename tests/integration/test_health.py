@@ -15,7 +15,7 @@ from django.test import AsyncClient
 from django.utils import timezone
 
 from config import health
-from scheduler_app.models import Host, HostStatus
+from hosts_app.models import Host, HostStatus
 from tests.integration.test_event_feed import TOKEN
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "channels_postgres"])

@@ -7,9 +7,10 @@ from agents_app.models import Agent, AgentCommand
 from agentsys.agent import Scope
 from agentsys.store import AgentRecord
 from agentsys.types import AgentStatus
+from hosts_app.models import Host
 from research_app.models import ResearchLoop
 from runtime_app.runtime_store import DjangoRuntimeStore
-from scheduler_app.models import Host, Run
+from scheduler_app.models import Run
 
 pytestmark = pytest.mark.django_db
 

@@ -17,9 +17,10 @@ from agents_app.models import Agent
 from agentsys.scheduling import FifoFirstFit
 from agentsys.types import AgentStatus, EndState, RequestStatus, new_agent_id
 from events_app.models import Event
+from hosts_app.models import Host, HostStatus
 from runtime_app.runtime_store import DjangoRuntimeStore
 from scheduler_app import queue, runs, services
-from scheduler_app.models import GPU, Host, HostStatus, Run, RunStatus, ScheduleRequest
+from scheduler_app.models import GPU, Run, RunStatus, ScheduleRequest
 
 pytestmark = pytest.mark.django_db
 store = DjangoRuntimeStore()

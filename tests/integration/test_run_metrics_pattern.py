@@ -4,7 +4,8 @@ executor's config, and its rerun's."""
 import pytest
 
 from agents_app.models import Agent
-from scheduler_app.models import GPU, Host, Run
+from hosts_app.models import Host
+from scheduler_app.models import GPU, Run
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from scheduler_app.models import GPU, Host, HostStatus
+from hosts_app.models import Host, HostStatus
+from scheduler_app.models import GPU
 from tests.helpers import child_env, database_url_of_current_connection, manage, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

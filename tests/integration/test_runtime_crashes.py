@@ -11,7 +11,7 @@ from agents_app.models import Agent
 from agents_app.services import request_agent_start
 from agentsys.types import AgentStatus
 from events_app.models import Event
-from scheduler_app.models import Host, HostStatus
+from hosts_app.models import Host, HostStatus
 from tests.helpers import pid_alive, wait_until
 from tests.runtime_harness import A, DaemonProcess, events, wait_child, wait_event, wait_status
 

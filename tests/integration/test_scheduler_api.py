@@ -4,8 +4,9 @@ import pytest
 
 from agents_app.models import Agent
 from agentsys.types import AgentStatus, RequestStatus, new_agent_id
+from hosts_app.models import Host
 from scheduler_app import queue, runs
-from scheduler_app.models import GPU, Alert, AlertStatus, Host, Run, RunStatus, ScheduleRequest
+from scheduler_app.models import GPU, Alert, AlertStatus, Run, RunStatus, ScheduleRequest
 
 pytestmark = pytest.mark.django_db
 

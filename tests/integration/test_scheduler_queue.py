@@ -20,9 +20,10 @@ from agentsys.gpus import GpuProcess, gpu_processes, holding_processes, parse_co
 from agentsys.scheduling import FifoFirstFit, HeadReservation
 from agentsys.store import AgentRecord
 from agentsys.types import AgentRole, AgentStatus, RequestStatus, new_agent_id
+from hosts_app.models import Host, HostStatus
 from runtime_app.runtime_store import DjangoRuntimeStore
 from scheduler_app import lifecycle, queue, services
-from scheduler_app.models import GPU, Host, HostStatus, ScheduleRequest
+from scheduler_app.models import GPU, ScheduleRequest
 
 pytestmark = pytest.mark.django_db
 
