@@ -20,7 +20,10 @@ A run (one executor) has `.agents/runs/<agent id>/`:
   the directory in AGENTSYS_RUN_DIR).
 - metrics.pos: `<offset> <inode>`, how far the executor has stored agent_metrics.jsonl, so
   that a re-adopted run neither loses nor repeats a row; the executor's own.
-- wandb/: WANDB_DIR of the command.
+- wandb/: WANDB_DIR of the command; a run that sets no W&B mode or key logs offline there
+  (`wandb/wandb/offline-run-*/run-*.wandb`, read by agentsys.metric_sources.wandb_offline).
+- mlruns/: the MLflow file store of a run that has no MLFLOW_TRACKING_URI of its own (the
+  executor points it here; read by agentsys.metric_sources.mlflow_store).
 
 A research loop has `.agents/wild/<agent id>/` (agentsys.research.workspace writes it):
 tasks.md (its plan), iteration_log.md (one section per iteration), state.json (what it needs
@@ -43,6 +46,7 @@ EXIT_CODE_FILE = "job.done"
 METRICS_FILE = "agent_metrics.jsonl"
 METRICS_POSITION_FILE = "metrics.pos"
 WANDB_DIR = "wandb"
+MLFLOW_DIR = "mlruns"
 
 TASKS_FILE = "tasks.md"
 ITERATION_LOG_FILE = "iteration_log.md"

@@ -43,6 +43,7 @@ from agentsys.run_dir import (
     LOG_FILE,
     METRICS_FILE,
     METRICS_POSITION_FILE,
+    MLFLOW_DIR,
     PID_FILE,
     WANDB_DIR,
     read_exit_code,
@@ -196,6 +197,14 @@ class ExecutorAgent(Agent):
         env[MARKER_VARIABLE] = self.id  # finds every process of the run (agentsys.proctree)
         env["WANDB_DIR"] = str(self.run_dir / WANDB_DIR)
         env["WANDB_RUN_ID"] = self.id
+        # MLflow and W&B log into the run dir, where the metric sources read them, unless the
+        # run says where they go itself (its own tracking server, an online W&B run).
+        if not env.get("MLFLOW_TRACKING_URI"):
+            env["MLFLOW_TRACKING_URI"] = (self.run_dir / MLFLOW_DIR).as_uri()
+            # MLflow 3 refuses its file store (in maintenance mode) unless told it may use it.
+            env.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        if not env.get("WANDB_MODE") and not env.get("WANDB_API_KEY"):
+            env["WANDB_MODE"] = "offline"
         return env
 
     async def _run_with_retries(self, command: str) -> int | None:
