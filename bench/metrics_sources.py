@@ -3,7 +3,6 @@ from a real file of 200,000 points its usual logger wrote (W&B: 40,000, its logg
 write that many; the figure is per point all the same). One function per source; the goal is
 at least 50,000 points/s for TensorBoard and for printed lines."""
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -140,8 +139,7 @@ def wandb_points_per_s(points: int = 40_000) -> float:
 
 def main() -> None:
     report("tensorboard_points_per_s", tensorboard_points_per_s(), "points/s")
-    if importlib.util.find_spec("mlflow") is not None:  # not in the lock yet: pyproject.toml
-        report("mlflow_points_per_s", mlflow_points_per_s(), "points/s")
+    report("mlflow_points_per_s", mlflow_points_per_s(), "points/s")
     report("wandb_points_per_s", wandb_points_per_s(), "points/s")
     report("stdout_points_per_s", stdout_points_per_s(), "points/s")
 

@@ -2,7 +2,6 @@
 that has no MLflow store or W&B mode of its own into its run dir, its series come from there
 (the source on each, a NaN alert), and a run that says where it logs is left alone."""
 
-import importlib.util
 import sys
 import textwrap
 
@@ -72,15 +71,6 @@ def _log(workdir, run) -> str:
     return (run_dir_of(workdir, run.agent_id) / "run.log").read_text()
 
 
-# mlflow-skinny is not in requirements.lock yet (pyproject.toml says why): the MLflow tests
-# run where it is installed and skip, saying so, where it is not.
-needs_mlflow = pytest.mark.skipif(
-    importlib.util.find_spec("mlflow") is None,
-    reason="mlflow-skinny is not installed (see pyproject.toml)",
-)
-
-
-@needs_mlflow
 def test_an_mlflow_script_is_charted_from_the_store_in_its_run_dir(daemon, workdir, api):
     run = _finished(launch_run(workdir, f"{PY} train_mlflow.py"))
     store = run_dir_of(workdir, run.agent_id) / MLFLOW_DIR
@@ -94,7 +84,6 @@ def test_an_mlflow_script_is_charted_from_the_store_in_its_run_dir(daemon, workd
     assert result.data["metrics"]["loss"]["points"] == 11  # what the research loop reads
 
 
-@needs_mlflow
 def test_a_run_with_its_own_mlflow_store_is_left_alone(daemon, workdir, tmp_path_factory):
     own = tmp_path_factory.mktemp("own") / "mlruns"
     env = {"MLFLOW_TRACKING_URI": own.as_uri(), "MLFLOW_ALLOW_FILE_STORE": "true"}

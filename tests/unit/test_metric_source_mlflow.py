@@ -13,10 +13,6 @@ import pytest
 
 from agentsys.metric_sources.mlflow_store import MlflowSource
 
-# mlflow-skinny is not in requirements.lock yet (pyproject.toml says why): these tests run
-# where it is installed and skip, saying so, where it is not.
-pytest.importorskip("mlflow", reason="mlflow-skinny is not installed (see pyproject.toml)")
-
 # Logs loss = 1/step and acc = step/100 for each "log N" line on stdin and answers "ok";
 # "params" logs params and a tag; "nan" logs a NaN loss. MLflow's file store appends each
 # value to its metric's file before log_metric returns.
