@@ -160,6 +160,29 @@ def all_processes():
             yield info
 
 
+def sessions_holding(path: str | os.PathLike[str]) -> set[int]:
+    """The process sessions of the live processes that have `path` open (a writer keeps its
+    file open while it writes); empty when none does."""
+    target = os.path.realpath(path)
+    sessions = set()
+    for info in all_processes():
+        if info.state == "Z":
+            continue
+        folder = f"/proc/{info.pid}/fd"
+        try:
+            descriptors = os.listdir(folder)
+        except OSError:  # gone, or another user's process
+            continue
+        for fd in descriptors:
+            try:
+                if os.readlink(f"{folder}/{fd}") == target:
+                    sessions.add(info.session)
+                    break
+            except OSError:
+                continue
+    return sessions
+
+
 def _has_marker(pid: int, entry: bytes) -> bool:
     try:
         return entry in _read(f"/proc/{pid}/environ").split(b"\0")

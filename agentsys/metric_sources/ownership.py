@@ -8,12 +8,16 @@ so a run must not chart a sibling's curves. Writers name their files
 
 - with a pid whose process still lives, the file is ours exactly when that process is in our
   run's process session (the run's leader, in job.pid, leads the session of all it starts);
-- otherwise (no pid in the name, or the writer has exited: a run shorter than the watchdog's
-  interval, the run's last read), the file is ours when it was created after our run started
-  and no sibling run in the workdir started between our start and the file's creation (of
-  two runs writing at once without pids, the one started last takes the file).
+- else, while a live process has the file open (a writer keeps it open as it writes), the
+  file is ours exactly when one of those processes is in our session;
+- otherwise (the writer has exited: a run shorter than the watchdog's interval, the run's
+  last read), the file is ours when it was created after our run started and no sibling run
+  in the workdir started between our start and the file's creation.
 
 A file created before this run started is never ours (an earlier run's, or the project's).
+A decision made from a live writer is final. What is left unsure: of runs started together
+in one workdir, a writer that names no pid and has exited before any of them looked goes to
+the run started last before the file appeared.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from agentsys.proctree import process_info
+from agentsys.proctree import process_info, sessions_holding
 from agentsys.run_dir import PID_FILE, read_pid_file
 
 # <time>.<host> then, from TensorFlow and torch, .<pid>.<n>; a host name may hold dots.
@@ -36,7 +40,11 @@ CLOCK_SLACK = 1.0  # seconds: the file's name and job.pid's mtime come from diff
 def event_file_owner(run_dir: Path) -> Callable[[Path], bool]:
     """A predicate for TensorBoardSource: is this event file the run's?"""
 
+    known: dict[Path, bool] = {}  # decided from a live writer: final either way
+
     def owns(path: Path) -> bool:
+        if path in known:
+            return known[path]
         named = EVENT_FILE_NAME.match(path.name)
         if named is None:
             return False  # not a writer's name: never guess
@@ -47,7 +55,12 @@ def event_file_owner(run_dir: Path) -> Callable[[Path], bool]:
         writer = process_info(int(named["pid"])) if named["pid"] else None
         leader = read_pid_file(run_dir)
         if writer is not None and leader is not None and writer.state != "Z":
-            return writer.session == leader[0]
+            known[path] = writer.session == leader[0]
+            return known[path]
+        holders = sessions_holding(path)
+        if holders and leader is not None:
+            known[path] = leader[0] in holders
+            return known[path]
         return not any(
             started < sibling_start <= created + CLOCK_SLACK
             for sibling_start in _sibling_starts(run_dir)

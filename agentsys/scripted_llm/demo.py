@@ -19,6 +19,10 @@ FIRST_SCRIPTS = ("train.py", "train_tensorboard.py", "train_prints.py")
 # interpreter (the demo model's own, AgentSys's), the stdlib-only twins with `python`.
 INTERPRETERS = {"train_tensorboard.py": shlex.quote(sys.executable)}
 ARGUMENTS = "--steps=150 --sleep=0.005"
+# The TensorBoard twin runs for a few seconds: tensorboardX puts no pid in its file names, so
+# AgentSys tells the three brackets' files apart by which run's process holds one open, which
+# it sees only if the writer is still running when it looks (agentsys.metric_sources.ownership).
+SCRIPT_ARGUMENTS = {"train_tensorboard.py": "--steps=150 --sleep=0.04"}
 COMMAND = f"python train.py {ARGUMENTS}"
 BEST_SO_FAR = re.compile(r"best so far lr=([0-9.e-]+) loss=([0-9.e+-]+|nan|inf)")
 
@@ -106,7 +110,8 @@ def _experiment(lr: float, goal: str, script: str = "train.py") -> str:
     return (
         f"- goal: {goal}\n"
         f'  command: echo "- lr={lr:g}: run started" >> results.md && '
-        f"{INTERPRETERS.get(script, 'python')} {script} {ARGUMENTS}\n"
+        f"{INTERPRETERS.get(script, 'python')} {script} "
+        f"{SCRIPT_ARGUMENTS.get(script, ARGUMENTS)}\n"
         "  workdir: .\n"
         f'  parameters: {{"lr": {lr:g}}}\n'
         "  gpu_required: 0"

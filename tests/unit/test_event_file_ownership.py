@@ -42,3 +42,32 @@ def test_a_live_writer_decides_by_its_process_session(tmp_path):
     finally:
         writer.kill()
         writer.wait()
+
+
+def test_a_file_without_a_pid_is_the_run_whose_process_holds_it_open(tmp_path):
+    """tensorboardX names its files without a pid; two runs started together in one workdir
+    (a research loop's brackets): the time alone would give the file to the later run."""
+    now = time.time()
+    name = tmp_path / f"events.out.tfevents.{int(now)}.host"
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import time; f = open({str(name)!r}, 'ab'); print('open', flush=True); "
+            "time.sleep(30)",
+        ],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert writer.stdout.readline().strip() == "open"
+        ours = _run_dir(tmp_path, "executor-a", now - 10, leader=writer.pid)
+        later = _run_dir(tmp_path, "executor-b", now - 5, leader=os.getpid())
+        owned_by_later = event_file_owner(later)
+        assert event_file_owner(ours)(name) and not owned_by_later(name)
+    finally:
+        writer.kill()
+        writer.wait()
+    # The writer gone, the later run's next look still leaves the file to the run that wrote it.
+    assert not owned_by_later(name)
