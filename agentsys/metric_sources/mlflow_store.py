@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsys.metric_sources.base import Row
+from agentsys.metric_sources.tailed import TailedFiles
 
 logger = logging.getLogger(__name__)
 
@@ -57,17 +58,14 @@ class _MetricFile:
     pending: int = 0  # rows of this file read and not yet advanced past
 
 
-class MlflowSource:
+class MlflowSource(TailedFiles):
     name = "mlflow"
 
     def __init__(self, store: Path):
+        super().__init__()
         self.store = Path(store)
-        self.problems: list[str] = []
-        self._files: dict[str, _MetricFile] = {}
         self._prefixes: dict[str, str] = {}  # run -> metric name prefix, once decided
         self._params: dict[str, Any] = {}
-        self._pending: list[tuple[Row, str, int]] = []  # (row, file key, offset past it)
-        self._said: set[str] = set()
         self._start_times: dict[str, int] = {}
 
     # -- the MetricSource protocol -------------------------------------------------------
@@ -84,16 +82,8 @@ class MlflowSource:
             self._read_params(run, run_dir)
         return [row for row, _, _ in self._pending]
 
-    def advance(self, count: int) -> None:
-        stored, self._pending = self._pending[:count], self._pending[count:]
-        for _, key, end in stored:
-            self._files[key].stored_offset = end
-            self._files[key].pending -= 1
-
     def position(self) -> dict[str, Any]:
-        files = {
-            key: f.stored_offset if f.pending else f.read_offset for key, f in self._files.items()
-        }
+        files = {key: self._saved_offset(f) for key, f in self._files.items()}
         return {"files": files, "prefixes": dict(self._prefixes)}
 
     def resume(self, position: dict[str, Any]) -> None:
@@ -237,11 +227,6 @@ class MlflowSource:
             return (self.store / run / "tags" / RUN_NAME_TAG).read_text().strip() or run
         except OSError:
             return run.split("/")[1]
-
-    def _say(self, problem: str) -> None:
-        if problem not in self._said:
-            self._said.add(problem)
-            self.problems.append(problem)
 
 
 def _folders(path: Path) -> list[Path]:

@@ -53,6 +53,7 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 from tensorboard.util import tensor_util
 
 from agentsys.metric_sources.base import Row
+from agentsys.metric_sources.tailed import TailedFiles
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ class _EventFile:
     pending: int = 0  # rows of this file read and not yet advanced past
 
 
-class TensorBoardSource:
+class TensorBoardSource(TailedFiles):
     name = "tensorboard"
 
     def __init__(
@@ -93,21 +94,18 @@ class TensorBoardSource:
         clock: Callable[[], float] = time.monotonic,
         owns: Callable[[Path], bool] | None = None,
     ):
+        super().__init__()
         self.root = Path(root)
         # Which event files are this source's (agentsys.metric_sources.ownership): runs that
         # share a workdir must not read each other's. None: every file under root.
         self.owns = owns
-        self.problems: list[str] = []
         self.rescan_seconds = rescan_seconds
         self.max_entries = max_entries
         self.truncated_seconds = truncated_seconds
         self.read_chunk = read_chunk
         self._clock = clock
-        self._files: dict[str, _EventFile] = {}
         self._prefixes: dict[str, str] = {}  # event directory -> tag prefix, once decided
         self._params: dict[str, Any] = {}
-        self._pending: list[tuple[Row, str, int]] = []  # (row, file key, offset past it)
-        self._said: set[str] = set()
         self._last_scan: float | None = None
 
     # -- the MetricSource protocol -------------------------------------------------------
@@ -122,16 +120,10 @@ class TensorBoardSource:
                 self._say(f"{event_file.rel}: could not be read ({exc}); the rest goes on")
         return [row for row, _, _ in self._pending]
 
-    def advance(self, count: int) -> None:
-        stored, self._pending = self._pending[:count], self._pending[count:]
-        for _, key, end in stored:
-            self._files[key].stored_offset = end
-            self._files[key].pending -= 1
-
     def position(self) -> dict[str, Any]:
         files = {}
         for key, event_file in self._files.items():
-            offset = event_file.stored_offset if event_file.pending else event_file.read_offset
+            offset = self._saved_offset(event_file)
             files[key] = {"offset": offset, "scalar_tags": sorted(event_file.scalar_tags)}
         return {"files": files, "prefixes": dict(self._prefixes), "params": dict(self._params)}
 
@@ -356,8 +348,3 @@ class TensorBoardSource:
             first = not self._prefixes
             self._prefixes[folder] = "" if first or folder == "." else folder + "/"
         return self._prefixes[folder]
-
-    def _say(self, problem: str) -> None:
-        if problem not in self._said:
-            self._said.add(problem)
-            self.problems.append(problem)

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsys.metric_sources.base import Row
+from agentsys.metric_sources.tailed import TailedFiles
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class _Chunk(io.BytesIO):
         return data
 
 
-class WandbSource:
+class WandbSource(TailedFiles):
     name = "wandb"
 
     def __init__(
@@ -98,15 +99,12 @@ class WandbSource:
         read_chunk: int = READ_CHUNK,
         clock: Callable[[], float] = time.monotonic,
     ):
+        super().__init__()
         self.root = Path(root)
-        self.problems: list[str] = []
         self.truncated_seconds = truncated_seconds
         self.read_chunk = read_chunk
         self._clock = clock
-        self._files: dict[str, _RunFile] = {}
         self._params: dict[str, Any] = {}
-        self._pending: list[tuple[Row, str, int]] = []
-        self._said: set[str] = set()
 
     # -- the MetricSource protocol -------------------------------------------------------
 
@@ -122,16 +120,8 @@ class WandbSource:
                 self._say(f"wandb: {run_file.rel} could not be read ({exc}); the rest goes on")
         return [row for row, _, _ in self._pending]
 
-    def advance(self, count: int) -> None:
-        stored, self._pending = self._pending[:count], self._pending[count:]
-        for _, key, end in stored:
-            self._files[key].stored_offset = end
-            self._files[key].pending -= 1
-
     def position(self) -> dict[str, Any]:
-        files = {
-            key: f.stored_offset if f.pending else f.read_offset for key, f in self._files.items()
-        }
+        files = {key: self._saved_offset(f) for key, f in self._files.items()}
         return {"files": files, "params": dict(self._params)}
 
     def resume(self, position: dict[str, Any]) -> None:
@@ -306,11 +296,6 @@ class WandbSource:
             if isinstance(value, dict) and set(value) <= {"value", "desc"} and "value" in value:
                 value = value["value"]
             self._params[key] = value
-
-    def _say(self, problem: str) -> None:
-        if problem not in self._said:
-            self._said.add(problem)
-            self.problems.append(problem)
 
 
 def _is_number(value: Any) -> bool:
