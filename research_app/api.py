@@ -9,14 +9,19 @@ from typing import Annotated, Literal
 
 from django.http import HttpResponse
 from ninja import Field, Query, Router, Schema, Status
-from pydantic import ConfigDict, StringConstraints
+from pydantic import ConfigDict, StringConstraints, field_validator
 
 from agents_app import api as agents_api
 from agents_app.schemas import CommandOut, ErrorOut, SteerIn, SteerOut
+from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH
 from common.api_contract import MAX_OFFSET
 from research_app import selectors, services
+from scheduler_app.api_runs import check_metrics_pattern
 
 router = Router(tags=["research"])
+
+
+Pattern = Annotated[str, StringConstraints(max_length=MAX_PATTERN_LENGTH)]
 
 
 class ResearchIn(Schema):
@@ -28,6 +33,15 @@ class ResearchIn(Schema):
     autonomy_level: Literal["cautious", "balanced", "full"] = "balanced"
     workdir: Annotated[str, StringConstraints(max_length=1000)] | None = None
     chat_session_id: Annotated[str, StringConstraints(max_length=40)] | None = None
+    metrics_pattern: Pattern | None = Field(
+        None,
+        description=(
+            "A regex with named groups read on each line its experiments print (their "
+            "sweep's pattern), e.g. `it (?P<step>\\d+) cost (?P<cost>\\S+)`"
+        ),
+    )
+
+    _metrics_pattern_compiles = field_validator("metrics_pattern")(check_metrics_pattern)
 
 
 class ResearchOut(Schema):

@@ -12,6 +12,7 @@ from django.db import transaction
 from agents_app.models import Agent
 from agents_app.services import create_agent
 from agentsys.listen import AGENTS_CHANNEL
+from agentsys.metric_sources.stdout import compile_pattern
 from agentsys.registry import RESEARCH_AGENT
 from agentsys.types import AgentRole
 from research_app.models import ResearchLoop
@@ -45,6 +46,14 @@ def _checked(goal, max_iterations, wait_seconds, autonomy_level, workdir) -> tup
 
 
 @transaction.atomic
+def _checked_pattern(pattern: str) -> str:
+    try:
+        compile_pattern(pattern)
+    except ValueError as error:
+        raise ResearchRefused(str(error)) from None
+    return pattern
+
+
 def start_research(
     *,
     goal: str,
@@ -55,6 +64,7 @@ def start_research(
     chat_session_id: str | None = None,
     extra_config: dict | None = None,
     parent_id: str | None = None,
+    metrics_pattern: str | None = None,
 ) -> ResearchLoop:
     """A new research loop: a sweep for its runs, the research agent (claimed by a runagentd
     at once) and its row. Raises ResearchRefused saying what is wrong."""
@@ -74,7 +84,10 @@ def start_research(
         "wait_seconds": wait_seconds,
         "autonomy_level": autonomy_level,
     }
+    if metrics_pattern:
+        loop_settings["metrics_pattern"] = _checked_pattern(metrics_pattern)
     sweep = Sweep.objects.create(
+        metrics_pattern=metrics_pattern or "",
         name=f"Research: {goal[:180]}",
         goal=goal,
         status=SweepStatus.RUNNING,

@@ -99,6 +99,27 @@ def _experiment_facts(session: ChatSession) -> dict:
     }
 
 
+MAX_REPORTED_SERIES = 30
+
+
+def _metrics_of(run) -> list[dict]:
+    """Each of the run's series in a line's worth: whatever source it came from (TensorBoard,
+    MLflow, W&B, printed lines, agent_metrics.jsonl)."""
+    return [
+        {
+            "key": s.key,
+            "source": s.source,
+            "points": s.points,
+            "last_step": s.last_step,
+            "last": s.last_value,
+            "min": s.min_value,
+            "max": s.max_value,
+            "non_finite": s.non_finite,
+        }
+        for s in run.metric_series.order_by("key")[:MAX_REPORTED_SERIES]
+    ]
+
+
 def child_report(agent_id: str) -> dict:
     agent = Agent.objects.filter(pk=agent_id).first()
     if agent is None:
@@ -122,4 +143,7 @@ def child_report(agent_id: str) -> dict:
     if run is not None:
         report["exit_code"] = run.exit_code
         report["log_tail"] = _tail(Path(run.run_dir) / LOG_FILE, 3000) if run.run_dir else ""
+        report["metrics"] = _metrics_of(run)
+        report["logged_params"] = dict(run.logged_params or {})
+        report["tracker_urls"] = dict(run.tracker_urls or {})
     return report

@@ -14,6 +14,7 @@ from memory_app.context import assemble_context
 from memory_app.models import MemoryEntry
 from memory_app.services import write_entries, write_entry
 from scheduler_app.metric_series import record_rows
+from scheduler_app.runs import record_tracking
 from scheduler_app.services import raise_alert
 
 
@@ -58,6 +59,12 @@ class DjangoMemoryView:
             return record_rows(
                 agent_id=self.agent_id, run_id=self.scope["run"], rows=rows, source=source
             )
+
+    def write_run_tracking(self, *, params: dict, urls: dict) -> bool:
+        if not self.scope["run"]:
+            return False  # an executor with no Run row (a research loop's own test harness)
+        with _fresh_connection():
+            return record_tracking(run_id=self.scope["run"], params=params, urls=urls)
 
     def msg(self, *, target_id: str, data: dict, tags: list[str] | None = None) -> str:
         """A MESSAGE to another agent: it lands in that agent's inbox."""

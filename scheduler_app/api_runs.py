@@ -122,6 +122,13 @@ class RunOut(Schema):
     workdir: str
     gpu_required: int
     params: dict[str, Any]
+    logged_params: dict[str, Any] = Field(
+        description="What the script logged itself: MLflow params and tags (as tag.<name>), "
+        "W&B config, TensorBoard hparams"
+    )
+    tracker_urls: dict[str, str] = Field(
+        description='Online tracker runs the script printed, e.g. {"wandb": "https://..."}'
+    )
     executor_options: dict[str, Any]
     status: RunStatus = Field(
         description=(

@@ -147,6 +147,9 @@ class Sweep(models.Model):
     goal = models.TextField(blank=True)
     base_command = models.TextField(blank=True)
     parameters = models.JSONField(default=dict, blank=True, help_text="Grid: {name: [values]}")
+    metrics_pattern = models.TextField(
+        blank=True, help_text="Read on each printed line of a run that has no pattern of its own"
+    )
     status = models.CharField(max_length=16, choices=SweepStatus.choices, default=SweepStatus.DRAFT)
     chat_session = models.ForeignKey(
         "sessions_app.ChatSession",
@@ -198,6 +201,15 @@ class Run(models.Model):
     command = models.TextField()
     workdir = models.CharField(max_length=1000, blank=True)
     params = models.JSONField(default=dict, blank=True, help_text="Appended as --k=v")
+    logged_params = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="What the script logged itself: MLflow params and tags, W&B config, "
+        "TensorBoard hparams",
+    )
+    tracker_urls = models.JSONField(
+        default=dict, blank=True, help_text="Its online tracker runs: {tracker: url}"
+    )
     gpu_required = models.PositiveIntegerField(default=0)
     executor_options = models.JSONField(
         default=dict,

@@ -12,7 +12,7 @@ from agentsys.registry import EXECUTOR_AGENT
 from agentsys.run_dir import run_dir_of
 from agentsys.types import AgentRole
 from scheduler_app import lifecycle, oplog, queue
-from scheduler_app.models import Run, RunStatus, ScheduleRequest
+from scheduler_app.models import Run, RunStatus, ScheduleRequest, Sweep
 
 # Never started (a cancelled run never ran; a rejected one may fit a host that joined since).
 STARTABLE = {RunStatus.READY, RunStatus.CANCELLED, RunStatus.REJECTED}
@@ -45,13 +45,14 @@ def create_run(
 ) -> Run:
     queue.validate_gpu_required(gpu_required)
     _check_references(sweep_id=sweep_id, chat_session_id=chat_session_id)
+    executor_options = _with_sweep_pattern(executor_options or {}, sweep_id)
     run = Run.objects.create(
         name=name,
         command=command,
         workdir=workdir or str(settings.AGENTSYS_WORKDIR),
         gpu_required=gpu_required,
         params=params or {},
-        executor_options=executor_options or {},
+        executor_options=executor_options,
         sweep_id=sweep_id,
         chat_session_id=chat_session_id,
         auto_start=auto_start,
@@ -59,11 +60,26 @@ def create_run(
     return start_run(run_id=run.id) if auto_start else run
 
 
+def _with_sweep_pattern(options: dict, sweep_id: str | None) -> dict:
+    """A run of a sweep reads its printed lines with the sweep's metrics_pattern unless it
+    brings its own (kept in its options, so a rerun reads them the same way)."""
+    if options.get("metrics_pattern") or not sweep_id:
+        return options
+    pattern = Sweep.objects.filter(pk=sweep_id).values_list("metrics_pattern", flat=True).first()
+    return {**options, "metrics_pattern": pattern} if pattern else options
+
+
+def record_tracking(*, run_id: str, params: dict, urls: dict) -> bool:
+    """What a run's script logged about itself (MLflow params and tags, W&B config,
+    TensorBoard hparams) and the online tracker runs it printed; False when the run is gone.
+    The latest read replaces the earlier one: the sources keep all they have found."""
+    fields = {"logged_params": params, "tracker_urls": urls}
+    return bool(Run.objects.filter(pk=run_id).update(**fields))
+
+
 def _check_references(*, sweep_id: str | None, chat_session_id: str | None) -> None:
     """A run naming a sweep or chat that does not exist is the caller's mistake, said before
     the insert (the foreign key would only fail at commit, as a server error)."""
-    from scheduler_app.models import Sweep
-
     # The chat model through the foreign key: the chat app sits above this one.
     chat_sessions = Run._meta.get_field("chat_session").related_model.objects
     if sweep_id is not None and not Sweep.objects.filter(pk=sweep_id).exists():

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import shlex
 from pathlib import Path
@@ -52,6 +53,7 @@ from agentsys.run_dir import (
     run_dir_of,
     write_pid_file,
 )
+from agentsys.tracker_links import tracker_urls_in_log
 from agentsys.types import AgentRole, AgentStatus, EntryType
 
 logger = logging.getLogger("agentsys.executor")
@@ -116,6 +118,7 @@ class ExecutorAgent(Agent):
         # like a spike each time the second source's older steps arrive.
         self.thresholds = thresholds
         self.detectors: dict[str, LossAnomalyDetector] = {}
+        self.tracking: tuple[dict, dict] = ({}, {})  # logged params, tracker urls: as stored
         self.run_pid: int | None = None
         self.processes = RunProcesses(marker=self.id)
 
@@ -387,6 +390,23 @@ class ExecutorAgent(Agent):
                     {"step": anomaly.step, "loss": _jsonable_number(anomaly.loss)},
                     run_dir=str(self.run_dir),
                 )
+        await self._record_tracking()
+
+    async def _record_tracking(self) -> None:
+        """Onto the run: the params its trackers logged and the online tracker runs it
+        printed, when they change. A failed write is tried again at the next look."""
+        urls = await asyncio.to_thread(tracker_urls_in_log, self.run_dir / LOG_FILE)
+        found = (self.metrics.params(), urls)
+        if found == self.tracking or self.memory is None:
+            return
+        try:
+            await asyncio.to_thread(
+                self.memory.write_run_tracking, params=_jsonable(found[0]), urls=urls
+            )
+        except Exception:
+            logger.exception("%s: could not record the run's tracker params", self.id)
+            return
+        self.tracking = found
 
 
 def _workdir(config: dict) -> Path:
@@ -411,7 +431,12 @@ def _size(path: Path) -> int:
         return 0
 
 
+def _jsonable(params: dict) -> dict:
+    """Params as JSON keeps them: a NaN or infinity logged as a param becomes its text."""
+    return {str(k): _jsonable_number(v) for k, v in params.items()}
+
+
 def _jsonable_number(value):
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+    if isinstance(value, float) and not math.isfinite(value):
         return str(value)  # JSON has no NaN/Inf
     return value

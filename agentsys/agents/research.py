@@ -161,7 +161,11 @@ class ResearchAgent(Agent):
                 self.state.plan = parsed.plan
                 self.workspace.write_tasks(parsed.plan)
             launched = await experiments.launch(
-                self, parsed.experiments, root=self.settings.workdir, iteration=n
+                self,
+                parsed.experiments,
+                root=self.settings.workdir,
+                iteration=n,
+                metrics_pattern=self.settings.metrics_pattern,
             )
             progress.update(reply=reply.text, model_s=model_s, children=launched)
             self._save()  # from here on, a restart waits for these instead of re-running them

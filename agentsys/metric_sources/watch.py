@@ -123,9 +123,14 @@ class MetricsWatch:
         return said
 
     def params(self) -> dict[str, Any]:
+        """The hyperparameters every source found; a source whose reader fails adds none (its
+        failure is said by `collect`)."""
         found: dict[str, Any] = {}
         for source in self.sources:
-            found.update(source.params())
+            try:
+                found.update(source.params())
+            except Exception:
+                logger.debug("metrics source %s: params failed", source.name, exc_info=True)
         return found
 
     def _save_positions(self) -> None:

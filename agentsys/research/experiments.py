@@ -39,9 +39,12 @@ def resolve_workdir(root: Path, requested: str | None) -> Path:
     return candidate
 
 
-async def launch(agent, specs: list[ExperimentSpec], *, root: Path, iteration: int) -> list[dict]:
+async def launch(
+    agent, specs: list[ExperimentSpec], *, root: Path, iteration: int, metrics_pattern: str = ""
+) -> list[dict]:
     """Spawn one executor per spec; returns one record per spec: {goal, command, parameters,
-    gpu_required, workdir, child_id} or, for one that could not start, {..., error}."""
+    gpu_required, workdir, child_id} or, for one that could not start, {..., error}.
+    `metrics_pattern`: the loop's (its sweep's), for reading what the experiments print."""
     launched = []
     for index, spec in enumerate(specs, start=1):
         record = {
@@ -63,6 +66,7 @@ async def launch(agent, specs: list[ExperimentSpec], *, root: Path, iteration: i
                     "workdir": str(workdir),
                     "params": spec.parameters,
                     "gpu_required": spec.gpu_required,
+                    **({"metrics_pattern": metrics_pattern} if metrics_pattern else {}),
                     "experiment": {
                         "research_agent_id": agent.id,
                         "iteration": iteration,

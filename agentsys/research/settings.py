@@ -31,6 +31,7 @@ class ResearchSettings:
     experiment_timeout_s: float = 3600.0
     pause_seconds: float = 2.0  # between iterations that ran experiments or said nothing
     max_model_failures: int = 3  # in a row, before the loop fails
+    metrics_pattern: str = ""  # for the printed lines of its experiments (the sweep's)
     timeouts: Timeouts = field(default_factory=Timeouts)
 
     @classmethod
@@ -54,6 +55,7 @@ class ResearchSettings:
                 experiment_timeout_s=_number(config, "experiment_timeout_s", 3600.0, float, 1),
                 pause_seconds=_number(config, "pause_seconds", 2.0, float, 0),
                 max_model_failures=_number(config, "max_model_failures", 3, int, 1),
+                metrics_pattern=str(config.get("metrics_pattern") or ""),
                 timeouts=_timeouts(config.get("timeouts") or {}, deployment.timeouts),
             )
         except (TypeError, ValueError) as error:

@@ -40,6 +40,18 @@ def test_starting_a_loop_makes_its_agent_sweep_and_row(api, workdir):
     assert [item["id"] for item in listed] == [loop["id"]]
 
 
+def test_a_loops_metrics_pattern_is_its_sweeps_and_its_experiments(api, workdir):
+    from agentsys.research.settings import ResearchSettings
+    from scheduler_app.models import Sweep
+
+    pattern = r"it (?P<step>\d+) cost (?P<cost>\S+)"
+    loop = start(api, workdir, metrics_pattern=pattern)
+    assert Sweep.objects.get(pk=loop["sweep_id"]).metrics_pattern == pattern
+    config = {**Agent.objects.get(pk=loop["id"]).config, "opencode_url": "http://x"}
+    # What the loop hands each experiment it launches (agentsys.research.experiments.launch).
+    assert ResearchSettings.from_config(config).metrics_pattern == pattern
+
+
 @pytest.mark.parametrize(
     ("body", "complaint"),
     [
@@ -51,6 +63,8 @@ def test_starting_a_loop_makes_its_agent_sweep_and_row(api, workdir):
         ({"workdir": "/no/such/dir"}, "workdir"),
         ({"chat_session_id": "nope"}, "chat_session_id"),
         ({"unknown": 1}, "unknown"),
+        ({"metrics_pattern": "cost (?P<cost"}, "metrics_pattern does not compile"),
+        ({"metrics_pattern": r"cost (\S+)"}, "metrics_pattern has no named group"),
     ],
 )
 def test_a_loop_that_cannot_start_is_422_naming_the_field(api, workdir, body, complaint):
