@@ -1,7 +1,8 @@
 """Reading cost of each metric source (issue 20): points per second read through the source
 from a real file of 200,000 points its usual logger wrote (W&B: 40,000, its logger is slow to
 write that many; the figure is per point all the same). One function per source; the goal is
-at least 50,000 points/s for TensorBoard and for printed lines."""
+at least 50,000 points/s for TensorBoard and for printed lines. Then, per source, the CPU the
+executor's tailing costs while a run writes 1,000 points/s (bench.metrics_tailing)."""
 
 import os
 import subprocess
@@ -18,6 +19,7 @@ from agentsys.metric_sources.mlflow_store import MlflowSource
 from agentsys.metric_sources.stdout import StdoutSource
 from agentsys.metric_sources.tensorboard import TensorBoardSource
 from agentsys.metric_sources.wandb_offline import WandbSource
+from bench import metrics_tailing
 from bench._report import report
 
 POINTS = 200_000
@@ -142,6 +144,19 @@ def main() -> None:
     report("mlflow_points_per_s", mlflow_points_per_s(), "points/s")
     report("wandb_points_per_s", wandb_points_per_s(), "points/s")
     report("stdout_points_per_s", stdout_points_per_s(), "points/s")
+    report_tailing_cpu()
+
+
+def report_tailing_cpu() -> None:
+    metrics_tailing.warm_up_readers()
+    for source in ("jsonl", "tensorboard", "stdout", "mlflow", "wandb"):
+        reason = metrics_tailing.missing_library(source)
+        if reason:
+            print(f"{source}_tailing_cpu_percent_at_1000_pts_s skipped: {reason}", file=sys.stderr)
+            continue
+        percent, points = metrics_tailing.tailing_cpu_percent(source)
+        report(f"{source}_tailing_cpu_percent_at_1000_pts_s", percent, "%")
+        report(f"{source}_tailing_points_read", points, "points")
 
 
 if __name__ == "__main__":
