@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-STEP_KEYS = ("_step", "step")
+# The series store's step keys: a row's step is never summarised as a metric of its own.
+from agentsys.metrics import STEP_KEYS
 
 
 @dataclass
@@ -57,7 +58,9 @@ def add_row(summary: dict[str, dict], row: dict) -> None:
     """One metrics row into a summary of the shape summarize_metrics returns."""
     step = next((row[k] for k in STEP_KEYS if _is_number(row.get(k))), None)
     for name, value in row.items():
-        if name in STEP_KEYS or not _is_number(value):
+        # "_" fields (W&B's and every source's _timestamp, _runtime) are not metrics: the
+        # series store charts none of them, and the model should not read them as results.
+        if name in STEP_KEYS or name.startswith("_") or not _is_number(value):
             continue
         entry = summary.setdefault(
             name, {"first": value, "last": value, "min": None, "max": None, "points": 0}

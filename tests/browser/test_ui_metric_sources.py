@@ -1,5 +1,6 @@
 """A run whose script logs only with TensorBoard, and one that only prints, charted in
-Chromium with their source named; what a source could not read is said on the page."""
+Chromium with their source named; what a source could not read is said on the page. Runs that
+log to agent_metrics.jsonl, MLflow and W&B charted the same way, with their NaN alert."""
 
 from __future__ import annotations
 
@@ -12,14 +13,15 @@ from playwright.sync_api import expect
 from scheduler_app.models import RunStatus
 from tests.chromium import screenshot
 from tests.helpers import REPO, launch_run, run_ended
+from tests.metric_source_scripts import CAPTIONS, command, run_env, write_scripts
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 PY = sys.executable
 DEMO = REPO / "config" / "demo_workspace"
 
 
-def _done(run):
-    run = run_ended(run, timeout=60)
+def _done(run, timeout=60):
+    run = run_ended(run, timeout=timeout)
     assert run.status == RunStatus.DONE, run.error
     return run
 
@@ -51,3 +53,25 @@ def test_tensorboard_and_printed_metrics_are_charted_with_their_source(site, dae
     page.reload()
     expect(page.locator("#metric-problems")).to_be_visible()
     screenshot(page, "run-printed-metrics-390")
+
+
+def test_jsonl_mlflow_and_wandb_runs_are_charted_with_their_source_and_nan_alert(
+    site, daemon, tmp_path
+):
+    url, page = site
+    write_scripts(tmp_path)
+    sources = ("jsonl", "mlflow", "wandb")
+    # 60 steps of loss = 1/step, then a NaN at step 61 (tests/metric_source_scripts.py).
+    launched = {
+        s: launch_run(tmp_path, command(s, 60), executor_options=run_env(s)) for s in sources
+    }
+    for source, run in launched.items():
+        run = _done(run, timeout=120)
+        page.goto(f"{url}/runs/{run.pk}/")
+        for key in ("loss", "acc"):
+            chart = page.locator(f'figure.chart[data-key="{key}"]')
+            expect(chart.locator("figcaption")).to_contain_text(CAPTIONS[source])
+            expect(chart.locator("figcaption")).to_contain_text("61 points")
+            expect(chart.locator(".plot canvas")).to_have_count(1)
+        expect(page.locator("#run-alerts")).to_contain_text("NaN loss detected (step=61).")
+        screenshot(page, f"run-{source}")

@@ -5,6 +5,7 @@ import json
 
 from agentsys.research.results import (
     ExperimentResult,
+    add_row,
     format_history,
     format_results,
     read_log_tail,
@@ -33,6 +34,17 @@ def test_metrics_are_summarized_per_series_skipping_bad_lines(tmp_path):
     }
     assert summary["lr"]["points"] == 2 and "note" not in summary and "_step" not in summary
     assert summarize_metrics(tmp_path / "missing.jsonl") == {}
+
+
+def test_underscore_fields_and_steps_are_not_summarised_as_metrics():
+    # What TensorBoard, MLflow and W&B rows carry besides their metrics: the results text
+    # showed "_timestamp last=1.796e+09 ..." beside the loss (issue 20).
+    summary = {}
+    for step in (1, 2):
+        add_row(summary, {"_step": step, "_timestamp": 1.8e9, "_runtime": 3.0, "loss": 1.0})
+    add_row(summary, {"global_step": 7, "loss": 0.5})
+    assert list(summary) == ["loss"]
+    assert (summary["loss"]["points"], summary["loss"]["last_step"]) == (3, 7)
 
 
 def test_a_nan_loss_shows_as_last_but_not_as_the_best(tmp_path):
