@@ -20,16 +20,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import shlex
 from pathlib import Path
 
 from agentsys.agent import Agent, PauseRefused
+from agentsys.agents.run_watchdog import RunWatchdog
 from agentsys.gpu_conflicts import RetryPolicy, is_gpu_conflict
-from agentsys.metric_sources import metric_sources_for
-from agentsys.metric_sources.watch import MetricsWatch
-from agentsys.metrics import AnomalyThresholds, LossAnomalyDetector
+from agentsys.metrics import AnomalyThresholds
 from agentsys.proctree import (
     MARKER_VARIABLE,
     STOPPED_STATES,
@@ -43,7 +41,6 @@ from agentsys.run_dir import (
     EXIT_CODE_FILE,
     LOG_FILE,
     METRICS_FILE,
-    METRICS_POSITION_FILE,
     MLFLOW_DIR,
     PID_FILE,
     WANDB_DIR,
@@ -53,13 +50,11 @@ from agentsys.run_dir import (
     run_dir_of,
     write_pid_file,
 )
-from agentsys.tracker_links import tracker_urls_in_log
 from agentsys.types import AgentRole, AgentStatus, EntryType
 
 logger = logging.getLogger("agentsys.executor")
 
 LOG_TAIL_BYTES = 64 * 1024
-METRICS_CHUNK = 500  # metrics rows written per round trip
 KILL_WAIT_SECONDS = 2.0  # after SIGTERM, before SIGKILL
 # Runs `/bin/sh command.txt` and records its exit code. The paths come in as arguments ($1:
 # job.done, $2: command.txt): no text of the user's reaches this script.
@@ -106,19 +101,9 @@ class ExecutorAgent(Agent):
     async def on_start(self) -> None:
         self.workdir = _workdir(self.config)
         self.run_dir = run_dir_of(self.workdir, self.id)
-        self.metrics = MetricsWatch(
-            metric_sources_for(self.run_dir, self.config),
-            self.run_dir / METRICS_POSITION_FILE,
-            chunk=METRICS_CHUNK,
-        )
-        if self.config.get("resume"):
-            self.metrics.resume()
         self.retry_policy, thresholds = _options_from(self.config)
-        # One detector per source: a loss printed and also logged to TensorBoard would look
-        # like a spike each time the second source's older steps arrive.
-        self.thresholds = thresholds
-        self.detectors: dict[str, LossAnomalyDetector] = {}
-        self.tracking: tuple[dict, dict] = ({}, {})  # logged params, tracker urls: as stored
+        self.watchdog = RunWatchdog(self, self.run_dir, self.config, thresholds)
+        self.metrics = self.watchdog.metrics
         self.run_pid: int | None = None
         self.processes = RunProcesses(marker=self.id)
 
@@ -375,38 +360,7 @@ class ExecutorAgent(Agent):
     # -- watchdog ----------------------------------------------------------------------------
 
     async def on_monitor(self, *, final: bool = False) -> None:
-        collected = await self.metrics.collect(self.record_metrics, final=final)
-        for source, problem in self.metrics.problems():
-            logger.warning("%s: metrics from %s: %s", self.id, source, problem)
-            self.emit_event("metrics_problem", {"source": source, "problem": problem})
-        for source, rows in collected:
-            self.emit_event("metrics", {"rows": len(rows), "last": rows[-1], "source": source.name})
-            detector = self.detectors.setdefault(source.name, LossAnomalyDetector(self.thresholds))
-            for anomaly in detector.check(rows):
-                await self.alert(
-                    anomaly.severity,
-                    anomaly.message,
-                    anomaly.signature,
-                    {"step": anomaly.step, "loss": _jsonable_number(anomaly.loss)},
-                    run_dir=str(self.run_dir),
-                )
-        await self._record_tracking()
-
-    async def _record_tracking(self) -> None:
-        """Onto the run: the params its trackers logged and the online tracker runs it
-        printed, when they change. A failed write is tried again at the next look."""
-        urls = await asyncio.to_thread(tracker_urls_in_log, self.run_dir / LOG_FILE)
-        found = (self.metrics.params(), urls)
-        if found == self.tracking or self.memory is None:
-            return
-        try:
-            await asyncio.to_thread(
-                self.memory.write_run_tracking, params=_jsonable(found[0]), urls=urls
-            )
-        except Exception:
-            logger.exception("%s: could not record the run's tracker params", self.id)
-            return
-        self.tracking = found
+        await self.watchdog.look(final=final)
 
 
 def _workdir(config: dict) -> Path:
@@ -429,14 +383,3 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
-
-
-def _jsonable(params: dict) -> dict:
-    """Params as JSON keeps them: a NaN or infinity logged as a param becomes its text."""
-    return {str(k): _jsonable_number(v) for k, v in params.items()}
-
-
-def _jsonable_number(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)  # JSON has no NaN/Inf
-    return value

@@ -154,7 +154,7 @@ async def test_rows_whose_store_failed_are_stored_by_the_next_read(tmp_path):
 
 
 async def test_a_store_cut_short_after_some_chunks_keeps_the_chunks_stored(tmp_path, monkeypatch):
-    monkeypatch.setattr("agentsys.agents.executor.METRICS_CHUNK", 3)
+    monkeypatch.setattr("agentsys.agents.run_watchdog.METRICS_CHUNK", 3)
     memory = OutageMemory()
     agent = await started_executor(tmp_path, memory)
     metrics = agent.run_dir / "agent_metrics.jsonl"
