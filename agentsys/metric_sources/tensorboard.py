@@ -31,7 +31,8 @@ Bad input never raises. A record whose CRC fails is skipped: the reader then loo
 next record whose header and data CRCs both check, byte by byte (a false match is a 2^-64
 chance), said once as "a corrupt record at byte N". A last record cut short is being written
 (a writer flushes mid-record): it is read once whole; only if it stays cut short for
-`truncated_seconds` (30 s) is that said, once. A file deleted or unreadable is said once.
+`truncated_seconds` (30 s), or at the run's last read, is that said, once (not after a corrupt
+stretch that runs to the end: that is said already). A file deleted or unreadable is said once.
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ class TensorBoardSource(TailedFiles):
         self._prefixes: dict[str, str] = {}  # event directory -> tag prefix, once decided
         self._params: dict[str, Any] = {}
         self._last_scan: float | None = None
+        self._ended = False  # the run has ended: a cut-short record stays so
 
     # -- the MetricSource protocol -------------------------------------------------------
 
@@ -141,8 +143,10 @@ class TensorBoardSource(TailedFiles):
 
     def finishing(self) -> None:
         """The run has ended: the next peek looks for event files at once, whatever the rescan
-        interval (a run shorter than it would otherwise lose its only file)."""
+        interval (a run shorter than it would otherwise lose its only file), and a last record
+        still cut short is said at once (no writer is left to complete it)."""
         self._last_scan = None
+        self._ended = True
 
     def params(self) -> dict[str, Any]:
         return dict(self._params)
@@ -269,10 +273,13 @@ class TensorBoardSource(TailedFiles):
         return reader
 
     def _cut_short(self, event_file: _EventFile, offset: int, size: int) -> None:
+        if event_file.scanning:
+            return  # junk to the end of what is written: said already, as a corrupt record
         now = self._clock()
-        if event_file.stuck_since is None or size != event_file.cut_size:
+        new = event_file.stuck_since is None or size != event_file.cut_size
+        if new:
             event_file.stuck_since, event_file.cut_size = now, size  # new, or still growing
-        elif now - event_file.stuck_since >= self.truncated_seconds:
+        if self._ended or (not new and now - event_file.stuck_since >= self.truncated_seconds):
             self._say(
                 f"{event_file.rel}: the last record is cut short at byte {offset} (a writer "
                 "that died mid-record?); it is read if it is ever completed"

@@ -27,9 +27,10 @@ params(): the run's config (`wandb.init(config=...)`, `wandb.config.update`), wa
 `_wandb` entry left out.
 
 Bad input never raises. A record that comes up short (the writer is mid-record) waits for the
-next read; only if it stays short for `truncated_seconds` (30 s) with the file not growing is
-that said, once. A record whose CRC or framing is wrong is said once ("a corrupt record at
-byte N") and the reader goes on at the next 32 KiB block, as leveldb's own reader recovers.
+next read; only if it stays short for `truncated_seconds` (30 s) with the file not growing, or
+at the run's last read, is that said, once. A record whose CRC or framing is wrong is said once
+("a corrupt record at byte N") and the reader goes on at the next 32 KiB block, as leveldb's
+own reader recovers.
 DataStore checks CRCs with `assert`: the daemon must not run under `python -O`.
 """
 
@@ -105,6 +106,7 @@ class WandbSource(TailedFiles):
         self.read_chunk = read_chunk
         self._clock = clock
         self._params: dict[str, Any] = {}
+        self._ended = False  # the run has ended: a cut-short record stays so
 
     # -- the MetricSource protocol -------------------------------------------------------
 
@@ -135,6 +137,11 @@ class WandbSource(TailedFiles):
 
     def params(self) -> dict[str, Any]:
         return dict(self._params)
+
+    def finishing(self) -> None:
+        """The run has ended: a last record still cut short is said at once (no writer is
+        left to complete it; a script killed mid-write, a log cut short)."""
+        self._ended = True
 
     # -- reading one file -----------------------------------------------------------------
 
@@ -235,9 +242,10 @@ class WandbSource(TailedFiles):
 
     def _cut_short(self, run_file: _RunFile, offset: int, size: int) -> None:
         now = self._clock()
-        if run_file.stuck_since is None or size != run_file.cut_size:
+        new = run_file.stuck_since is None or size != run_file.cut_size
+        if new:
             run_file.stuck_since, run_file.cut_size = now, size
-        elif now - run_file.stuck_since >= self.truncated_seconds:
+        if self._ended or (not new and now - run_file.stuck_since >= self.truncated_seconds):
             self._say(
                 f"wandb: {run_file.rel}: the last record is cut short at byte {offset} (a "
                 "writer that died mid-record?); it is read if it is ever completed"

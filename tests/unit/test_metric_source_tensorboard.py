@@ -333,6 +333,28 @@ def test_a_cut_short_last_record_is_read_once_complete(tmp_path, writer_script):
     assert row["_step"] == 10 and row["acc"] == pytest.approx(0.1) and "loss" not in row
 
 
+def test_a_record_still_cut_short_at_the_runs_last_read_is_said_then(tmp_path, writer_script):
+    whole_file = write(writer_script, tmp_path / "whole", "log 3")
+    junk = write(writer_script, tmp_path / "junk", "log 3")
+    with junk.open("ab") as handle:
+        handle.write(bytes(range(7, 250, 3)))  # garbage after the last record: said corrupt
+    path = write(writer_script, tmp_path / "runs", "log 10")
+    path.write_bytes(path.read_bytes()[:-5])  # as a writer that died mid-record leaves it
+    source = TensorBoardSource(tmp_path, clock=Clock(), truncated_seconds=30)
+    source.advance(len(source.peek()))
+    (corrupt,) = source.problems  # while the run goes, a writer mid-record is normal
+    assert corrupt.startswith(f"{junk.relative_to(tmp_path).as_posix()}: a corrupt record")
+    source.problems.clear()
+
+    source.finishing()  # the run has ended: no writer will complete it
+    assert source.peek() == []
+    (problem,) = source.problems  # the junk's end is not said again
+    assert problem.startswith(f"{path.relative_to(tmp_path).as_posix()}: the last record is cut")
+    source.peek()
+    assert len(source.problems) == 1  # said once; the whole file says nothing
+    assert whole_file.exists()
+
+
 def test_a_deleted_file_is_said_once_and_the_others_read_on(tmp_path, writers, writer_script):
     gone = write(writer_script, tmp_path / "a", "log 2")
     writer = writers(tmp_path / "b")

@@ -207,3 +207,25 @@ def test_a_half_written_record_waits_and_a_corrupt_one_is_said_once(root, writer
     source.advance(len(rows))
     source.peek()
     assert source.problems == []
+
+
+def test_a_record_still_cut_short_at_the_runs_last_read_is_said_then(root, writer):
+    writer.send("log 5")
+    writer.close()
+    path = run_file(root)
+    whole = path.read_bytes()
+    finished = WandbSource(root)
+    finished.finishing()
+    assert losses(finished.peek()) == expected(1, 5)
+    assert finished.problems == []  # a run that finished leaves no record cut short
+
+    path.write_bytes(whole[: len(whole) - 40])  # as a script killed mid-write leaves it
+    source = WandbSource(root)
+    source.advance(len(source.peek()))
+    assert source.problems == []  # while the run goes, a writer mid-record is normal
+    source.finishing()  # the run has ended: no writer will complete it
+    source.peek()
+    (problem,) = source.problems
+    assert "the last record is cut short at byte" in problem
+    source.peek()
+    assert len(source.problems) == 1  # said once
