@@ -78,7 +78,8 @@ class SweepTableOut(Schema):
     offset: int
     limit: int
     rows: list[dict[str, Any]] = Field(
-        description="{run_id, name, status, exit_code, created_at, finished_at, duration_s, "
+        description="{run_id, name, status, exit_code, agent_id (its executor, whose events "
+        "the live feed carries), created_at, finished_at, duration_s, "
         "url, params: {name: value}, metrics: {key: {last, min, max, last_step, points, "
         'source}}}; NaN and ±inf as "NaN", "Infinity", "-Infinity"'
     )
@@ -189,6 +190,7 @@ def _row_out(row: dict) -> dict:
         "name": row["name"],
         "status": row["status"],
         "exit_code": row["exit_code"],
+        "agent_id": row["agent_id"],
         "created_at": _iso(row["created_at"]),
         "finished_at": _iso(row["finished_at"]),
         "duration_s": row["duration_s"],

@@ -94,7 +94,7 @@ def sweep_table(
 # Times as epoch seconds and params merged in PostgreSQL: converting 10^4 datetimes and two
 # JSON documents per row in Python was a third of the table's time.
 RUNS_SQL = """
-SELECT id, name, status, exit_code,
+SELECT id, name, status, exit_code, agent_id,
        EXTRACT(EPOCH FROM created_at)::float8,
        EXTRACT(EPOCH FROM finished_at)::float8,
        EXTRACT(EPOCH FROM finished_at - started_at)::float8,
@@ -113,7 +113,7 @@ def _frame(sweep: Sweep) -> _Frame:
     by_run: dict[str, dict] = {}
     with connection.cursor() as cursor:
         cursor.execute(RUNS_SQL, [sweep.pk])
-        for run_id, name, status, code, created, finished, duration, params in cursor:
+        for run_id, name, status, code, agent_id, created, finished, duration, params in cursor:
             merged = _scalars(params)  # its own params over what its trackers logged
             frame.params.update(merged)
             row = {
@@ -121,6 +121,7 @@ def _frame(sweep: Sweep) -> _Frame:
                 "name": name,
                 "status": status,
                 "exit_code": code,
+                "agent_id": agent_id,
                 "created_at": created,
                 "finished_at": finished,
                 "duration_s": duration,
