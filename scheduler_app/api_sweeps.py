@@ -204,7 +204,10 @@ def _row_out(row: dict) -> dict:
 
 
 def _iso(epoch: float | None) -> str | None:
-    return None if epoch is None else datetime.fromtimestamp(epoch, UTC).isoformat()
+    """As the API writes its other times: ISO 8601 in UTC, with Z."""
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 def _json(value):

@@ -85,6 +85,7 @@ def test_every_run_is_a_row_with_its_params_and_each_metrics_last_min_max(api, s
     }
     assert row["c"]["metrics"]["loss"]["last"] == "NaN"
     assert row["a"]["url"] == f"/runs/{row['a']['run_id']}/"
+    assert row["a"]["created_at"].endswith("Z") and row["a"]["finished_at"] is None
 
 
 def test_params_the_script_logged_fill_in_where_the_run_set_none(api):
