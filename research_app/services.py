@@ -16,7 +16,7 @@ from agentsys.metric_sources.stdout import compile_pattern
 from agentsys.registry import RESEARCH_AGENT
 from agentsys.types import AgentRole
 from research_app.models import ResearchLoop
-from scheduler_app.models import Sweep, SweepStatus
+from scheduler_app.models import Sweep, SweepKind, SweepStatus
 
 logger = logging.getLogger("research_app")
 
@@ -87,6 +87,7 @@ def start_research(
     if metrics_pattern:
         loop_settings["metrics_pattern"] = _checked_pattern(metrics_pattern)
     sweep = Sweep.objects.create(
+        kind=SweepKind.RESEARCH,
         metrics_pattern=metrics_pattern or "",
         name=f"Research: {goal[:180]}",
         goal=goal,

@@ -141,9 +141,22 @@ class SweepStatus(models.TextChoices):
     STOPPED = EndState.STOPPED.value, "Stopped"
 
 
+class SweepKind(models.TextChoices):
+    RESEARCH = "research", "Research loop"  # the runs of a loop's experiments
+    MANUAL = "manual", "Manual"  # made over the API by a person or a script
+
+
 class Sweep(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=new_sweep_id)
     name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=SweepKind.choices, default=SweepKind.MANUAL)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="sweeps",
+    )
     goal = models.TextField(blank=True)
     base_command = models.TextField(blank=True)
     parameters = models.JSONField(default=dict, blank=True, help_text="Grid: {name: [values]}")

@@ -1,0 +1,239 @@
+"""REST for sweeps: list them (a research loop's, a person's), make one for runs to join, and
+read one as a table of its runs, params against metrics (scheduler_app.sweep_table), as JSON
+or CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from django.db.models import Count, Min
+from django.http import HttpResponse
+from ninja import Field, Query, Router, Schema, Status
+from pydantic import ConfigDict, StringConstraints, field_validator
+
+from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH
+from common.api_contract import MAX_OFFSET
+from scheduler_app.api_runs import check_metrics_pattern
+from scheduler_app.metric_queries import json_value
+from scheduler_app.models import Sweep, SweepKind, SweepStatus
+from scheduler_app.sweep_table import MISSING, BadTableQuery, Table, sweep_table, value_of
+
+router = Router(tags=["sweeps"])
+
+SORT_HELP = (
+    "A column id (`name`, `status`, `created_at`, `duration_s`, `exit_code`, `param.<name>`, "
+    "`metric.<key>.last|min|max`), `-` first for descending. Numbers first, then strings, "
+    "then NaN, then runs without a value (these last either way)."
+)
+WHERE_HELP = (
+    "`<column>:<op>:<value>`, repeatable (all must hold): eq, ne, contains, lt, le, gt, ge, "
+    "between (`low,high`), e.g. `param.optimizer:eq:adam`, `metric.loss.last:between:0,0.5`"
+)
+
+
+class SweepIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    goal: Annotated[str, StringConstraints(max_length=5000)] = ""
+    metrics_pattern: Annotated[str, StringConstraints(max_length=MAX_PATTERN_LENGTH)] | None = (
+        Field(None, description="Read on the printed lines of runs that bring no pattern")
+    )
+
+    _metrics_pattern_compiles = field_validator("metrics_pattern")(check_metrics_pattern)
+
+
+class SweepOut(Schema):
+    id: str
+    name: str
+    goal: str
+    status: str
+    kind: str = Field(description="research (a research loop's experiments) or manual")
+    loop_id: str | None = Field(description="The research loop's agent id, for a loop's sweep")
+    run_count: int
+    metrics_pattern: str
+    created_at: datetime
+    updated_at: datetime
+    url: str
+
+
+class ColumnOut(Schema):
+    id: str
+    kind: Literal["run", "param", "metric"]
+    label: str
+    type: str = Field(description="number, string, mixed (a param with both) or date")
+    key: str | None = None
+    stat: str | None = None
+
+
+class SweepTableOut(Schema):
+    sweep: SweepOut
+    columns: list[ColumnOut]
+    total: int = Field(description="Rows that pass the filters")
+    run_count: int = Field(description="Every run of the sweep")
+    offset: int
+    limit: int
+    rows: list[dict[str, Any]] = Field(
+        description="{run_id, name, status, exit_code, agent_id (its executor, whose events "
+        "the live feed carries), created_at, finished_at, duration_s, "
+        "url, params: {name: value}, metrics: {key: {last, min, max, last_step, points, "
+        'source}}}; NaN and ±inf as "NaN", "Infinity", "-Infinity"'
+    )
+
+
+class ErrorOut(Schema):
+    detail: str
+
+
+def _sweeps():
+    return Sweep.objects.annotate(
+        run_count=Count("runs", distinct=True),
+        # The loop through its foreign key: research_app sits above this app.
+        loop_id=Min("research_loops__agent_id"),
+    )
+
+
+def _sweep_out(sweep) -> dict:
+    return {
+        "id": sweep.id,
+        "name": sweep.name,
+        "goal": sweep.goal,
+        "status": sweep.status,
+        "kind": sweep.kind,
+        "loop_id": getattr(sweep, "loop_id", None),
+        "run_count": getattr(sweep, "run_count", 0),
+        "metrics_pattern": sweep.metrics_pattern,
+        "created_at": sweep.created_at,
+        "updated_at": sweep.updated_at,
+        "url": f"/sweeps/{sweep.id}/",
+    }
+
+
+@router.get(
+    "/sweeps",
+    response={200: list[SweepOut], 422: ErrorOut},
+    summary="Sweeps, newest first: research loops' and those made over the API",
+)
+def list_sweeps(
+    request,
+    kind: SweepKind | None = Query(None),
+    status: SweepStatus | None = Query(None),
+    limit: int = Query(50, ge=1, le=500),
+    offset: int = Query(0, ge=0, le=MAX_OFFSET),
+):
+    found = _sweeps().order_by("-created_at", "-id")
+    if kind:
+        found = found.filter(kind=kind)
+    if status:
+        found = found.filter(status=status)
+    return [_sweep_out(sweep) for sweep in found[offset : offset + limit]]
+
+
+@router.post("/sweeps", response={201: SweepOut, 422: ErrorOut}, summary="Make a sweep")
+def create_sweep(request, payload: SweepIn):
+    """Runs join it with `sweep_id` in `POST /api/runs`; those without a `metrics_pattern`
+    of their own read their printed lines with the sweep's."""
+    user = request.user if getattr(request.user, "is_authenticated", False) else None
+    sweep = Sweep.objects.create(
+        name=payload.name,
+        goal=payload.goal,
+        metrics_pattern=payload.metrics_pattern or "",
+        kind=SweepKind.MANUAL,
+        status=SweepStatus.RUNNING,
+        created_by=user,
+    )
+    return Status(201, _sweep_out(_sweeps().get(pk=sweep.pk)))
+
+
+@router.get(
+    "/sweeps/{sweep_id}/table",
+    response={200: SweepTableOut, 404: ErrorOut, 422: ErrorOut},
+    summary="A sweep's runs side by side: params against metrics (JSON, or CSV)",
+)
+def sweep_table_view(
+    request,
+    sweep_id: str,
+    sort: str = Query("-created_at", max_length=300, description=SORT_HELP),
+    status: list[str] = Query([], description="Run statuses, comma-separated or repeated"),
+    where: list[str] = Query([], description=WHERE_HELP),
+    limit: int = Query(100, ge=1, le=1000),
+    offset: int = Query(0, ge=0, le=MAX_OFFSET),
+    format: Literal["json", "csv"] = Query("json", description="csv: every row, no paging"),
+):
+    sweep = _sweeps().filter(pk=sweep_id[:40]).first()
+    if sweep is None:
+        return Status(404, {"detail": f"no sweep {sweep_id[:40]!r}"})
+    try:
+        table = sweep_table(sweep, sort=sort, statuses=status, where=where)
+    except BadTableQuery as error:
+        return Status(422, {"detail": str(error)})
+    if format == "csv":
+        return _csv(table)
+    return {
+        "sweep": _sweep_out(sweep),
+        "columns": table.columns,
+        "total": len(table.rows),
+        "run_count": table.run_count,
+        "offset": offset,
+        "limit": limit,
+        "rows": [_row_out(row) for row in table.rows[offset : offset + limit]],
+    }
+
+
+def _row_out(row: dict) -> dict:
+    return {
+        "run_id": row["run_id"],
+        "name": row["name"],
+        "status": row["status"],
+        "exit_code": row["exit_code"],
+        "agent_id": row["agent_id"],
+        "created_at": _iso(row["created_at"]),
+        "finished_at": _iso(row["finished_at"]),
+        "duration_s": row["duration_s"],
+        "url": f"/runs/{row['run_id']}/",
+        "params": {k: _json(v) for k, v in row["params"].items()},
+        "metrics": {
+            key: {stat: _json(value) for stat, value in entry.items()}
+            for key, entry in row["metrics"].items()
+        },
+    }
+
+
+def _iso(epoch: float | None) -> str | None:
+    return None if epoch is None else datetime.fromtimestamp(epoch, UTC).isoformat()
+
+
+def _json(value):
+    return json_value(value) if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _csv(table: Table) -> HttpResponse:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    ids = ["run_id"] + [column["id"] for column in table.columns]
+    writer.writerow(ids)
+    for row in table.rows:
+        cells = [row["run_id"]]
+        for column in ids[1:]:
+            value = value_of(row, column)
+            if column in ("created_at", "finished_at") and value is not MISSING:
+                value = _iso(value)
+            elif isinstance(value, float) and not math.isfinite(value):
+                value = json_value(value)
+            cells.append(_csv_cell(value))
+        writer.writerow(cells)
+    response = HttpResponse(out.getvalue(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="sweep-{table.sweep.id}.csv"'
+    return response
+
+
+def _csv_cell(value):
+    if value is MISSING or value is None:
+        return ""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value  # a spreadsheet would run it as a formula
+    return value
