@@ -148,7 +148,7 @@
     const top = 40;
     const bottom = H - 34;
     const left = 64;
-    const right = 24;
+    const right = 64; // the last axis' label is centred on it
     const n = axes.length;
     const W = Math.max(width, n * 96);
     const gap = n > 1 ? (W - left - right) / (n - 1) : 0;
@@ -157,10 +157,10 @@
     const metricScale = scales[n - 1];
     let out = `<g class="axes">`;
     axes.forEach((c, i) => {
-      const label = esc(clip(c.label, Math.max(gap, 80) - 8));
+      const label = esc(clip(c.label, Math.max(gap, 80) - 30));
       const cls = c === metric ? "axis-label metric" : "axis-label";
       out += `<line class="axis" x1="${xs[i]}" x2="${xs[i]}" y1="${top}" y2="${bottom}"/>`;
-      out += `<text class="${cls}" x="${xs[i]}" y="${top - 14}" text-anchor="middle"><title>${esc(c.label)}${scales[i].log ? " (log scale)" : ""}</title>${label}${scales[i].log ? " ㏒" : ""}</text>`;
+      out += `<text class="${cls}" x="${xs[i]}" y="${top - 14}" text-anchor="middle"><title>${esc(c.label)}${scales[i].log ? " (log scale)" : ""}</title>${label}${scales[i].log ? " (log)" : ""}</text>`;
       out += axisMarkup(scales[i].ticks, xs[i], true, Math.min(gap, 90) - 10);
     });
     out += `</g><g class="runs">`;

@@ -10,7 +10,7 @@
   const page = document.getElementById("sweep-page");
   const sweepId = page.dataset.sweep;
   const STORE = `agentsys.sweep.${sweepId}.view`;
-  const STATUSES = ["queued", "running", "paused", "done", "failed", "stopped", "cancelled", "lost"];
+  const RUN_LABELS = { created_at: "created", duration_s: "duration", exit_code: "exit" };
   const LOSS = ["loss", "train/loss", "train_loss", "val_loss", "eval/loss"];
   const $ = (id) => document.getElementById(id);
   const esc = (t) => String(t).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
@@ -71,7 +71,10 @@
       const response = await fetch(`/api/sweeps/${encodeURIComponent(sweepId)}/table?${q}`, { headers: { Accept: "application/json" } });
       const body = await response.json().catch(() => ({}));
       if (!response.ok) {
-        $("table-error").textContent = `The table could not be read: ${body.detail || response.status}`;
+        // A link or a reload may carry a filter on a column the sweep no longer has: say
+        // which (the server's words), and offer the way back to the whole table.
+        $("table-error").innerHTML = `The table could not be read: ${esc(body.detail || response.status)} ` +
+          '<button type="button" class="small-button secondary" id="error-reset">Clear filters and sort</button>';
         $("table-error").hidden = false;
         return;
       }
@@ -92,6 +95,27 @@
   }
 
   function reload() { state.offset = 0; load(); }
+  $("table-error").addEventListener("click", (e) => {
+    if (e.target.id !== "error-reset") return;
+    Object.assign(state, { sort: "-created_at", where: [], offset: 0 });
+    state.statuses.clear();
+    load();
+  });
+
+  // Re-rendering a part keeps the keyboard's place in it (a live refresh comes every second).
+  function keepFocus(part, draw) {
+    const active = document.activeElement;
+    const inside = active && part.contains(active);
+    const tr = inside && active.closest("tr[data-run]");
+    const th = inside && active.closest("[data-col]");
+    const at = inside && active.closest("td") ? [...active.closest("tr").children].indexOf(active.closest("td")) : -1;
+    draw();
+    if (!inside) return;
+    let again = null;
+    if (tr) again = part.querySelector(`tr[data-run="${CSS.escape(tr.dataset.run)}"]`)?.children[at]?.querySelector("a, button");
+    else if (th) again = part.querySelector(`button[data-col="${CSS.escape(th.dataset.col)}"]`);
+    if (again) again.focus();
+  }
 
   // -- rendering ------------------------------------------------------------------------------
   function render(body) {
@@ -109,9 +133,11 @@
     $("sweep-empty").hidden = !empty;
     $("sweep-body").hidden = empty;
     $("sweep-run-count").textContent = body.run_count;
-    renderHead();
-    renderRows();
+    keepFocus($("sweep-table").tHead, renderHead);
+    keepFocus($("sweep-table").tBodies[0], renderRows);
     renderChips();
+    $("sweep-status").textContent = AgentSysLive.statusWord(body.sweep.status);
+    $("sweep-status").className = `pill ${body.sweep.status}`;
     const end = state.offset + body.rows.length;
     $("table-range").textContent = body.total
       ? `rows ${state.offset + 1}–${end} of ${body.total}` + (body.total !== body.run_count ? ` (${body.run_count} in the sweep)` : "")
@@ -160,7 +186,7 @@
     const sortId = state.sort.replace(/^-/, "");
     const cells = columns.map((c) => {
       const sorted = c.id === sortId ? (state.sort.startsWith("-") ? "descending" : "ascending") : "none";
-      const label = c.kind === "metric" ? c.stat : c.label;
+      const label = c.kind === "metric" ? c.stat : RUN_LABELS[c.id] || c.label;
       const first = c.kind !== "run" && (columns.indexOf(c) === 0 || group(columns[columns.indexOf(c) - 1]) !== group(c));
       const cls = [c.type === "number" ? "num" : "", first ? "start" : "", c.id === "name" ? "sticky" : ""].join(" ").trim();
       const arrow = sorted === "ascending" ? "▲" : sorted === "descending" ? "▼" : "";
@@ -243,9 +269,8 @@
     if (!button) return;
     const id = button.dataset.col;
     state.sort = state.sort === id ? `-${id}` : id;
+    button.focus(); // a click on it, too, so that its place is kept when the header is redrawn
     reload();
-    // Keyboard users keep their place: the header is re-rendered with the same button.
-    requestAnimationFrame(() => $("sweep-table").querySelector(`button.sort[data-col="${CSS.escape(id)}"]`)?.focus());
   });
   $("page-prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - state.limit); load(); });
   $("page-next").addEventListener("click", () => { state.offset += state.limit; load(); });
