@@ -131,13 +131,16 @@
   }
 
   // -- drawing --------------------------------------------------------------------------------
-  function axisMarkup(ticks, at, vertical, room) {
+  // `right`: the labels on the axis' right (the last axis of the parallel chart, whose left
+  // side is covered by the lines arriving at it).
+  function axisMarkup(ticks, at, vertical, room, right) {
     let out = "";
     for (const tick of ticks) {
       const cls = "tick" + (tick.cat ? " cat" : "") + (tick.bad ? " bad" : "");
       const label = esc(clip(tick.label, room));
+      const side = right ? 1 : -1;
       out += vertical
-        ? `<text class="${cls}" x="${at - 5}" y="${tick.at + 3.5}" text-anchor="end">${label}</text><line class="tickmark" x1="${at - 3}" x2="${at}" y1="${tick.at}" y2="${tick.at}"/>`
+        ? `<text class="${cls}" x="${at + side * 5}" y="${tick.at + 3.5}" text-anchor="${right ? "start" : "end"}">${label}</text><line class="tickmark" x1="${at + side * 3}" x2="${at}" y1="${tick.at}" y2="${tick.at}"/>`
         : `<text class="${cls}" x="${tick.at}" y="${at + 15}" text-anchor="middle">${label}</text><line class="tickmark" x1="${tick.at}" x2="${tick.at}" y1="${at}" y2="${at + 3}"/>`;
     }
     return out;
@@ -161,7 +164,8 @@
       const cls = c === metric ? "axis-label metric" : "axis-label";
       out += `<line class="axis" x1="${xs[i]}" x2="${xs[i]}" y1="${top}" y2="${bottom}"/>`;
       out += `<text class="${cls}" x="${xs[i]}" y="${top - 14}" text-anchor="middle"><title>${esc(c.label)}${scales[i].log ? " (log scale)" : ""}</title>${label}${scales[i].log ? " (log)" : ""}</text>`;
-      out += axisMarkup(scales[i].ticks, xs[i], true, Math.min(gap, 90) - 10);
+      const last = n > 1 && i === n - 1;
+      out += axisMarkup(scales[i].ticks, xs[i], true, last ? right - 8 : Math.min(gap, 90) - 10, last);
     });
     out += `</g><g class="runs">`;
     for (const row of rows) {
@@ -176,6 +180,11 @@
       if (!d) continue;
       const stroke = metric ? lineColour(metricScale, valueOf(row, metric)) : "#5c7cfa";
       const id = esc(row.run_id);
+      if (n === 1) { // one axis (no params): a strip of dots, spread a little sideways
+        const [x, y] = d.slice(1).split(" ").map(Number);
+        out += `<circle class="dot" data-run="${id}" cx="${(x + jitter(row.run_id) * 2).toFixed(1)}" cy="${y}" r="5" fill="${stroke}"/>`;
+        continue;
+      }
       out += `<path class="hit" data-run="${id}" d="${d}"/><path class="line" data-run="${id}" d="${d}" stroke="${stroke}"/>`;
     }
     out += `</g><g class="overlay"></g>`;

@@ -21,7 +21,7 @@
     statuses: new Set((url.searchParams.get("status") || "").split(",").filter(Boolean)),
     where: url.searchParams.getAll("where"),
     offset: Math.max(0, Number(url.searchParams.get("offset")) || 0),
-    limit: Number(url.searchParams.get("limit")) || 50,
+    limit: [25, 50, 100, 200, 500].includes(Number(url.searchParams.get("limit"))) ? Number(url.searchParams.get("limit")) : 50,
     hidden: new Set(),
     mode: "parallel",
     metric: null,
@@ -297,6 +297,8 @@
     $("chart-note").hidden = false;
     $("chart-note").textContent = !metric
       ? "No metric logged yet: the chart colours the runs once they log one."
+      : !axes.length && !scatter
+        ? "No params shown: each run is a dot on the metric's axis (params shown under Columns become axes of their own)."
       : scatter
         ? `Each dot is a run of this page: ${x ? x.label : "(no param)"} against ${metric.label}. Hover a dot or a row to pick it out; click a dot to open its run.`
         : `Each line is a run of this page, coloured by ${metric.label} (dark: low, yellow: high). Hover a line or a row to pick it out; click a line to open its run.`;

@@ -12,7 +12,7 @@ import sys
 import pytest
 from playwright.sync_api import expect
 
-from scheduler_app.models import Run, Sweep
+from scheduler_app.models import MetricSeries, Run, Sweep
 from tests.chromium import screenshot
 from tests.helpers import launch_run, run_ended
 
@@ -167,3 +167,59 @@ def test_a_sweeps_rows_fill_in_live_sort_filter_and_highlight_with_the_chart(
     assert re.fullmatch(r"/runs/run-[0-9a-f]+/#metric-loss", href), href
     link.click()
     expect(page.locator("figure#metric-loss")).to_have_class(re.compile(r"\btarget\b"))
+    screenshot(page, "sweep-run-metric-target")
+    page.goto(f"{url}/sweeps/")
+    listed = page.locator(f'tr[data-sweep="{sweep.pk}"]')
+    expect(listed.locator("td.num")).to_have_text("6")
+    listed.get_by_role("link", name="lr sweep").click()
+    expect(page).to_have_url(re.compile(rf"/sweeps/{sweep.pk}/"))
+    page.go_back()
+    screenshot(page, "sweeps-list")
+
+
+def test_ten_thousand_runs_page_and_a_mixed_param_gets_categories(site):
+    url, page = site
+    sweep = Sweep.objects.create(name="big sweep")
+    runs = Run.objects.bulk_create(
+        Run(
+            name=f"trial {i}",
+            command="true",
+            status="done",
+            sweep=sweep,
+            params={"batch": (32, 64, "auto", 128)[i % 4]},  # numbers and a string
+        )
+        for i in range(10_000)
+    )
+    MetricSeries.objects.bulk_create(
+        MetricSeries(
+            run=r,
+            agent_id=f"executor-{i}",
+            key="loss",
+            points=1,
+            last_step=1,
+            last_value=1 / (i + 1),
+            min_value=1 / (i + 1),
+            max_value=1.0,
+        )
+        for i, r in enumerate(runs)
+    )
+    page.goto(f"{url}/sweeps/{sweep.pk}/")
+    rows = page.locator("#sweep-table tbody tr")
+    expect(page.locator("#table-range")).to_have_text("rows 1\u201350 of 10000")
+    expect(rows).to_have_count(50)
+    page.click("#page-next")
+    expect(page.locator("#table-range")).to_have_text("rows 51\u2013100 of 10000")
+    page.locator('th[data-col="param.batch"] button').click()  # numbers, then the strings
+    expect(page.locator('th[data-col="param.batch"]')).to_have_attribute("aria-sort", "ascending")
+    expect(page.locator("#table-range")).to_have_text("rows 1\u201350 of 10000")
+    page.select_option("#page-size", "500")
+    expect(rows).to_have_count(500)
+    assert _cells(page, "param.batch")[-1] == "32"  # 2,500 of them come first
+    # Where the numbers end and the string begins (a link keeps sort and page).
+    page.goto(f"{url}/sweeps/{sweep.pk}/?sort=param.batch&offset=7250&limit=500")
+    expect(page.locator("#table-range")).to_have_text("rows 7251\u20137750 of 10000")
+    batch = _cells(page, "param.batch")
+    assert batch[0] == "128" and batch[-1] == "auto", batch
+    expect(page.locator("#sweep-svg text.tick.cat")).to_have_text(["auto"])  # its own place
+    expect(page.locator("#sweep-svg path.line")).to_have_count(500)
+    screenshot(page, "sweep-10000-runs")

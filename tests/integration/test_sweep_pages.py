@@ -4,6 +4,7 @@ the shell its script fills, and a research loop's "compare its runs" leads there
 
 import pytest
 
+from scheduler_app.metric_series import record_rows
 from scheduler_app.models import Run, Sweep, SweepKind
 
 pytestmark = pytest.mark.django_db
@@ -41,9 +42,13 @@ def test_a_sweep_page_and_a_missing_one(browser):
     assert f'data-sweep="{sweep.pk}"' in page and "js/sweep_table" in page
     assert "No runs in this sweep yet" in page  # shown until a run joins
     assert 'id="sweep-empty" hidden' not in page
-    Run.objects.create(name="r", command="true", sweep=sweep)
+    run = Run.objects.create(name="r", command="true", sweep=sweep)
     page = browser.get(f"/sweeps/{sweep.pk}/").content.decode()
     assert 'id="sweep-empty" hidden' in page
+    # A run's page leads back to its sweep, and has the chart a table's number links to.
+    record_rows(agent_id="executor-z", run_id=run.pk, rows=[{"_step": 1, "loss": 0.5}])
+    run_page = browser.get(f"/runs/{run.pk}/").content.decode()
+    assert f'href="/sweeps/{sweep.pk}/">lr sweep' in run_page and 'id="metric-loss"' in run_page
     missing = browser.get("/sweeps/sweep-nope/")
     assert missing.status_code == 404
     assert browser.get("/sweeps/" + "x" * 5000 + "/").status_code == 404
