@@ -27,12 +27,17 @@
     metric: null,
     x: null,
   };
+  let chosen = false; // whether this person chose the columns of this sweep yet
   try {
+    chosen = localStorage.getItem(STORE) !== null;
     const saved = JSON.parse(localStorage.getItem(STORE) || "{}");
     state.hidden = new Set(saved.hidden || []);
     Object.assign(state, { mode: saved.mode || "parallel", metric: saved.metric || null, x: saved.x || null });
   } catch (error) { /* a damaged entry: the defaults */ }
-  const save = () => localStorage.setItem(STORE, JSON.stringify({ hidden: [...state.hidden], mode: state.mode, metric: state.metric, x: state.x }));
+  function save() {
+    chosen = true;
+    localStorage.setItem(STORE, JSON.stringify({ hidden: [...state.hidden], mode: state.mode, metric: state.metric, x: state.x }));
+  }
 
   let data = null;
   let columnsKey = "";
@@ -61,14 +66,22 @@
     return q;
   }
 
+  function request() {
+    const q = query(true);
+    if (!q.has("limit")) q.set("limit", state.limit);
+    return fetch(`/api/sweeps/${encodeURIComponent(sweepId)}/table?${q}`, { headers: { Accept: "application/json" } });
+  }
+  // The first page is asked for at once, while the rest of the page loads.
+  let early = request();
+  early.catch(() => {}); // awaited (and said) in load()
+
   let inFlight = null;
   let again = false;
   async function load() {
     if (inFlight) { again = true; return inFlight; }
     inFlight = (async () => {
-      const q = query(true);
-      if (!q.has("limit")) q.set("limit", state.limit);
-      const response = await fetch(`/api/sweeps/${encodeURIComponent(sweepId)}/table?${q}`, { headers: { Accept: "application/json" } });
+      const response = await (early || request());
+      early = null;
       const body = await response.json().catch(() => ({}));
       if (!response.ok) {
         // A link or a reload may carry a filter on a column the sweep no longer has: say
@@ -123,7 +136,8 @@
     const key = body.columns.map((c) => c.id).join("\n");
     if (key !== columnsKey) {
       columnsKey = key;
-      for (const id of [...state.hidden]) if (!column(id)) state.hidden.delete(id);
+      // Columns hidden but not (yet) in the table stay hidden: a metric not logged so far.
+      if (!chosen) defaultColumns();
       pickDefaults();
       renderChooser();
       renderFilterColumns();
@@ -155,6 +169,13 @@
       document.body.dataset.sweepDrawnAt = String(performance.now()); // bench/ui.py reads it
     }
     document.body.dataset.sweepRows = String(body.rows.length);
+  }
+
+  // Until the person chooses: every column, but with many metrics only each one's last value
+  // (min and max are a click away, under Columns): 5 metrics are 5 columns, not 15.
+  function defaultColumns() {
+    const metrics = data.columns.filter((c) => c.kind === "metric");
+    state.hidden = new Set(metrics.length > 6 ? metrics.filter((c) => c.stat !== "last").map((c) => c.id) : []);
   }
 
   function pickDefaults() {
