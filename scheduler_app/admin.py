@@ -163,11 +163,18 @@ class ScheduleRequestAdmin(MachineManagedAdmin):
 
 @admin.register(Sweep)
 class SweepAdmin(admin.ModelAdmin):
-    list_display = ("name", "id", "status", "chat_session", "created_at")
-    list_filter = ("status",)
+    list_display = ("name", "id", "kind", "status", "chat_session", "created_at")
+    list_filter = ("status", "kind")
     search_fields = ("id", "name", "goal", "base_command")
-    raw_id_fields = ("chat_session",)
-    readonly_fields = ("status", "created_at", "updated_at", "parameters_view")
+    raw_id_fields = ("chat_session", "created_by")
+    readonly_fields = (
+        "status",
+        "kind",
+        "created_by",
+        "created_at",
+        "updated_at",
+        "parameters_view",
+    )
     exclude = ("parameters",)
     parameters_view = json_display("parameters")
 
@@ -186,6 +193,8 @@ RUN_MANAGED = (
     "updated_at",
     "params_view",
     "executor_options_view",
+    "logged_params_view",
+    "tracker_urls_view",
 )
 # What a person asks for; fixed once the run has been started (rerun makes a new one).
 RUN_INPUTS = ("name", "command", "workdir", "gpu_required", "sweep", "chat_session")
@@ -218,10 +227,12 @@ class RunAdmin(admin.ModelAdmin):
     list_filter = ("status", "auto_start")
     search_fields = ("id", "name", "command", "run_dir")
     raw_id_fields = ("sweep", "chat_session")
-    exclude = ("params", "executor_options", "auto_start")
+    exclude = ("params", "executor_options", "auto_start", "logged_params", "tracker_urls")
     date_hierarchy = "created_at"
     params_view = json_display("params")
     executor_options_view = json_display("executor_options")
+    logged_params_view = json_display("logged_params")
+    tracker_urls_view = json_display("tracker_urls")
     actions = [
         _run_action(runs.start_run, "Queued", "Start selected runs (they never started)"),
         _run_action(runs.stop_run, "Stop requested", "Stop selected runs"),
