@@ -167,7 +167,8 @@
       const last = n > 1 && i === n - 1;
       out += axisMarkup(scales[i].ticks, xs[i], true, last ? right - 8 : Math.min(gap, 90) - 10, last);
     });
-    out += `</g><g class="runs">`;
+    const axisPart = out + "</g>"; // drawn over the lines, so that their labels stay legible
+    out = `<g class="runs">`;
     for (const row of rows) {
       let d = "";
       let pen = false;
@@ -187,7 +188,7 @@
       }
       out += `<path class="hit" data-run="${id}" d="${d}"/><path class="line" data-run="${id}" d="${d}" stroke="${stroke}"/>`;
     }
-    out += `</g><g class="overlay"></g>`;
+    out += `</g>${axisPart}<g class="overlay"></g>`;
     svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
     svg.setAttribute("width", W);
     svg.setAttribute("height", H);
