@@ -9,6 +9,8 @@
 - runs_20_live_event_to_cell_p50_ms / _p99_ms: the runs list showing 20 running runs while
   each gets 10 metrics events a second (200 a second in all, published the way runagentd
   does): from an event's publish to its row's loss cell changing, in the page.
+- sweep_table_200_runs_ms: a sweep of 200 runs x 10 params x 5 metrics, from the page request
+  to its table and its chart drawn (sweep_table.js marks the moment; goal <= 500).
 - runs_20_live_long_tasks: main-thread tasks over 50 ms in the page during those events
   (0 = nothing a person would feel as jank; each event updates one cell, no re-render).
 
@@ -66,6 +68,49 @@ def seed() -> tuple[str, str]:
         ]
         record_rows(agent_id="executor-bench", run_id=run.pk, rows=rows)
     return chat.pk, run.pk
+
+
+SWEEP_RUNS, SWEEP_PARAMS, SWEEP_METRICS = 200, 10, 5
+
+
+def _sweep_params(i: int) -> dict:
+    numbers = {f"p{k}": round(0.001 * (i % (k + 3)) * (k + 1), 6) for k in range(SWEEP_PARAMS - 1)}
+    return {**numbers, "optimizer": ("adam", "sgd", "lion")[i % 3]}
+
+
+def seed_sweep() -> str:
+    """A sweep of SWEEP_RUNS done runs, each with SWEEP_PARAMS params (numbers, and one a
+    string) and SWEEP_METRICS series (MetricSeries rows, as the watchdog keeps them)."""
+    from scheduler_app.models import MetricSeries, Run, RunStatus, Sweep
+
+    sweep = Sweep.objects.create(name="200 runs", goal="bench")
+    runs = Run.objects.bulk_create(
+        Run(
+            name=f"trial {i}",
+            command="python train.py",
+            status=RunStatus.DONE,
+            sweep=sweep,
+            params=_sweep_params(i),
+        )
+        for i in range(SWEEP_RUNS)
+    )
+    MetricSeries.objects.bulk_create(
+        MetricSeries(
+            run=run,
+            agent_id=f"executor-sweep{i:04d}",
+            key=f"m{k}",
+            source="jsonl",
+            points=1000,
+            first_step=0,
+            last_step=999,
+            last_value=1.0 / (1 + i + k),
+            min_value=0.5 / (1 + i + k),
+            max_value=2.0 + k,
+        )
+        for i, run in enumerate(runs)
+        for k in range(SWEEP_METRICS)
+    )
+    return sweep.pk
 
 
 LIVE_RUNS, LIVE_ROUNDS = 20, 30
@@ -161,6 +206,7 @@ def main() -> None:
         )
         chat_id, run_id = seed()
         live_agents = seed_live_runs()
+        sweep_id = seed_sweep()
         system.start_web()
         base = f"http://127.0.0.1:{system.port}"
         api = []
@@ -199,6 +245,14 @@ def main() -> None:
                         "performance.getEntriesByName('first-contentful-paint')[0].startTime"
                     )
                 )
+            sweep = []
+            for _ in range(ROUNDS):
+                # limit=200: the whole sweep on one page, every run in the table and the chart.
+                page.goto(f"{base}/sweeps/{sweep_id}/?limit=200")
+                page.wait_for_function("() => document.body.dataset.sweepDrawnAt", timeout=60_000)
+                assert page.evaluate("document.body.dataset.sweepRows") == str(SWEEP_RUNS)
+                assert page.locator("#sweep-svg path.line").count() == SWEEP_RUNS
+                sweep.append(float(page.evaluate("document.body.dataset.sweepDrawnAt")))
             live_delays, long_tasks = live_runs_figures(page, base, live_agents)
             browser.close()
     finally:
@@ -207,6 +261,7 @@ def main() -> None:
     report("run_page_first_paint_ms", statistics.median(paint), "ms")
     report("metrics_1e6_points_chart_ms", statistics.median(chart), "ms")
     report("metrics_1e6_points_api_ms", statistics.median(api), "ms")
+    report("sweep_table_200_runs_ms", statistics.median(sweep), "ms")
     report("runs_20_live_event_to_cell_p50_ms", percentile(live_delays, 50), "ms")
     report("runs_20_live_event_to_cell_p99_ms", percentile(live_delays, 99), "ms")
     report("runs_20_live_long_tasks", long_tasks, "tasks")

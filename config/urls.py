@@ -10,7 +10,7 @@ from events_app import sse
 from memory_app import views as memory_views
 from research_app import controls as research_controls
 from research_app import views as research_views
-from scheduler_app import alert_views
+from scheduler_app import alert_views, sweep_views
 from scheduler_app import views as run_views
 from sessions_app import views as chat_views
 
@@ -45,6 +45,8 @@ urlpatterns = [
     path("runs/compare/", run_views.compare, name="compare"),
     path("runs/<str:run_id>/", run_views.run_detail, name="run"),
     path("runs/<str:run_id>/<str:action>/", run_views.run_action, name="run-action"),
+    path("sweeps/", sweep_views.sweep_list, name="sweeps"),
+    path("sweeps/<str:sweep_id>/", sweep_views.sweep_detail, name="sweep"),
     path("queue/", run_views.queue, name="queue"),
     path("queue/<str:request_id>/cancel/", run_views.queue_cancel, name="queue-cancel"),
     path("alerts/", alert_views.inbox, name="alerts"),

@@ -19,6 +19,7 @@
       figure = document.createElement("figure");
       figure.className = "chart";
       figure.dataset.key = key;
+      figure.id = `metric-${key}`;
       figure.innerHTML = "<figcaption></figcaption><div class='plot'></div>";
       figure.querySelector("figcaption").textContent = key;
       document.getElementById("charts").appendChild(figure);
@@ -70,9 +71,26 @@
       charts.set(series.key, AgentSysCharts.lineChart(figure.querySelector(".plot"), "", [{ label: series.key, series }]));
     }
     fitScale(body.series);
+    showTarget();
     document.body.dataset.chartsReady = "1";
     document.body.dataset.chartsReadyAt = String(performance.now()); // bench/ui.py reads it
   }
+
+  // A link to one of its metrics (#metric-<key>, as the sweep table's numbers are): that
+  // chart is scrolled to and outlined once drawn (the browser's own jump came before the
+  // charts took their height, so it landed off).
+  function showTarget() {
+    const hash = window.location.hash;
+    if (!hash.startsWith("#metric-")) return;
+    let key = hash.slice(8);
+    try { key = decodeURIComponent(key); } catch (error) { /* a malformed escape: as written */ }
+    const figure = document.querySelector(`figure.chart[data-key="${CSS.escape(key)}"]`);
+    if (!figure) return;
+    for (const other of document.querySelectorAll("figure.chart.target")) other.classList.remove("target");
+    figure.classList.add("target");
+    figure.scrollIntoView({ block: "center" });
+  }
+  window.addEventListener("hashchange", showTarget);
 
   let fetching = false;
   let again = false;

@@ -1,0 +1,37 @@
+"""Pages for sweeps: the list, and one sweep's table of runs (params against metrics) with its
+chart. The sweep page is a shell: static/js/sweep_table.js fills it from
+GET /api/sweeps/{id}/table and keeps it live from the agents feed."""
+
+from __future__ import annotations
+
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from events_app.events import AGENTS_STREAM
+from events_app.selectors import last_seq
+from research_app.models import ResearchLoop
+from scheduler_app.models import Sweep
+
+PER_PAGE = 50
+
+
+def sweep_list(request: HttpRequest) -> HttpResponse:
+    sweeps = Sweep.objects.annotate(run_count=Count("runs")).order_by("-created_at")
+    page = Paginator(sweeps, PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "scheduler_app/sweeps.html", {"nav": "sweeps", "page": page})
+
+
+def sweep_detail(request: HttpRequest, sweep_id: str) -> HttpResponse:
+    sweep = Sweep.objects.filter(pk=sweep_id[:40]).annotate(run_count=Count("runs")).first()
+    if sweep is None:
+        raise Http404(f"No sweep {sweep_id[:40]}")
+    loop = ResearchLoop.objects.filter(sweep=sweep).values_list("agent_id", flat=True).first()
+    context = {
+        "nav": "sweeps",
+        "sweep": sweep,
+        "loop_id": loop,
+        "feed_after": last_seq(stream=AGENTS_STREAM),
+    }
+    return render(request, "scheduler_app/sweep.html", context)
