@@ -11,7 +11,6 @@ from django.shortcuts import render
 
 from events_app.events import AGENTS_STREAM
 from events_app.selectors import last_seq
-from research_app.models import ResearchLoop
 from scheduler_app.models import Sweep
 
 PER_PAGE = 50
@@ -27,7 +26,8 @@ def sweep_detail(request: HttpRequest, sweep_id: str) -> HttpResponse:
     sweep = Sweep.objects.filter(pk=sweep_id[:40]).annotate(run_count=Count("runs")).first()
     if sweep is None:
         raise Http404(f"No sweep {sweep_id[:40]}")
-    loop = ResearchLoop.objects.filter(sweep=sweep).values_list("agent_id", flat=True).first()
+    # The loop through its foreign key: research_app sits above this app.
+    loop = sweep.research_loops.values_list("agent_id", flat=True).first()
     context = {
         "nav": "sweeps",
         "sweep": sweep,
