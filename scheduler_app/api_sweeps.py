@@ -167,8 +167,9 @@ def sweep_table_view(
     sweep = _sweeps().filter(pk=sweep_id[:40]).first()
     if sweep is None:
         return Status(404, {"detail": f"no sweep {sweep_id[:40]!r}"})
+    paged = {} if format == "csv" else {"offset": offset, "limit": limit}
     try:
-        table = sweep_table(sweep, sort=sort, statuses=status, where=where)
+        table = sweep_table(sweep, sort=sort, statuses=status, where=where, **paged)
     except BadTableQuery as error:
         return Status(422, {"detail": str(error)})
     if format == "csv":
@@ -176,11 +177,11 @@ def sweep_table_view(
     return {
         "sweep": _sweep_out(sweep),
         "columns": table.columns,
-        "total": len(table.rows),
+        "total": table.total,
         "run_count": table.run_count,
         "offset": offset,
         "limit": limit,
-        "rows": [_row_out(row) for row in table.rows[offset : offset + limit]],
+        "rows": [_row_out(row) for row in table.rows],
     }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from agents_app.services import create_agent
 from agentsys.registry import EXECUTOR_AGENT
@@ -73,7 +74,8 @@ def record_tracking(*, run_id: str, params: dict, urls: dict) -> bool:
     """What a run's script logged about itself (MLflow params and tags, W&B config,
     TensorBoard hparams) and the online tracker runs it printed; False when the run is gone.
     The latest read replaces the earlier one: the sources keep all they have found."""
-    fields = {"logged_params": params, "tracker_urls": urls}
+    # updated_at too: update() leaves it, and the sweep table's param columns follow it.
+    fields = {"logged_params": params, "tracker_urls": urls, "updated_at": timezone.now()}
     return bool(Run.objects.filter(pk=run_id).update(**fields))
 
 

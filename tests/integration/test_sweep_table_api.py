@@ -190,3 +190,15 @@ def test_sweeps_are_listed_and_made_and_runs_join_them(api, sweep, tmp_path):
     assert [s["id"] for s in get(api, "/api/sweeps", {"kind": "research"}).json()] == []
     bad = api("post", "/api/sweeps", {"name": "x", "metrics_pattern": "(?P<x"})
     assert bad.status_code == 422 and "does not compile" in bad.content.decode()
+
+
+def test_a_new_param_is_a_column_as_soon_as_a_run_brings_or_logs_it(api, sweep):
+    from scheduler_app.runs import record_tracking
+
+    assert "param.momentum" not in [c["id"] for c in table(api, sweep)["columns"]]
+    run_of(sweep, "e", {"lr": 0.5, "momentum": 0.9})
+    assert "param.momentum" in [c["id"] for c in table(api, sweep)["columns"]]
+    first = Run.objects.get(name="a")
+    record_tracking(run_id=first.pk, params={"warmup": 100}, urls={})
+    body = table(api, sweep, where="param.warmup:eq:100")
+    assert names(body) == ["a"]
