@@ -161,7 +161,8 @@ def submit(
     constraint: str | None = None,
     extra_env: Mapping[str, str] | None = None,
 ) -> int:
-    """Submit a batch script; returns SLURM's job id. stdout and stderr go to `output`.
+    """Submit a batch script; returns SLURM's job id. stdout and stderr go to `output`, a
+    path in which SLURM expands its own patterns (%j: the job id; a literal % is %%).
 
     extra_env reaches the job through sbatch's own environment (--export=ALL), so values
     never pass through a command line (SLURM splits --export values on commas)."""
