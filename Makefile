@@ -12,7 +12,7 @@ DEPLOY_ENV := DEBUG=false AGENTSYS_HTTPS=true ALLOWED_HOSTS=agentsys.example.org
 	SECRET_KEY=deploy-check-$(shell printf '%064d' 0 | tr 0 x) \
 	DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres
 
-.PHONY: setup run demo chat test lint check-deploy bench lock clean
+.PHONY: setup run demo chat test slurm-up lint check-deploy bench lock clean
 
 setup: $(STAMP) $(NODE_STAMP)
 
@@ -61,10 +61,17 @@ $(CHROMIUM):
 
 # tests/unit first: plain agentsys code, no Django settings, no database (seconds); then
 # tests/integration, tests/browser and tests/e2e under pytest-django.
-test: lint check-deploy $(CHROMIUM)
+test: lint check-deploy $(CHROMIUM) slurm-up
 	$(PY) manage.py makemigrations --check --dry-run
 	$(MAKE) --no-print-directory test-unit
 	$(PY) -m pytest --ignore=tests/unit
+
+# A real single-node SLURM (2 fake GPUs) for tests/integration/test_slurm_cluster.py; it needs
+# root and apt-get, and without them those tests skip.
+slurm-up:
+	@if [ "$$(id -u)" != 0 ]; then echo "SLURM tests will skip: scripts/slurm_up.sh needs root"; \
+	elif ! command -v apt-get >/dev/null; then echo "SLURM tests will skip: no apt-get"; \
+	else scripts/slurm_up.sh; fi
 
 test-unit: setup
 	$(PY) -m pytest tests/unit -p no:django -W ignore::pytest.PytestConfigWarning

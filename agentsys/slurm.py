@@ -1,0 +1,298 @@
+"""Talking to SLURM through its own commands (sbatch, squeue, sacct, scancel, scontrol, sinfo).
+
+Plain Python, no Django: the executor's SLURM backend (ARCHITECTURE.md decision 5) builds on
+this. Every call is an argument list (never a shell string) with a timeout, and every failure
+is a SlurmError whose message says what went wrong in SLURM's own words.
+
+What the real cluster does (Debian 12, SLURM 22.05, scripts/slurm_up.sh) and this module
+relies on:
+- `squeue -j IDS` lists only jobs still pending/running/completing; when none of IDS is known
+  it exits 1 with "Invalid job id specified". (`squeue --json -j` ignores -j there: not used.)
+- Without slurmdbd, plain sacct prints nothing; `sacct -c` reads the jobcomp file, which has
+  finished jobs only, one line each, and keeps lines of earlier clusters whose job ids were
+  reused (the last line wins).
+- `scancel` exits 0 even for an unknown job; only `-v` prints the refusal on stderr.
+- A controller that is down makes each command fail after ~9 s ("Unable to contact slurm
+  controller"), within TIMEOUT_S.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+TIMEOUT_S = 30.0
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+# SLURM's time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S.
+_TIME = re.compile(r"\d+(:\d{1,2}){0,2}|\d+-\d{1,2}(:\d{1,2}){0,2}")
+# Feature expressions: names joined by & | , with [ ] ( ) and counts (*2).
+_CONSTRAINT = re.compile(r"[A-Za-z0-9_.&|,\[\]()*!:-]+")
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NOT_JOB_ANY_MORE = "Invalid job id specified"
+
+# Words that mean the job will not change any more.
+FINAL_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "OUT_OF_MEMORY",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+    }
+)
+
+
+class SlurmError(RuntimeError):
+    """A SLURM command could not be run or refused; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class JobState:
+    state: str  # SLURM's word: PENDING, RUNNING, SUSPENDED, COMPLETED, FAILED, CANCELLED, ...
+    reason: str | None = None  # why a job waits (Resources, Priority); None when SLURM says None
+    exit_code: int | None = None  # finished jobs only; 128 + N when killed by signal N
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINAL_STATES
+
+
+def _run(argv: list[str], *, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=TIMEOUT_S, env=env, check=False
+        )
+    except FileNotFoundError:
+        raise SlurmError(f"SLURM is not installed: no {argv[0]} on PATH") from None
+    except subprocess.TimeoutExpired:
+        raise SlurmError(
+            f"{argv[0]} did not answer within {TIMEOUT_S:g} s (is slurmctld down?)"
+        ) from None
+
+
+def _message(proc: subprocess.CompletedProcess) -> str:
+    """SLURM's own last line of complaint, without the 'sbatch: error: ' prefix."""
+    lines = [line.strip() for line in (proc.stderr or proc.stdout or "").splitlines()]
+    lines = [line for line in lines if line]
+    if not lines:
+        return f"exit status {proc.returncode}"
+    return re.sub(r"^\w+: error: ", "", lines[-1])
+
+
+def _check_name(what: str, value: str | None) -> None:
+    if value is not None and not _NAME.fullmatch(value):
+        raise SlurmError(f"bad {what} {value!r}: letters, digits, '_', '.', '-' only")
+
+
+def submit_argv(
+    script_path: str | os.PathLike,
+    *,
+    job_name: str,
+    gpus: int,
+    workdir: str | os.PathLike,
+    output: str | os.PathLike,
+    partition: str | None = None,
+    account: str | None = None,
+    time_limit: str | None = None,
+    qos: str | None = None,
+    constraint: str | None = None,
+) -> list[str]:
+    """The sbatch command line for submit(), after checking every value."""
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+        raise SlurmError(f"bad gpus {gpus!r}: a whole number >= 0")
+    if not job_name or len(job_name) > 200 or not job_name.isprintable():
+        raise SlurmError(f"bad job name {job_name!r}: 1-200 printable characters")
+    _check_name("partition", partition)
+    _check_name("account", account)
+    _check_name("qos", qos)
+    if time_limit is not None and not _TIME.fullmatch(time_limit):
+        raise SlurmError(f"bad time limit {time_limit!r}: MM, HH:MM:SS or D-HH:MM:SS")
+    if constraint is not None and not _CONSTRAINT.fullmatch(constraint):
+        raise SlurmError(f"bad constraint {constraint!r}")
+    # Absolute paths: a name starting with '-' can never read as an option.
+    script = Path(script_path).absolute()
+    if not script.is_file():
+        raise SlurmError(f"no job script at {script}")
+    out = str(Path(output).absolute())
+    argv = [
+        "sbatch",
+        "--parsable",
+        f"--job-name={job_name}",
+        f"--chdir={Path(workdir).absolute()}",
+        f"--output={out}",
+        f"--error={out}",
+        "--export=ALL",
+    ]
+    if gpus:
+        argv.append(f"--gres=gpu:{gpus}")
+    for option, value in (
+        ("partition", partition),
+        ("account", account),
+        ("time", time_limit),
+        ("qos", qos),
+        ("constraint", constraint),
+    ):
+        if value is not None:
+            argv.append(f"--{option}={value}")
+    argv.append(str(script))
+    return argv
+
+
+def submit(
+    script_path: str | os.PathLike,
+    *,
+    job_name: str,
+    gpus: int,
+    workdir: str | os.PathLike,
+    output: str | os.PathLike,
+    partition: str | None = None,
+    account: str | None = None,
+    time_limit: str | None = None,
+    qos: str | None = None,
+    constraint: str | None = None,
+    extra_env: Mapping[str, str] | None = None,
+) -> int:
+    """Submit a batch script; returns SLURM's job id. stdout and stderr go to `output`, a
+    path in which SLURM expands its own patterns (%j: the job id; a literal % is %%).
+
+    extra_env reaches the job through sbatch's own environment (--export=ALL), so values
+    never pass through a command line (SLURM splits --export values on commas)."""
+    argv = submit_argv(
+        script_path,
+        job_name=job_name,
+        gpus=gpus,
+        workdir=workdir,
+        output=output,
+        partition=partition,
+        account=account,
+        time_limit=time_limit,
+        qos=qos,
+        constraint=constraint,
+    )
+    env = None
+    if extra_env:
+        for key in extra_env:
+            if not _ENV_KEY.fullmatch(key):
+                raise SlurmError(f"bad environment variable name {key!r}")
+        env = {**os.environ, **{key: str(value) for key, value in extra_env.items()}}
+    proc = _run(argv, env=env)
+    if proc.returncode != 0:
+        raise SlurmError(f"sbatch refused the job: {_message(proc)}")
+    # --parsable prints "ID" or "ID;CLUSTER".
+    first = proc.stdout.strip().split(";")[0]
+    if not first.isdigit():
+        raise SlurmError(f"sbatch printed no job id: {proc.stdout.strip()!r}")
+    return int(first)
+
+
+def _ids_arg(job_ids: Iterable[int]) -> str:
+    return ",".join(str(job_id) for job_id in job_ids)
+
+
+def parse_squeue(text: str) -> dict[int, JobState]:
+    """Lines of `squeue -h -o %i|%T|%r`: id, state word, reason ("None" when none)."""
+    states = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 3 or not parts[0].isdigit():
+            continue  # array or step ids (123_4): this module submits neither
+        reason = parts[2] if parts[2] not in ("", "None") else None
+        states[int(parts[0])] = JobState(state=parts[1], reason=reason)
+    return states
+
+
+def _exit_code(field: str) -> int | None:
+    code, _, signal = field.partition(":")
+    if not code.isdigit():
+        return None
+    if signal.isdigit() and int(signal) > 0:
+        return 128 + int(signal)  # the shell's convention for "killed by signal N"
+    return int(code)
+
+
+def parse_sacct(text: str) -> dict[int, JobState]:
+    """Lines of `sacct -c -P -n -o jobid,state,exitcode`; the last line of an id wins (the
+    jobcomp file keeps the lines of an earlier cluster that handed out the same ids)."""
+    states = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 3 or not parts[0].isdigit():
+            continue  # steps (123.batch) of an accounting database
+        state = parts[1].split(" ")[0]  # "CANCELLED by 0" with a database
+        states[int(parts[0])] = JobState(state=state, exit_code=_exit_code(parts[2]))
+    return states
+
+
+def job_states(job_ids: Iterable[int]) -> dict[int, JobState]:
+    """The state of each job, in one squeue call plus at most one sacct call for the jobs
+    squeue no longer lists. Ids SLURM knows nothing of are left out of the answer."""
+    wanted = sorted({int(job_id) for job_id in job_ids})
+    if not wanted:
+        return {}
+    proc = _run(["squeue", "-h", "-j", _ids_arg(wanted), "-o", "%i|%T|%r"])
+    if proc.returncode != 0 and _NOT_JOB_ANY_MORE not in proc.stderr:
+        raise SlurmError(f"squeue failed: {_message(proc)}")
+    live = parse_squeue(proc.stdout) if proc.returncode == 0 else {}
+    states = {job_id: state for job_id, state in live.items() if job_id in wanted}
+    gone = [job_id for job_id in wanted if job_id not in states]
+    if gone:
+        proc = _run(["sacct", "-c", "-j", _ids_arg(gone), "-P", "-n", "-o", "jobid,state,exitcode"])
+        if proc.returncode != 0:
+            raise SlurmError(f"sacct failed: {_message(proc)}")
+        ended = parse_sacct(proc.stdout)
+        states.update({job_id: ended[job_id] for job_id in gone if job_id in ended})
+    return states
+
+
+def cancel(job_id: int) -> None:
+    """Cancel a pending or running job; one that already ended is left as it is."""
+    # scancel exits 0 even when it refuses; -v makes it say so on stderr.
+    proc = _run(["scancel", "-v", str(int(job_id))])
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+    errors = [line for line in errors if "already completing or completed" not in line]
+    if proc.returncode != 0 or errors:
+        raise SlurmError(f"scancel refused job {job_id}: {_message(proc)}")
+
+
+def _scontrol(verb: str, job_id: int) -> None:
+    proc = _run(["scontrol", verb, str(int(job_id))])
+    if proc.returncode != 0:
+        raise SlurmError(f"scontrol {verb} refused job {job_id}: {_message(proc)}")
+
+
+def suspend(job_id: int) -> None:
+    """Stop a running job's processes (SIGSTOP) and keep its resources; needs SLURM admin."""
+    _scontrol("suspend", job_id)
+
+
+def resume(job_id: int) -> None:
+    _scontrol("resume", job_id)
+
+
+def available() -> tuple[bool, str]:
+    """Whether jobs can be submitted here: SLURM installed, its controller answering, and
+    a node in a state that runs jobs; with the reason either way."""
+    if shutil.which("sbatch") is None:
+        return False, "SLURM is not installed: no sbatch on PATH"
+    try:
+        proc = _run(["sinfo", "-h", "-o", "%T"])
+    except SlurmError as error:
+        return False, str(error)
+    if proc.returncode != 0:
+        return False, f"slurmctld not reachable: {_message(proc)}"
+    states = sorted({line.strip() for line in proc.stdout.splitlines() if line.strip()})
+    if not states:
+        return False, "SLURM has no nodes"
+    usable = [s for s in states if s.rstrip("*~#$@+").lower() in ("idle", "mixed", "allocated")]
+    if not usable:
+        return False, f"no usable SLURM node (node states: {', '.join(states)})"
+    return True, f"SLURM nodes: {', '.join(states)}"

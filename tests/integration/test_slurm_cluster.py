@@ -1,0 +1,186 @@
+"""The SLURM client against a real single-node SLURM (scripts/slurm_up.sh: slurmctld, slurmd,
+munge, 2 GPUs as device nodes without a driver). No database: these tests only talk to SLURM.
+
+Skipped (with the reason) only where the cluster cannot be made: not root, or no apt-get.
+Anywhere else a cluster that does not come up is a failure."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from agentsys import slurm
+from agentsys.slurm import SlurmError
+from tests.helpers import REPO, pid_alive, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    if os.geteuid() != 0:
+        pytest.skip("SLURM tests need root (scripts/slurm_up.sh installs and starts SLURM)")
+    if shutil.which("apt-get") is None:
+        pytest.skip("SLURM tests need apt-get (Debian's SLURM packages)")
+    proc = subprocess.run(
+        [str(REPO / "scripts" / "slurm_up.sh")], capture_output=True, text=True, timeout=300
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"scripts/slurm_up.sh failed: {proc.stderr.strip() or proc.stdout.strip()}")
+    ok, reason = slurm.available()
+    assert ok, reason
+
+
+@pytest.fixture
+def jobs(cluster, tmp_path):
+    """submit(name, body, gpus=0) -> (job id, output file); any job left is cancelled after."""
+    submitted = []
+
+    def submit(name, body, gpus=0):
+        script = tmp_path / f"{name}.sh"
+        script.write_text(f"#!/bin/sh\n{body}\n")
+        output = tmp_path / f"{name}.out"
+        job_id = slurm.submit(
+            script, job_name=f"agentsys-test-{name}", gpus=gpus, workdir=tmp_path, output=output
+        )
+        submitted.append(job_id)
+        return job_id, output
+
+    yield submit
+    for job_id in submitted:
+        slurm.cancel(job_id)
+
+
+def _state(job_id):
+    return slurm.job_states([job_id]).get(job_id)
+
+
+def _wait_state(job_id, *words, timeout=20.0):
+    def reached():
+        state = _state(job_id)
+        return state if state and state.state in words else None
+
+    return wait_until(reached, timeout, interval=0.2, message=f"job {job_id} to be {words}")
+
+
+# A job script that says which GPUs SLURM gave it, then works a little.
+GPU_JOB = 'echo "gpus=$CUDA_VISIBLE_DEVICES job_gpus=$SLURM_JOB_GPUS"\nsleep 3'
+
+
+def test_a_job_completes_with_its_output_and_exit_code_0(jobs, tmp_path):
+    job_id, output = jobs("ok", 'echo "hello from $SLURM_JOB_ID in $(pwd)"\nsleep 1')
+    state = _wait_state(job_id, "COMPLETED", "FAILED", "CANCELLED")
+    assert (state.state, state.exit_code) == ("COMPLETED", 0)
+    assert output.read_text() == f"hello from {job_id} in {tmp_path}\n"
+
+
+def test_a_failing_script_is_failed_with_its_exit_code(jobs):
+    job_id, output = jobs("fails", "echo about to fail >&2\nexit 3")
+    state = _wait_state(job_id, "COMPLETED", "FAILED", "CANCELLED")
+    assert (state.state, state.exit_code) == ("FAILED", 3)
+    assert output.read_text() == "about to fail\n"  # stderr in the same file
+
+
+def test_three_one_gpu_jobs_on_two_gpus(jobs):
+    (first, out1), (second, out2), (third, out3) = (jobs(n, GPU_JOB, gpus=1) for n in "abc")
+
+    def two_run_one_waits():
+        states = slurm.job_states([first, second, third])
+        if [states[j].state for j in (first, second)] != ["RUNNING", "RUNNING"]:
+            return None
+        # Briefly "Priority" right after submission, then "Resources".
+        waiting = states[third]
+        return waiting if waiting.reason == "Resources" else None
+
+    waiting = wait_until(two_run_one_waits, 10, interval=0.2, message="2 running, 1 waiting")
+    assert waiting.state == "PENDING"
+    assert not out3.exists()  # it has not started
+
+    def gpus_seen(output):
+        return wait_until(lambda: output.exists() and output.read_text(), 5, message=str(output))
+
+    seen = {gpus_seen(out1).strip(), gpus_seen(out2).strip()}
+    assert seen == {"gpus=0 job_gpus=0", "gpus=1 job_gpus=1"}
+
+    # The third starts once one of the first two has ended.
+    _wait_state(third, "RUNNING", "COMPLETED", timeout=15)
+    ended = slurm.job_states([first, second])
+    assert any(state.finished for state in ended.values()), ended
+    assert gpus_seen(out3).strip() in {"gpus=0 job_gpus=0", "gpus=1 job_gpus=1"}
+    assert _wait_state(third, "COMPLETED", "FAILED", timeout=15).exit_code == 0
+
+
+def test_suspend_resume_and_cancel_of_a_running_and_a_pending_job(jobs, tmp_path):
+    # Both GPUs for the first, so the second has to wait.
+    body = f"echo $$ > {tmp_path}/shell.pid\nsleep 60 &\necho $! > {tmp_path}/sleep.pid\nwait"
+    running, _ = jobs("holds-both", body, gpus=2)
+    pending, pending_out = jobs("waits", "echo should never run", gpus=1)
+    _wait_state(running, "RUNNING")
+    pids = wait_until(
+        lambda: (
+            [int((tmp_path / f).read_text()) for f in ("shell.pid", "sleep.pid")]
+            if (tmp_path / "sleep.pid").exists() and (tmp_path / "sleep.pid").read_text()
+            else None
+        ),
+        5,
+        message="the job's pids",
+    )
+    assert all(pid_alive(pid) for pid in pids)
+    assert _state(pending).state == "PENDING"
+
+    slurm.suspend(running)
+    assert _state(running).state == "SUSPENDED"
+    slurm.resume(running)
+    assert _state(running).state == "RUNNING"
+
+    slurm.cancel(pending)
+    assert _wait_state(pending, "CANCELLED").state == "CANCELLED"
+    slurm.cancel(running)
+    assert _wait_state(running, "CANCELLED").state == "CANCELLED"
+    wait_until(
+        lambda: not any(pid_alive(pid) for pid in pids), 10, message="the job's processes to end"
+    )
+    assert not pending_out.exists()
+    slurm.cancel(running)  # cancelling again: the job has ended, nothing to do
+
+
+def test_more_gpus_than_the_node_has_are_refused_at_submit(jobs):
+    with pytest.raises(SlurmError) as caught:
+        jobs("too-big", "true", gpus=3)
+    assert str(caught.value) == (
+        "sbatch refused the job: Batch job submission failed: "
+        "Requested node configuration is not available"
+    )
+
+
+def test_job_states_is_one_squeue_and_one_sacct_call_for_many_jobs(jobs, monkeypatch):
+    done = [jobs(f"quick{n}", "true")[0] for n in range(3)]
+    live = [jobs(f"slow{n}", "sleep 20")[0] for n in range(2)]
+    for job_id in done:
+        _wait_state(job_id, "COMPLETED")
+    unknown = max(done + live) + 10_000
+
+    calls = []
+    real_run = subprocess.run
+
+    def counting(argv, **kwargs):
+        calls.append(argv[0])
+        return real_run(argv, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", counting)
+    started = time.monotonic()
+    states = slurm.job_states([*done, *live, unknown])
+    elapsed = time.monotonic() - started
+    assert calls == ["squeue", "sacct"]
+    assert {job_id: states[job_id].state for job_id in done} == dict.fromkeys(done, "COMPLETED")
+    assert {states[job_id].state for job_id in live} <= {"RUNNING", "PENDING"}
+    assert unknown not in states
+    assert elapsed < 2, elapsed
+
+    calls.clear()
+    slurm.job_states(live)  # all still listed by squeue: no sacct at all
+    assert calls == ["squeue"]
