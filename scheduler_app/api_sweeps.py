@@ -10,13 +10,13 @@ import math
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from django.db.models import Count, Min
 from django.http import HttpResponse
 from ninja import Field, Query, Router, Schema, Status
 from pydantic import ConfigDict, StringConstraints, field_validator
 
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH
 from common.api_contract import MAX_OFFSET
+from scheduler_app import selectors
 from scheduler_app.api_runs import check_metrics_pattern
 from scheduler_app.metric_queries import json_value
 from scheduler_app.models import Sweep, SweepKind, SweepStatus
@@ -89,20 +89,12 @@ class ErrorOut(Schema):
     detail: str
 
 
-def _sweeps():
-    return Sweep.objects.annotate(
-        run_count=Count("runs", distinct=True),
-        # The loop through its foreign key: research_app sits above this app.
-        loop_id=Min("research_loops__agent_id"),
-    )
-
-
 def _sweep_out(sweep) -> dict:
     return {
         "id": sweep.id,
         "name": sweep.name,
         "goal": sweep.goal,
-        "status": sweep.status,
+        "status": selectors.sweep_status(sweep),
         "kind": sweep.kind,
         "loop_id": getattr(sweep, "loop_id", None),
         "run_count": getattr(sweep, "run_count", 0),
@@ -125,7 +117,7 @@ def list_sweeps(
     limit: int = Query(50, ge=1, le=500),
     offset: int = Query(0, ge=0, le=MAX_OFFSET),
 ):
-    found = _sweeps().order_by("-created_at", "-id")
+    found = selectors.sweeps().order_by("-created_at", "-id")
     if kind:
         found = found.filter(kind=kind)
     if status:
@@ -143,10 +135,9 @@ def create_sweep(request, payload: SweepIn):
         goal=payload.goal,
         metrics_pattern=payload.metrics_pattern or "",
         kind=SweepKind.MANUAL,
-        status=SweepStatus.RUNNING,
         created_by=user,
     )
-    return Status(201, _sweep_out(_sweeps().get(pk=sweep.pk)))
+    return Status(201, _sweep_out(selectors.sweeps().get(pk=sweep.pk)))
 
 
 @router.get(
@@ -164,7 +155,7 @@ def sweep_table_view(
     offset: int = Query(0, ge=0, le=MAX_OFFSET),
     format: Literal["json", "csv"] = Query("json", description="csv: every row, no paging"),
 ):
-    sweep = _sweeps().filter(pk=sweep_id[:40]).first()
+    sweep = selectors.sweeps().filter(pk=sweep_id[:40]).first()
     if sweep is None:
         return Status(404, {"detail": f"no sweep {sweep_id[:40]!r}"})
     paged = {} if format == "csv" else {"offset": offset, "limit": limit}

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Count, Min, Prefetch, Q, QuerySet
 from django.utils import timezone
 
+from agentsys.types import EndState
 from events_app.models import Event
 from hosts_app.models import Host, HostStatus
 from scheduler_app import run_log
-from scheduler_app.models import GPU, MetricSeries, Run, RunStatus, ScheduleRequest
+from scheduler_app.models import (
+    GPU,
+    MetricSeries,
+    Run,
+    RunStatus,
+    ScheduleRequest,
+    Sweep,
+    SweepKind,
+    SweepStatus,
+)
 
 # A host that has not heart-beaten for this long is shown (and later declared) dead.
 HEARTBEAT_STALE_AFTER = timedelta(seconds=30)
@@ -113,3 +123,29 @@ def shared_keys(run_ids: list[str]) -> list[str]:
         MetricSeries.objects.filter(run_id__in=run_ids).values_list("key", flat=True).distinct()
     )
     return sorted(keys, key=lambda k: (k not in LOSS_KEYS, k))
+
+
+def sweeps() -> QuerySet[Sweep]:
+    """Sweeps with their run counts and their research loop's id; `sweep_status` reads them."""
+    open_runs = Q(runs__status__in=RunStatus.open())
+    ended_runs = Q(runs__status__in=[s.value for s in EndState])
+    return Sweep.objects.annotate(
+        run_count=Count("runs", distinct=True),
+        open_runs=Count("runs", filter=open_runs, distinct=True),
+        ended_runs=Count("runs", filter=ended_runs, distinct=True),
+        # The loop through its foreign key: research_app sits above this app.
+        loop_id=Min("research_loops__agent_id"),
+    )
+
+
+def sweep_status(sweep: Sweep) -> str:
+    """A loop's sweep says what its loop does; a sweep made over the API has no one to say
+    so and reads its status off its runs: running while one is queued or running, done once
+    every run has ended (a failed trial is part of a sweep), draft before any starts."""
+    if sweep.kind != SweepKind.MANUAL or not hasattr(sweep, "open_runs"):
+        return sweep.status
+    if sweep.open_runs:
+        return SweepStatus.RUNNING
+    if sweep.run_count and sweep.ended_runs == sweep.run_count:
+        return SweepStatus.DONE
+    return SweepStatus.DRAFT if not sweep.ended_runs else SweepStatus.RUNNING

@@ -5,29 +5,30 @@ GET /api/sweeps/{id}/table and keeps it live from the agents feed."""
 from __future__ import annotations
 
 from django.core.paginator import Paginator
-from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from events_app.events import AGENTS_STREAM
 from events_app.selectors import last_seq
-from scheduler_app.models import Sweep
+from scheduler_app import selectors
 
 PER_PAGE = 50
 
 
 def sweep_list(request: HttpRequest) -> HttpResponse:
-    sweeps = Sweep.objects.annotate(run_count=Count("runs")).order_by("-created_at")
+    sweeps = selectors.sweeps().order_by("-created_at", "-id")
     page = Paginator(sweeps, PER_PAGE).get_page(request.GET.get("page"))
+    for sweep in page:
+        sweep.status = selectors.sweep_status(sweep)
     return render(request, "scheduler_app/sweeps.html", {"nav": "sweeps", "page": page})
 
 
 def sweep_detail(request: HttpRequest, sweep_id: str) -> HttpResponse:
-    sweep = Sweep.objects.filter(pk=sweep_id[:40]).annotate(run_count=Count("runs")).first()
+    sweep = selectors.sweeps().filter(pk=sweep_id[:40]).first()
     if sweep is None:
         raise Http404(f"No sweep {sweep_id[:40]}")
-    # The loop through its foreign key: research_app sits above this app.
-    loop = sweep.research_loops.values_list("agent_id", flat=True).first()
+    sweep.status = selectors.sweep_status(sweep)
+    loop = sweep.loop_id
     context = {
         "nav": "sweeps",
         "sweep": sweep,

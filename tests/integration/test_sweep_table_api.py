@@ -202,3 +202,18 @@ def test_a_new_param_is_a_column_as_soon_as_a_run_brings_or_logs_it(api, sweep):
     record_tracking(run_id=first.pk, params={"warmup": 100}, urls={})
     body = table(api, sweep, where="param.warmup:eq:100")
     assert names(body) == ["a"]
+
+
+def test_a_manual_sweeps_status_is_read_off_its_runs(api):
+    made = api("post", "/api/sweeps", {"name": "by hand"}).json()
+    sweep = Sweep.objects.get(pk=made["id"])
+
+    def status():
+        return api("get", "/api/sweeps").json()[0]["status"]
+
+    assert made["status"] == "draft" and status() == "draft"
+    first = run_of(sweep, "a", {}, status="running")
+    run_of(sweep, "b", {}, status="failed")
+    assert status() == "running"
+    Run.objects.filter(pk=first.pk).update(status="done")
+    assert status() == "done"  # every run ended: a failed trial is part of a sweep
