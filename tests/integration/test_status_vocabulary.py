@@ -3,6 +3,7 @@ agentsys.types.EndState, in the models, in the API schema and in the source; the
 (`finished`, `completed`) are gone."""
 
 import re
+from pathlib import Path
 
 import pytest
 from django.apps import apps
@@ -55,6 +56,8 @@ def test_the_api_schema_lists_the_same_words_and_explains_them():
 SOURCES = ["agentsys", "agents_app", "scheduler_app", "sessions_app", "memory_app"]
 SOURCES += ["config", "templates", "static", "bench", "skills", "README.md"]
 OLD_LITERAL = re.compile(r"""["'`](finished|completed|FINISHED|COMPLETED)["'`]""")
+# SLURM's own job states (COMPLETED, ...), which its client reads and the runs never show.
+FOREIGN_WORDS = {Path("agentsys/slurm.py")}
 
 
 def test_the_old_words_appear_nowhere_as_a_status_value():
@@ -64,6 +67,8 @@ def test_the_old_words_appear_nowhere_as_a_status_value():
         files = [path] if path.is_file() else sorted(path.rglob("*"))
         for file in files:
             if "migrations" in file.parts or file.suffix not in {".py", ".html", ".js", ".md"}:
+                continue
+            if file.relative_to(REPO) in FOREIGN_WORDS:
                 continue
             for number, line in enumerate(file.read_text().splitlines(), 1):
                 if OLD_LITERAL.search(line):
