@@ -96,11 +96,23 @@ WANDB_SCRIPT = textwrap.dedent(
     folder = os.path.dirname(run.dir)  # offline-run-<time>-<id>/files: the log is beside it
     run.finish()
     [log] = glob.glob(os.path.join(folder, "run-*.wandb"))
-    data = open(log, "rb").read()
-    cut = data.index(b"12345.678") + 3  # inside the history record of step 11
+    # Where step 11's history record lies, by wandb's own reader (a plain search for its
+    # bytes can miss: a record may straddle one of the log's 32 KiB block headers).
+    from wandb.sdk.internal.datastore import DataStore
+
+    store = DataStore()
+    store.open_for_scan(log)
+    cut = None
+    while cut is None:
+        start = store._index
+        record = store.scan_data()
+        assert record is not None, "no record holds the marker"
+        if b"12345.678" in record:
+            cut = start + 7 + len(record) // 2  # past its 7-byte header, inside the record
+    size = os.path.getsize(log)
     # Simulates a crash mid-write: the log ends in the middle of that record.
     os.truncate(log, cut)
-    print("cut at", cut, "of", len(data), flush=True)
+    print("cut at", cut, "of", size, flush=True)
     """
 )
 
