@@ -86,7 +86,7 @@ MLFLOW_SCRIPT = textwrap.dedent(
 
 WANDB_SCRIPT = textwrap.dedent(
     """
-    import glob, os
+    import glob, os, time
     import wandb
 
     run = wandb.init(project="bad", config={"lr": 0.1})
@@ -100,15 +100,23 @@ WANDB_SCRIPT = textwrap.dedent(
     # bytes can miss: a record may straddle one of the log's 32 KiB block headers).
     from wandb.sdk.internal.datastore import DataStore
 
-    store = DataStore()
-    store.open_for_scan(log)
-    cut = None
-    while cut is None:
-        start = store._index
-        record = store.scan_data()
-        assert record is not None, "no record holds the marker"
-        if b"12345.678" in record:
-            cut = start + 7 + len(record) // 2  # past its 7-byte header, inside the record
+    def marker_record():
+        store = DataStore()
+        store.open_for_scan(log)
+        while True:
+            start = store._index
+            record = store.scan_data()
+            if record is None:
+                return None
+            if b"12345.678" in record:
+                return start + 7 + len(record) // 2  # past its 7-byte header, inside it
+
+    # wandb's service may still be writing the log when finish() returns (seen on a busy
+    # machine): look again until step 11's record is there.
+    deadline = time.monotonic() + 60
+    while (cut := marker_record()) is None:
+        assert time.monotonic() < deadline, "no record holds the marker"
+        time.sleep(0.2)
     size = os.path.getsize(log)
     # Simulates a crash mid-write: the log ends in the middle of that record.
     os.truncate(log, cut)
