@@ -63,7 +63,8 @@ def _check_pause(agent: Agent) -> None:
             "paused; stop it to cancel it"
         )
     backend = (agent.config or {}).get("backend", "subprocess")
-    if agent.role == AgentRole.EXECUTOR and backend != "subprocess":
+    # A SLURM job is suspended with scontrol (its executor refuses while it is pending).
+    if agent.role == AgentRole.EXECUTOR and backend not in ("subprocess", "slurm"):
         raise AgentCommandRefused(
             f"{agent.id} runs the {backend} backend, which has no process to suspend: "
             "it cannot be paused (stop it instead)"

@@ -373,8 +373,13 @@ class Agent:
                 error=message.get("error", ""),
                 replaced_by=message.get("replaced_by", ""),
             )
-        else:
+        elif not self.on_command(message):
             logger.warning("%s: ignoring unknown command %r", self.id, kind)
+
+    def on_command(self, message: dict) -> bool:
+        """A command only some agents know (an executor: its SLURM job's state); True if
+        taken."""
+        return False
 
     async def detach(self) -> None:
         """The supervisor is gone: end here without stopping what outlives us."""

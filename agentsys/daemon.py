@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from agentsys import slurm_poller
 from agentsys.deployment import Deployment
 from agentsys.listen import DB_RETRY_FIRST, DB_RETRY_MAX, listen_for_work
 from agentsys.registry import AgentClassRegistry
@@ -57,6 +58,11 @@ class DaemonSettings:
     # Leave a detected GPU alone while processes this system did not start hold at least
     # this much memory on it (0 = never look).
     foreign_gpu_min_mb: int = 256
+    # Submit SLURM runs: "auto" (if sbatch and the controller answer at start), "on"
+    # (required: registering fails without them), "off".
+    slurm: str = "off"
+    slurm_max_jobs: int = 200  # SLURM jobs this daemon keeps submitted at once
+    slurm_poll_interval: float = 1.0  # one squeue (+ sacct) for all of them, this often
     extra: dict = field(default_factory=dict)
 
 
@@ -90,6 +96,7 @@ class Daemon:
         # When the database last came back: other hosts' heartbeats are judged only once
         # they have had time to resume (monotonic; -inf = it never went away).
         self._db_back_at = float("-inf")
+        self.slurm_detail: str | None = None  # what register found of SLURM; None: no SLURM
 
     async def db(self, fn, /, _streaming: bool = False, **kwargs):
         """Run one store call on the database thread (`_streaming`: the chat stream's).
@@ -135,11 +142,13 @@ class Daemon:
         from agentsys.gpus import detect_gpus
 
         found = await asyncio.to_thread(detect_gpus, self.settings.declared_gpus)
+        self.slurm_detail = await asyncio.to_thread(slurm_poller.detect, self.settings.slurm)
         self.host_id = await self.db(
             self.store.register_host,
             name=self.settings.host_name,
             pid=os.getpid(),
             gpus=[dataclasses.asdict(gpu) for gpu in found],
+            slurm=self.slurm_detail,
         )
         self._watch_gpus = self.settings.foreign_gpu_min_mb > 0 and any(
             gpu.source != "declared" for gpu in found
@@ -173,6 +182,8 @@ class Daemon:
             default_workdir=self.settings.default_workdir,
             deployment=self.settings.deployment,
         )
+        if self.slurm_detail is not None:
+            self.supervisor.slurm_poller = slurm_poller.SlurmPoller(self.supervisor.send_to)
         if self.chat_enabled:
             from agentsys.chat.daemon_port import DaemonChatPort
 
@@ -287,7 +298,10 @@ class Daemon:
     async def schedule(self) -> int:
         """Start the queued executors that fit on this host's free GPUs now."""
         records = await self.db(
-            self.store.claim_queue, host_id=self.host_id, policy=self.settings.scheduler_policy
+            self.store.claim_queue,
+            host_id=self.host_id,
+            policy=self.settings.scheduler_policy,
+            slurm_slots=self._slurm_slots(),
         )
         for record in records:
             try:
@@ -298,6 +312,15 @@ class Daemon:
             await self.supervisor.launch(record, cls)
         await self.supervisor.tell_parents_of_finished_children()
         return len(records)
+
+    def _slurm_slots(self) -> int:
+        """How many more SLURM runs this daemon takes now (none without SLURM)."""
+        if self.supervisor is None or self.supervisor.slurm_poller is None:
+            return 0
+        mine = sum(
+            1 for h in self.supervisor.hosted.values() if h.record.config.get("backend") == "slurm"
+        )
+        return max(0, self.settings.slurm_max_jobs - mine)
 
     async def heartbeat(self) -> None:
         # Counted from the attempt: a failing database is retried at the heartbeat's pace,
@@ -370,6 +393,13 @@ class Daemon:
             await self.register()
             await self.start_supervisor()
             await self.reconcile()
+            if self.supervisor.slurm_poller is not None:
+                self.supervisor.background(
+                    self.supervisor.slurm_poller.run(
+                        self.settings.slurm_poll_interval, self._stopping
+                    ),
+                    "slurm-poller",
+                )
             listener = asyncio.create_task(
                 listen_for_work(self.settings.listen_dsn, self._wake, self._stopping),
                 name="listen",

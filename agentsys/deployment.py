@@ -23,3 +23,6 @@ class Deployment:
     opencode_username: str = ""
     opencode_password: str = field(default="", repr=False)
     timeouts: Timeouts = field(default_factory=Timeouts)
+    # sbatch defaults for SLURM runs (partition, account, time_limit, qos, constraint); a
+    # run's own `slurm` options win.
+    slurm_options: dict = field(default_factory=dict)

@@ -22,6 +22,7 @@ class Cmd(StrEnum):
     STEER = "steer"  # {context, urgency}
     SPAWN_RESPONSE = "spawn_response"  # {request_id, child_id} or {request_id, error}
     CHILD_STATUS = "child_status"  # {child_id, status, error?, replaced_by?}
+    JOB_STATE = "job_state"  # {job_id, state, reason, exit_code} or {job_id, error}: SLURM's word
 
 
 class Ev(StrEnum):

@@ -16,6 +16,9 @@ A run (one executor) has `.agents/runs/<agent id>/`:
 - job.done: the exit code and a newline; written by the executor's wrapper shell when the
   command ends (replaced atomically), or TERMINATED_CODE by whoever stopped the run, unless
   the wrapper wrote it first. Its absence means the run has not ended.
+- slurm_job.sh, slurm_job: a SLURM run's batch script (the same wrapper as a local run's, as
+  a file for sbatch) and its job id; written by the executor at submit, read by a
+  re-adopting executor and by the supervisor when it must cancel a job whose worker is gone.
 - agent_metrics.jsonl: one JSON object per line, what the training script logs (it finds
   the directory in AGENTSYS_RUN_DIR).
 - metrics.pos: `<offset> <inode>`, how far the executor has stored agent_metrics.jsonl, so
@@ -43,6 +46,8 @@ COMMAND_FILE = "command.txt"
 LOG_FILE = "run.log"
 PID_FILE = "job.pid"
 EXIT_CODE_FILE = "job.done"
+SLURM_SCRIPT_FILE = "slurm_job.sh"
+SLURM_JOB_FILE = "slurm_job"
 METRICS_FILE = "agent_metrics.jsonl"
 METRICS_POSITION_FILE = "metrics.pos"
 WANDB_DIR = "wandb"
@@ -77,6 +82,14 @@ def read_pid_file(run_dir: Path) -> tuple[int, str] | None:
         parts = (run_dir / PID_FILE).read_text().split()
         return int(parts[0]), (parts[1] if len(parts) > 1 else "")
     except (OSError, ValueError, IndexError):
+        return None
+
+
+def read_slurm_job(run_dir: Path) -> int | None:
+    """The SLURM job id the executor submitted, or None when it never did."""
+    try:
+        return int((run_dir / SLURM_JOB_FILE).read_text().strip())
+    except (OSError, ValueError):
         return None
 
 

@@ -93,24 +93,75 @@ def _check_name(what: str, value: str | None) -> None:
         raise SlurmError(f"bad {what} {value!r}: letters, digits, '_', '.', '-' only")
 
 
-def submit_argv(
-    script_path: str | os.PathLike,
+@dataclass(frozen=True)
+class SlurmJobSpec:
+    """One batch job: its script and what sbatch is told about it. SLURM expands its own
+    patterns in `output` (%j: the job id; a literal % is %%)."""
+
+    script: str | os.PathLike
+    job_name: str
+    gpus: int
+    workdir: str | os.PathLike
+    output: str | os.PathLike
+    partition: str | None = None
+    account: str | None = None
+    time_limit: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+
+    def argv(self) -> list[str]:
+        """The sbatch command line, after checking every value."""
+        gpus = self.gpus
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+            raise SlurmError(f"bad gpus {gpus!r}: a whole number >= 0")
+        name = self.job_name
+        if not name or len(name) > 200 or not name.isprintable():
+            raise SlurmError(f"bad job name {name!r}: 1-200 printable characters")
+        check_options(
+            partition=self.partition,
+            account=self.account,
+            time_limit=self.time_limit,
+            qos=self.qos,
+            constraint=self.constraint,
+        )
+        # Absolute paths: a name starting with '-' can never read as an option.
+        script = Path(self.script).absolute()
+        if not script.is_file():
+            raise SlurmError(f"no job script at {script}")
+        out = str(Path(self.output).absolute())
+        argv = [
+            "sbatch",
+            "--parsable",
+            f"--job-name={name}",
+            f"--chdir={Path(self.workdir).absolute()}",
+            f"--output={out}",
+            f"--error={out}",
+            "--export=ALL",
+        ]
+        if gpus:
+            argv.append(f"--gres=gpu:{gpus}")
+        for option, value in (
+            ("partition", self.partition),
+            ("account", self.account),
+            ("time", self.time_limit),
+            ("qos", self.qos),
+            ("constraint", self.constraint),
+        ):
+            if value is not None:
+                argv.append(f"--{option}={value}")
+        argv.append(str(script))
+        return argv
+
+
+def check_options(
     *,
-    job_name: str,
-    gpus: int,
-    workdir: str | os.PathLike,
-    output: str | os.PathLike,
     partition: str | None = None,
     account: str | None = None,
     time_limit: str | None = None,
     qos: str | None = None,
     constraint: str | None = None,
-) -> list[str]:
-    """The sbatch command line for submit(), after checking every value."""
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
-        raise SlurmError(f"bad gpus {gpus!r}: a whole number >= 0")
-    if not job_name or len(job_name) > 200 or not job_name.isprintable():
-        raise SlurmError(f"bad job name {job_name!r}: 1-200 printable characters")
+) -> None:
+    """Refuse a value sbatch would misread, saying which (the API checks with this too)."""
     _check_name("partition", partition)
     _check_name("account", account)
     _check_name("qos", qos)
@@ -118,73 +169,28 @@ def submit_argv(
         raise SlurmError(f"bad time limit {time_limit!r}: MM, HH:MM:SS or D-HH:MM:SS")
     if constraint is not None and not _CONSTRAINT.fullmatch(constraint):
         raise SlurmError(f"bad constraint {constraint!r}")
-    # Absolute paths: a name starting with '-' can never read as an option.
-    script = Path(script_path).absolute()
-    if not script.is_file():
-        raise SlurmError(f"no job script at {script}")
-    out = str(Path(output).absolute())
-    argv = [
-        "sbatch",
-        "--parsable",
-        f"--job-name={job_name}",
-        f"--chdir={Path(workdir).absolute()}",
-        f"--output={out}",
-        f"--error={out}",
-        "--export=ALL",
-    ]
-    if gpus:
-        argv.append(f"--gres=gpu:{gpus}")
-    for option, value in (
-        ("partition", partition),
-        ("account", account),
-        ("time", time_limit),
-        ("qos", qos),
-        ("constraint", constraint),
-    ):
-        if value is not None:
-            argv.append(f"--{option}={value}")
-    argv.append(str(script))
-    return argv
 
 
 def submit(
-    script_path: str | os.PathLike,
+    spec: SlurmJobSpec,
     *,
-    job_name: str,
-    gpus: int,
-    workdir: str | os.PathLike,
-    output: str | os.PathLike,
-    partition: str | None = None,
-    account: str | None = None,
-    time_limit: str | None = None,
-    qos: str | None = None,
-    constraint: str | None = None,
+    env: Mapping[str, str] | None = None,
     extra_env: Mapping[str, str] | None = None,
 ) -> int:
-    """Submit a batch script; returns SLURM's job id. stdout and stderr go to `output`, a
-    path in which SLURM expands its own patterns (%j: the job id; a literal % is %%).
+    """Submit a batch job; returns SLURM's job id.
 
-    extra_env reaches the job through sbatch's own environment (--export=ALL), so values
-    never pass through a command line (SLURM splits --export values on commas)."""
-    argv = submit_argv(
-        script_path,
-        job_name=job_name,
-        gpus=gpus,
-        workdir=workdir,
-        output=output,
-        partition=partition,
-        account=account,
-        time_limit=time_limit,
-        qos=qos,
-        constraint=constraint,
-    )
-    env = None
-    if extra_env:
-        for key in extra_env:
-            if not _ENV_KEY.fullmatch(key):
-                raise SlurmError(f"bad environment variable name {key!r}")
-        env = {**os.environ, **{key: str(value) for key, value in extra_env.items()}}
-    proc = _run(argv, env=env)
+    The job's environment is sbatch's own (--export=ALL): `env` in place of this process's,
+    then `extra_env` over it. Values never pass through a command line (SLURM splits
+    --export values on commas)."""
+    argv = spec.argv()
+    for key in extra_env or {}:
+        if not _ENV_KEY.fullmatch(key):
+            raise SlurmError(f"bad environment variable name {key!r}")
+    job_env = None
+    if env is not None or extra_env:
+        base = os.environ if env is None else env
+        job_env = {**base, **{key: str(value) for key, value in (extra_env or {}).items()}}
+    proc = _run(argv, env=job_env)
     if proc.returncode != 0:
         raise SlurmError(f"sbatch refused the job: {_message(proc)}")
     # --parsable prints "ID" or "ID;CLUSTER".

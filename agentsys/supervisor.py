@@ -22,6 +22,7 @@ from agentsys.deployment import Deployment
 from agentsys.hosted import Hosted, LocalLink
 from agentsys.ipc import TERMINAL_EVENTS, Cmd, Ev, PipeChannel
 from agentsys.registry import AgentClassRegistry
+from agentsys.slurm_poller import JOB_EVENTS
 from agentsys.store import AgentRecord, RuntimeStore, StoreUnavailable
 from agentsys.types import AgentRole, AgentStatus, new_agent_id
 from agentsys.worker import WorkerSpec, run_worker
@@ -59,6 +60,7 @@ class Supervisor(SupervisorControls):
         # Queued children of agents hosted here: child id → parent id. Their parent is told
         # when they end, whichever daemon ran them (see tell_parents_of_finished_children).
         self.watched: dict[str, str] = {}
+        self.slurm_poller = None  # set by a daemon that submits SLURM runs (slurm_poller)
         self._tasks: set[asyncio.Task] = set()
 
     def background(self, coro, name: str) -> asyncio.Task:
@@ -277,7 +279,10 @@ class Supervisor(SupervisorControls):
             status = AgentStatus.PAUSED if kind == Ev.PAUSED else AgentStatus.RUNNING
             await self._transition(hosted.id, status, str(kind), {})
         elif kind == Ev.EMIT:
-            await self._record(hosted.id, message["kind"], message.get("payload") or {})
+            payload = message.get("payload") or {}
+            if message["kind"] in JOB_EVENTS and self.slurm_poller is not None:
+                self.slurm_poller.watch(hosted.id, payload["job_id"])
+            await self._record(hosted.id, message["kind"], payload)
         elif kind == Ev.SPAWN_REQUEST:
             await self._spawn_for(hosted, message)
         elif kind == Ev.WATCH_CHILDREN:
@@ -344,6 +349,8 @@ class Supervisor(SupervisorControls):
                 await self._finish(hosted, Ev.FAILED, {"error": cause})
         finally:  # gone is gone, recorded or not: a stop waiting for it must not hang
             self.hosted.pop(hosted.id, None)
+            if self.slurm_poller is not None:
+                self.slurm_poller.forget(hosted.id)
             hosted.exited.set()
             if hosted.channel is not None and not hosted.channel.closed:
                 hosted.channel.close()

@@ -62,6 +62,20 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "256",
         "Leave a GPU alone while processes not started here hold this many MiB on it (0 = off)",
     ),
+    "AGENTSYS_RUN_BACKEND": (
+        "subprocess",
+        "Where runs go unless they say: subprocess (this host's GPUs) or slurm (sbatch)",
+    ),
+    "AGENTSYS_SLURM": (
+        "auto",
+        "Submit SLURM runs from this host: auto (when sbatch answers at start), on, off",
+    ),
+    "AGENTSYS_SLURM_MAX_JOBS": ("200", "SLURM jobs one runagentd keeps submitted at once"),
+    "AGENTSYS_SLURM_PARTITION": ("", "Default sbatch --partition for SLURM runs"),
+    "AGENTSYS_SLURM_ACCOUNT": ("", "Default sbatch --account"),
+    "AGENTSYS_SLURM_TIME": ("", "Default sbatch --time (e.g. 4:00:00)"),
+    "AGENTSYS_SLURM_QOS": ("", "Default sbatch --qos"),
+    "AGENTSYS_SLURM_CONSTRAINT": ("", "Default sbatch --constraint"),
     "AGENTSYS_AGENT_CLASSES": (
         "",
         "Extra agent classes runagentd may spawn (dotted paths, comma-separated)",
@@ -106,6 +120,10 @@ class Config:
     extra_agent_classes: frozenset[str]
     scheduler_policy: str
     foreign_gpu_min_mb: int
+    run_backend: str
+    slurm: str
+    slurm_max_jobs: int
+    slurm_options: dict
     admin_username: str
     admin_password: str | None
     admin_email: str
@@ -260,6 +278,10 @@ def load(environment: dict[str, str] | None = None) -> Config:
         extra_agent_classes=frozenset(_list(env, "AGENTSYS_AGENT_CLASSES")),
         scheduler_policy=_choice(env, "AGENTSYS_SCHEDULER_POLICY", {"fifo", "reserve"}),
         foreign_gpu_min_mb=_int(env, "AGENTSYS_FOREIGN_GPU_MIN_MB", low=0, high=10**7),
+        run_backend=_choice(env, "AGENTSYS_RUN_BACKEND", {"subprocess", "slurm"}),
+        slurm=_choice(env, "AGENTSYS_SLURM", {"auto", "on", "off"}),
+        slurm_max_jobs=_int(env, "AGENTSYS_SLURM_MAX_JOBS", low=1, high=100_000),
+        slurm_options=_slurm_options(env),
         admin_username=_raw(env, "AGENTSYS_ADMIN_USERNAME") or "admin",
         admin_password=_raw(env, "AGENTSYS_ADMIN_PASSWORD") or None,
         admin_email=_raw(env, "AGENTSYS_ADMIN_EMAIL"),
@@ -269,6 +291,23 @@ def load(environment: dict[str, str] | None = None) -> Config:
         model_response_timeout=_int(env, "MODEL_RESPONSE_TIMEOUT", low=1, high=86400),
         model_idle_timeout=_int(env, "MODEL_IDLE_TIMEOUT", low=1, high=86400),
     )
+
+
+def _slurm_options(env: environ.Env) -> dict:
+    """The sbatch defaults for SLURM runs, checked as sbatch needs them."""
+    from agentsys.slurm import SlurmError, check_options
+
+    options = {}
+    for option in ("partition", "account", "time", "qos", "constraint"):
+        name = f"AGENTSYS_SLURM_{option.upper()}"
+        if value := _raw(env, name):
+            key = "time_limit" if option == "time" else option
+            try:
+                check_options(**{key: value})
+            except SlurmError as error:
+                raise ConfigError(f"{name}: {error}") from None
+            options[key] = value
+    return options
 
 
 def read_dotenv() -> None:

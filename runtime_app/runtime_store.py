@@ -114,8 +114,10 @@ def _translated(method):
 class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
     # -- hosts -------------------------------------------------------------------------------
 
-    def register_host(self, *, name: str, pid: int, gpus: list[dict]) -> int:
-        return host_services.register_host(name=name, pid=pid, gpus=gpus).pk
+    def register_host(
+        self, *, name: str, pid: int, gpus: list[dict], slurm: str | None = None
+    ) -> int:
+        return host_services.register_host(name=name, pid=pid, gpus=gpus, slurm=slurm).pk
 
     def record_heartbeat(self, *, host_id: int) -> None:
         host_services.record_heartbeat(host_id=host_id)
@@ -342,9 +344,11 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
         return {"status": "queued", "reason": "", "event": event}
 
     @transaction.atomic
-    def claim_queue(self, *, host_id: int, policy: str) -> list[AgentRecord]:
-        """Executors this host starts now; each config carries its `gpu_indices`."""
+    def claim_queue(self, *, host_id: int, policy: str, slurm_slots: int = 0) -> list[AgentRecord]:
+        """Executors this host starts now; each config carries its `gpu_indices`. With
+        `slurm_slots`, also up to that many SLURM runs for it to submit."""
         claimed = queue.claim(host_id=host_id, policy=policy_named(policy))
+        claimed += queue.claim_slurm(host_id=host_id, limit=slurm_slots)
         agents = Agent.objects.in_bulk([c.agent_id for c in claimed])
         return [_record(agents[c.agent_id]) for c in claimed if c.agent_id in agents]
 

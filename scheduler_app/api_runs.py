@@ -5,14 +5,16 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from django.db import transaction
 from ninja import Query, Router, Schema, Status
-from pydantic import ConfigDict, Field, StringConstraints, field_validator
+from pydantic import ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH, compile_pattern
 from agentsys.run_dir import LOG_FILE
+from agentsys.slurm import SlurmError
+from agentsys.slurm import check_options as check_slurm_options
 from agentsys.types import END_STATE_HELP
 from common.api_contract import MAX_OFFSET
 from scheduler_app import queue, runs, services
@@ -42,7 +44,38 @@ class LossThresholdsIn(Schema):
     min_points: _optional(int, strict=True, ge=1, le=10_000) = None
 
 
-EXECUTOR_OPTIONS = {"max_retries", "retry_base_delay", "thresholds", "metrics_pattern"}
+EXECUTOR_OPTIONS = {
+    "max_retries",
+    "retry_base_delay",
+    "thresholds",
+    "metrics_pattern",
+    "backend",
+    "slurm",
+}
+
+
+class SlurmOptionsIn(Schema):
+    """sbatch options of a SLURM run; unset ones take the deployment's AGENTSYS_SLURM_*."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    partition: _optional(str, max_length=200) = None
+    account: _optional(str, max_length=200) = None
+    time_limit: _optional(str, max_length=40) = Field(
+        None, description="sbatch --time: MM, HH:MM:SS or D-HH:MM:SS"
+    )
+    qos: _optional(str, max_length=200) = None
+    constraint: _optional(str, max_length=500) = None
+
+    @model_validator(mode="after")
+    def _sbatch_reads_them(self):
+        try:
+            check_slurm_options(**self.dict(exclude_none=True))
+        except SlurmError as error:
+            raise ValueError(str(error)) from None
+        return self
+
+
 # Params become ` --key=value` on the command line: option names, scalar values, and a total
 # that a command line holds (a 2 MB value used to fail the run at start, not the request).
 PARAM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -107,6 +140,13 @@ class RunIn(Schema):
         ),
     )
 
+    backend: Literal["subprocess", "slurm"] | None = Field(
+        None,
+        description="subprocess: this deployment's GPU hosts; slurm: an sbatch job (SLURM "
+        "places it and its GPUs). Unset: AGENTSYS_RUN_BACKEND",
+    )
+    slurm: SlurmOptionsIn | None = Field(None, description="sbatch options (backend slurm)")
+
     _params_fit_a_command_line = field_validator("params")(check_params)
     _metrics_pattern_compiles = field_validator("metrics_pattern")(check_metrics_pattern)
 
@@ -137,6 +177,8 @@ class RunOut(Schema):
         )
     )
     agent_id: str | None
+    slurm_job_id: int | None = Field(description="Its SLURM job (backend slurm)")
+    wait_reason: str = Field(description="Why a queued run waits: SLURM's reason (Resources)")
     run_dir: str
     exit_code: int | None
     error: str

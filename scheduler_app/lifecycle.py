@@ -23,6 +23,9 @@ from scheduler_app import oplog, queue
 from scheduler_app.models import GPU, Run, RunStatus, ScheduleRequest
 
 _EXIT_CODE = re.compile(r"exited with code (-?\d+)")
+# How a SLURM run's executor begins its error when sbatch refused the job (it can never run
+# as asked: more GPUs than any node has, an unknown partition).
+REFUSED_BY_SLURM = "RunRefusedBySlurm: "
 
 
 def end_state(status: AgentStatus, *, error: str = "", started: bool = True) -> EndState:
@@ -32,6 +35,8 @@ def end_state(status: AgentStatus, *, error: str = "", started: bool = True) -> 
         return EndState.CANCELLED
     if status == AgentStatus.FAILED and "lost:" in error:
         return EndState.LOST
+    if status == AgentStatus.FAILED and error.startswith(REFUSED_BY_SLURM):
+        return EndState.REJECTED
     return EndState(status.value)
 
 
@@ -49,9 +54,11 @@ def follow_agent(
     status = AgentStatus(status)
     now = timezone.now()
     if status == AgentStatus.RUNNING:
-        Run.objects.filter(agent_id=agent_id, status__in=RunStatus.open()).update(
-            status=RunStatus.RUNNING, started_at=Coalesce(F("started_at"), Value(now))
-        )
+        # A SLURM run's executor starts at once; the run starts when SLURM runs its job
+        # (runs.record_slurm_state).
+        Run.objects.filter(agent_id=agent_id, status__in=RunStatus.open()).exclude(
+            status=RunStatus.QUEUED, agent__schedule_request__backend=queue.SLURM
+        ).update(status=RunStatus.RUNNING, started_at=Coalesce(F("started_at"), Value(now)))
         if previous == AgentStatus.IDLE:  # a first start: not a resume, nor a re-adoption
             oplog.run_moved(agent_id=agent_id, status=RunStatus.RUNNING, exit_code=None, error="")
         return status
@@ -68,6 +75,9 @@ def follow_agent(
         .first()
     )
     started = request is None or request.status == RequestStatus.RUNNING
+    if started and request is not None and request.backend == queue.SLURM:
+        # Claimed, but SLURM never ran its job: stopping it withdraws it.
+        started = Run.objects.filter(agent_id=agent_id).exclude(status=RunStatus.QUEUED).exists()
     word = end_state(status, error=error, started=started)
     if (
         word == EndState.LOST

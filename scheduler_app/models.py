@@ -98,6 +98,8 @@ class ScheduleRequest(models.Model):
     )
     config = models.JSONField(default=dict, blank=True)
     gpu_required = models.PositiveIntegerField(default=0)
+    # "slurm": SLURM places it (a daemon that runs SLURM submits it, booking no GPU of ours).
+    backend = models.CharField(max_length=16, default="subprocess")
     status = models.CharField(
         max_length=16, choices=choices(RequestStatus), default=RequestStatus.QUEUED
     )
@@ -245,6 +247,12 @@ class Run(models.Model):
     )
     auto_start = models.BooleanField(default=False)
     run_dir = models.CharField(max_length=1000, blank=True)
+    slurm_job_id = models.BigIntegerField(
+        null=True, blank=True, help_text="Its SLURM job, when SLURM runs it"
+    )
+    wait_reason = models.CharField(
+        max_length=200, blank=True, help_text="Why it is still queued (SLURM's reason)"
+    )
     exit_code = models.IntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -43,8 +43,13 @@ def validate_gpu_required(value) -> int:
     return value
 
 
-def rejection_reason(gpu_required: int) -> str | None:
+SLURM = "slurm"  # the backend whose requests SLURM places (agentsys.agents.slurm_run)
+
+
+def rejection_reason(gpu_required: int, backend: str = "subprocess") -> str | None:
     """Why a request can never run here, or None. Hosts marked dead do not count."""
+    if backend == SLURM:
+        return _slurm_rejection()
     if gpu_required == 0:
         return None
     largest = (
@@ -63,13 +68,27 @@ def rejection_reason(gpu_required: int) -> str | None:
     return reason
 
 
+def _slurm_rejection() -> str | None:
+    """SLURM itself judges the GPUs (sbatch refuses what no node has); here only whether
+    some host's runagentd can submit to it at all."""
+    hosts = Host.objects.exclude(status=HostStatus.DEAD)
+    if hosts.filter(info__slurm=True).exists():
+        return None
+    return (
+        "No host runs SLURM: start runagentd where sbatch works (it looks for SLURM at start; "
+        "AGENTSYS_SLURM=on requires it)"
+    )
+
+
 @transaction.atomic
 def submit(*, agent: Agent, gpu_required, config: dict | None = None) -> ScheduleRequest:
     """Queue an executor agent (its row already created, IDLE). Impossible requests are
     stored REJECTED with the reason, and their agent and run REJECTED too, so nothing waits
     forever; a run of the agent becomes QUEUED with its request (scheduler_app.lifecycle)."""
     gpu_required = validate_gpu_required(gpu_required)
-    reason = rejection_reason(gpu_required)
+    config = config if config is not None else agent.config
+    backend = SLURM if config.get("backend") == SLURM else "subprocess"
+    reason = rejection_reason(gpu_required, backend)
     now = timezone.now()
     request = create_with_unique_id(
         ScheduleRequest,
@@ -78,8 +97,9 @@ def submit(*, agent: Agent, gpu_required, config: dict | None = None) -> Schedul
         agent_cls_path=agent.cls_path,
         goal=agent.goal,
         parent_id=agent.parent_id,
-        config=config if config is not None else agent.config,
+        config=config,
         gpu_required=gpu_required,
+        backend=backend,
         status=RequestStatus.REJECTED if reason else RequestStatus.QUEUED,
         rejection_reason=reason or "",
         finished_at=now if reason else None,
@@ -177,7 +197,7 @@ _QUEUE_WINDOW = """
            (SELECT count(*) FROM scheduler_app_gpu WHERE host_id = %(host)s AND enabled),
            agent_id
     FROM scheduler_app_schedulerequest
-    WHERE status = 'queued'
+    WHERE status = 'queued' AND backend <> 'slurm'
     ORDER BY created_at, id
     LIMIT %(size)s
 """
@@ -228,6 +248,42 @@ _PLACE = """
         WHERE run.agent_id = placed.agent_id AND run.status = 'queued'
     )
     SELECT id, agent_id, gpu_indices FROM placed
+"""
+
+
+@transaction.atomic
+def claim_slurm(*, host_id: int, limit: int) -> list[Claimed]:
+    """Take up to `limit` queued SLURM requests, oldest first, for this host's runagentd to
+    submit. No GPU of ours is booked (SLURM places the job), and the run stays `queued`
+    until SLURM starts the job (its executor says so, with SLURM's reason meanwhile)."""
+    if limit <= 0:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM_SLURM, {"host": host_id, "now": timezone.now(), "limit": limit})
+        rows = cursor.fetchall()
+    return [Claimed(request_id, agent_id, []) for _, request_id, agent_id in sorted(rows)]
+
+
+_CLAIM_SLURM = """
+    WITH chosen AS (
+        SELECT id FROM scheduler_app_schedulerequest
+        WHERE status = 'queued' AND backend = 'slurm' AND agent_id IS NOT NULL
+        ORDER BY created_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ), placed AS (
+        UPDATE scheduler_app_schedulerequest AS r
+        SET status = 'running', host_id = %(host)s, started_at = %(now)s, gpu_indices = '{}'
+        FROM chosen WHERE r.id = chosen.id
+        RETURNING r.created_at, r.id, r.agent_id
+    ), moved AS (
+        UPDATE agents_app_agent AS a
+        SET host_id = %(host)s,
+            config = a.config || jsonb_build_object('gpu_indices', '[]'::jsonb,
+                                                    'request_id', placed.id)
+        FROM placed WHERE a.id = placed.agent_id
+    )
+    SELECT created_at, id, agent_id FROM placed
 """
 
 

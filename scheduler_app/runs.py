@@ -79,6 +79,26 @@ def record_tracking(*, run_id: str, params: dict, urls: dict) -> bool:
     return bool(Run.objects.filter(pk=run_id).update(**fields))
 
 
+def record_slurm_state(*, run_id: str, job_id: int, running: bool, reason: str) -> bool:
+    """A SLURM run's job as its executor last heard of it: the run stays `queued` (with
+    SLURM's reason, e.g. Resources) until the job runs. False when the run is gone."""
+    now = timezone.now()
+    fields = {"slurm_job_id": job_id, "wait_reason": "" if running else reason[:200]}
+    if not Run.objects.filter(pk=run_id).update(**fields, updated_at=now):
+        return False
+    if running:
+        with transaction.atomic():
+            started = Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
+                status=RunStatus.RUNNING, started_at=now, updated_at=now
+            )
+            if started:
+                agent_id = Run.objects.filter(pk=run_id).values_list("agent_id", flat=True)[0]
+                oplog.run_moved(
+                    agent_id=agent_id, status=RunStatus.RUNNING, exit_code=None, error=""
+                )
+    return True
+
+
 def _check_references(*, sweep_id: str | None, chat_session_id: str | None) -> None:
     """A run naming a sweep or chat that does not exist is the caller's mistake, said before
     the insert (the foreign key would only fail at commit, as a server error)."""
@@ -108,6 +128,8 @@ def start_run(*, run_id: str) -> Run:
         cls_path=EXECUTOR_AGENT,
         goal=run.name,
         config={
+            # A run that names no backend goes where the deployment sends runs.
+            "backend": settings.AGENTSYS.run_backend,
             **run.executor_options,
             "command": run.command,
             "workdir": run.workdir,
@@ -164,7 +186,9 @@ def stop_run(*, run_id: str):
         run.refresh_from_db()  # cancelled, or running if a claim took it first
     if run.status == RunStatus.CANCELLED:
         return run
-    if run.status not in RunStatus.live():
+    # Still queued after that: a claim took it (a SLURM run waits in SLURM's queue under a
+    # running executor, which cancels its job).
+    if run.status not in RunStatus.open():
         raise RunRefused(f"{run_id} is {run.status}; only a queued, running or paused run can stop")
     request_agent_command(agent_id=run.agent_id, kind=CommandKind.STOP)
     return run

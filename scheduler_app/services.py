@@ -27,8 +27,11 @@ class ServiceError(Exception):
 
 
 @transaction.atomic
-def register_host(*, name: str, pid: int, gpus: list[dict] | None = None) -> Host:
-    """Mark `name` online for the daemon `pid` and record the GPUs it found (or declared)."""
+def register_host(
+    *, name: str, pid: int, gpus: list[dict] | None = None, slurm: str | None = None
+) -> Host:
+    """Mark `name` online for the daemon `pid` and record the GPUs it found (or declared).
+    `slurm`: None when it does not submit to SLURM, else what it found (partitions, nodes)."""
     now = timezone.now()
     host, _ = Host.objects.select_for_update().get_or_create(name=name)
     host.hostname = socket.gethostname()
@@ -41,6 +44,8 @@ def register_host(*, name: str, pid: int, gpus: list[dict] | None = None) -> Hos
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
+        "slurm": slurm is not None,
+        "slurm_detail": slurm or "",
     }
     host.save()
     if gpus is not None:

@@ -22,7 +22,8 @@ class DaemonProcess:
             AGENTSYS_AGENT_CLASSES=runtime_agents.ALL,
             AGENTSYS_HOST_NAME=name,
             LOG_LEVEL="WARNING",
-            **env_overrides,
+            # SLURM only where a test asks for it (AGENTSYS_SLURM="on").
+            **{"AGENTSYS_SLURM": "off", **env_overrides},
         )
         self.process = manage(
             "runagentd", "--heartbeat", "0.5", "--stop-grace", "1", *args, env=env

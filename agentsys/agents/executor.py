@@ -12,7 +12,8 @@ reported stopped; pausing it SIGSTOPs them all. When the command ends, whatever 
 running in the background is ended the same way, so its GPUs are free when they are released.
 
 Its files are in its run directory, `<workdir>/.agents/runs/<agent id>/` (agentsys.run_dir
-says what each holds).
+says what each holds). With backend "slurm" the same wrapper runs as a SLURM batch job instead
+(agentsys.agents.slurm_run): SLURM places it, and stop and pause go through SLURM.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ import shlex
 from pathlib import Path
 
 from agentsys.agent import Agent, PauseRefused
+from agentsys.agents.executor_options import options_from
 from agentsys.agents.run_watchdog import RunWatchdog
-from agentsys.gpu_conflicts import RetryPolicy, is_gpu_conflict
-from agentsys.metrics import AnomalyThresholds
+from agentsys.agents.slurm_run import Outcome, SlurmRun, cancel_leftover
+from agentsys.gpu_conflicts import is_gpu_conflict
+from agentsys.ipc import Cmd
 from agentsys.proctree import (
     MARKER_VARIABLE,
     STOPPED_STATES,
@@ -65,29 +68,6 @@ class RunFailed(Exception):
     pass
 
 
-class BadExecutorOptions(ValueError):
-    """Retry or threshold options that cannot work: the run fails before it starts, saying
-    which, rather than at its first GPU conflict or loss."""
-
-
-def _options_from(config: dict) -> tuple[RetryPolicy, AnomalyThresholds]:
-    thresholds = config.get("thresholds", {})
-    try:
-        if not isinstance(thresholds, dict):
-            raise TypeError(f"thresholds must be an object, got {thresholds!r}")
-        for name in ("max_retries", "retry_base_delay"):
-            value = config.get(name, 0)
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise TypeError(f"{name} must be a number, got {value!r}")
-        policy = RetryPolicy(
-            max_retries=int(config.get("max_retries", 3)),
-            base_delay=float(config.get("retry_base_delay", 5.0)),
-        )
-        return policy, AnomalyThresholds(**thresholds)
-    except (TypeError, ValueError) as error:
-        raise BadExecutorOptions(f"bad executor options: {error}") from None
-
-
 class ExecutorAgent(Agent):
     role = AgentRole.EXECUTOR
     allowed_children = frozenset({AgentRole.SIDECAR})
@@ -101,21 +81,26 @@ class ExecutorAgent(Agent):
     async def on_start(self) -> None:
         self.workdir = _workdir(self.config)
         self.run_dir = run_dir_of(self.workdir, self.id)
-        self.retry_policy, thresholds = _options_from(self.config)
+        self.retry_policy, thresholds = options_from(self.config)
         self.watchdog = RunWatchdog(self, self.run_dir, self.config, thresholds)
         self.metrics = self.watchdog.metrics
         self.run_pid: int | None = None
         self.processes = RunProcesses(marker=self.id)
+        self.slurm_job = SlurmRun(self) if self.backend == "slurm" else None
+
+    @property
+    def backend(self) -> str:
+        return self.config.get("backend", "subprocess")
 
     async def run(self):
-        backend = self.config.get("backend", "subprocess")
+        backend = self.backend
         if backend == "mock":
             return await self._run_mock()
         if backend == "callback":
             return await self._run_callback()
-        if backend != "subprocess":
-            raise ValueError(f"unknown backend {backend!r}: subprocess, callback or mock")
-        return await self._run_subprocess()
+        if backend not in ("subprocess", "slurm"):
+            raise ValueError(f"unknown backend {backend!r}: subprocess, slurm, callback or mock")
+        return await self._run_command()
 
     # -- backends ----------------------------------------------------------------------------
 
@@ -139,15 +124,44 @@ class ExecutorAgent(Agent):
         await self.remember(EntryType.RESULT, {"output": outcome}, tags=["result"])
         return {"output": outcome}
 
-    async def _run_subprocess(self):
+    async def _run_command(self):
         command = self.full_command()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # Replaced, not rewritten in place: a re-adopted run's shell may still be reading it.
         _write_atomically(self.run_dir / COMMAND_FILE, command + "\n")
-        if self.config.get("resume") and (self.run_dir / PID_FILE).exists():
-            exit_code = await self._adopt()
+        if self.slurm_job is not None:
+            outcome = await self._run_on_slurm()
+        elif self.config.get("resume") and (self.run_dir / PID_FILE).exists():
+            outcome = Outcome(await self._adopt())
         else:
-            exit_code = await self._run_with_retries(command)
+            outcome = Outcome(await self._run_with_retries(command))
+        return await self._report(command, outcome)
+
+    async def _run_on_slurm(self) -> Outcome:
+        job = self.slurm_job
+        if not (self.config.get("resume") and await job.adopt()):
+            await self.check_pause()  # paused before it was submitted: submit once resumed
+            if self._stop_requested:
+                raise asyncio.CancelledError
+            await job.submit()
+        try:
+            return await job.wait()
+        except asyncio.CancelledError:
+            if not self.detached:  # a stop cancels the job; losing runagentd does not
+                await job.cancel()
+            raise
+
+    def on_command(self, message: dict) -> bool:
+        if message["t"] != Cmd.JOB_STATE:
+            return False
+        if self.slurm_job is not None:
+            self.slurm_job.update(message)
+        return True
+
+    async def _report(self, command: str, outcome: Outcome):
+        """The run's result once its command ended (its metrics, its exit code), kept in
+        memory for the agents; a non-zero code fails the executor with the reason."""
+        exit_code = outcome.exit_code
         try:
             await self.on_monitor(final=True)  # the last metrics rows
         except Exception:  # bookkeeping must not turn a finished run into a failed one
@@ -159,14 +173,16 @@ class ExecutorAgent(Agent):
             summary.setdefault(key, entry)
         if summary:
             result["metrics"] = summary
-        if exit_code != 0:
+        if outcome.error:
+            result["error"] = outcome.error
+        elif exit_code != 0:
             result["error"] = (
                 "lost: the run ended while no executor watched it, leaving no exit code"
                 if exit_code is None
                 else f"command exited with code {exit_code}"
             )
         await self.remember(EntryType.RESULT, result, tags=["result"])
-        if exit_code != 0:
+        if "error" in result:
             raise RunFailed(result["error"])
         return result
 
@@ -327,7 +343,11 @@ class ExecutorAgent(Agent):
     async def end_leftovers(cls, agent_id: str, config: dict) -> None:
         """Called by the supervisor for an executor whose worker is gone or will not stop:
         the run's processes end before its end is recorded and its GPUs go to another."""
-        if config.get("backend", "subprocess") != "subprocess":
+        backend = config.get("backend", "subprocess")
+        if backend == "slurm":
+            await cancel_leftover(run_dir_of(_workdir(config), agent_id))
+            return
+        if backend != "subprocess":
             return  # no process of its own
         pid, started = read_pid_file(run_dir_of(_workdir(config), agent_id)) or (0, "")
         processes = RunProcesses(agent_id, pid, int(started or 0) if pid else 0)
@@ -340,13 +360,17 @@ class ExecutorAgent(Agent):
     async def on_pause(self) -> None:
         """Pausing suspends the run's processes (SIGSTOP); its GPUs stay booked. A backend
         with no process to suspend refuses, rather than saying paused while it runs on."""
-        backend = self.config.get("backend", "subprocess")
-        if backend != "subprocess":
+        backend = self.backend
+        if self.slurm_job is not None and self.slurm_job.job_id is not None:
+            return await self.slurm_job.suspend()
+        if backend not in ("subprocess", "slurm"):
             raise PauseRefused(f"the {backend} backend runs no process that can be suspended")
         pids = await self.processes.suspend()
         self.emit_event("run_paused", {"pids": pids})
 
     async def on_resume(self) -> None:
+        if self.slurm_job is not None and self.slurm_job.job_id is not None:
+            return await self.slurm_job.resume()
         pids = await self.processes.resume()
         self.emit_event("run_resumed", {"pids": pids})
 

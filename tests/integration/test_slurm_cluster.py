@@ -6,8 +6,6 @@ Anywhere else a cluster that does not come up is a failure."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import time
 
@@ -15,24 +13,15 @@ import pytest
 
 from agentsys import slurm
 from agentsys.slurm import SlurmError
-from tests.helpers import REPO, pid_alive, wait_until
+from tests.helpers import pid_alive, wait_until
+from tests.slurm_cluster import bring_up_slurm
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    if os.geteuid() != 0:
-        pytest.skip("SLURM tests need root (scripts/slurm_up.sh installs and starts SLURM)")
-    if shutil.which("apt-get") is None:
-        pytest.skip("SLURM tests need apt-get (Debian's SLURM packages)")
-    proc = subprocess.run(
-        [str(REPO / "scripts" / "slurm_up.sh")], capture_output=True, text=True, timeout=300
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"scripts/slurm_up.sh failed: {proc.stderr.strip() or proc.stdout.strip()}")
-    ok, reason = slurm.available()
-    assert ok, reason
+    bring_up_slurm()
 
 
 @pytest.fixture
@@ -44,9 +33,10 @@ def jobs(cluster, tmp_path):
         script = tmp_path / f"{name}.sh"
         script.write_text(f"#!/bin/sh\n{body}\n")
         output = tmp_path / f"{name}.out"
-        job_id = slurm.submit(
+        spec = slurm.SlurmJobSpec(
             script, job_name=f"agentsys-test-{name}", gpus=gpus, workdir=tmp_path, output=output
         )
+        job_id = slurm.submit(spec)
         submitted.append(job_id)
         return job_id, output
 

@@ -245,20 +245,20 @@ def test_thresholds_are_configurable_and_checked():
     ],
 )
 def test_bad_executor_options_are_refused_naming_the_option(config, named):
-    from agentsys.agents.executor import BadExecutorOptions, _options_from
+    from agentsys.agents.executor_options import BadExecutorOptions, options_from
 
     with pytest.raises(BadExecutorOptions, match=named):
-        _options_from(config)
+        options_from(config)
 
 
 def test_executor_options_set_the_retry_policy_and_thresholds():
-    from agentsys.agents.executor import _options_from
+    from agentsys.agents.executor_options import options_from
 
-    policy, thresholds = _options_from(
+    policy, thresholds = options_from(
         {"max_retries": 1, "retry_base_delay": 0.5, "thresholds": {"high_loss": 4}}
     )
     assert (policy.max_retries, policy.base_delay, thresholds.high_loss) == (1, 0.5, 4)
-    policy, thresholds = _options_from({})
+    policy, thresholds = options_from({})
     assert (policy.max_retries, thresholds.high_loss) == (3, 8.0)  # the documented defaults
 
 

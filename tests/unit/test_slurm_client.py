@@ -27,7 +27,11 @@ def script(tmp_path):
 
 def _argv(script, **options):
     defaults = {"job_name": "run-1", "gpus": 0, "workdir": script.parent, "output": "out.log"}
-    return slurm.submit_argv(script, **{**defaults, **options})
+    return slurm.SlurmJobSpec(script, **{**defaults, **options}).argv()
+
+
+def _spec(script, gpus=0):
+    return slurm.SlurmJobSpec(script, job_name="j", gpus=gpus, workdir=".", output="o")
 
 
 def test_sbatch_argv_carries_every_option_as_its_own_argument(script, tmp_path):
@@ -90,7 +94,9 @@ def test_bad_values_are_refused_before_sbatch_runs(script, monkeypatch, option, 
     monkeypatch.setattr(subprocess, "run", _must_not_run)
     with pytest.raises(SlurmError, match=words):
         slurm.submit(
-            script, **{"job_name": "j", "gpus": 0, "workdir": ".", "output": "o", option: value}
+            slurm.SlurmJobSpec(
+                script, **{"job_name": "j", "gpus": 0, "workdir": ".", "output": "o", option: value}
+            )
         )
 
 
@@ -127,9 +133,8 @@ def test_submit_runs_an_argument_list_with_a_timeout_and_passes_env_through_the_
 ):
     recorder = _Recorder((0, "42\n", ""))
     monkeypatch.setattr(subprocess, "run", recorder)
-    job_id = slurm.submit(
-        script, job_name="j", gpus=1, workdir=".", output="o", extra_env={"RUN_ID": "a,b c"}
-    )
+    spec = slurm.SlurmJobSpec(script, job_name="j", gpus=1, workdir=".", output="o")
+    job_id = slurm.submit(spec, extra_env={"RUN_ID": "a,b c"})
     assert job_id == 42
     [(argv, kwargs)] = recorder.calls
     assert isinstance(argv, list)
@@ -141,13 +146,13 @@ def test_submit_runs_an_argument_list_with_a_timeout_and_passes_env_through_the_
 
 def test_submit_reads_the_cluster_suffix_of_parsable(script, monkeypatch):
     monkeypatch.setattr(subprocess, "run", _Recorder((0, "77;agentsys-test\n", "")))
-    assert slurm.submit(script, job_name="j", gpus=0, workdir=".", output="o") == 77
+    assert slurm.submit(_spec(script, gpus=0)) == 77
 
 
 def test_a_bad_environment_name_is_refused(script, monkeypatch):
     monkeypatch.setattr(subprocess, "run", _must_not_run)
     with pytest.raises(SlurmError, match="bad environment variable name"):
-        slurm.submit(script, job_name="j", gpus=0, workdir=".", output="o", extra_env={"A B": "1"})
+        slurm.submit(_spec(script), extra_env={"A B": "1"})
 
 
 def test_an_sbatch_refusal_carries_slurms_own_words(script, monkeypatch):
@@ -158,7 +163,7 @@ def test_an_sbatch_refusal_carries_slurms_own_words(script, monkeypatch):
     )
     monkeypatch.setattr(subprocess, "run", _Recorder((1, "", stderr)))
     with pytest.raises(SlurmError) as caught:
-        slurm.submit(script, job_name="j", gpus=3, workdir=".", output="o")
+        slurm.submit(_spec(script, gpus=3))
     assert str(caught.value) == (
         "sbatch refused the job: Batch job submission failed: "
         "Requested node configuration is not available"
@@ -168,7 +173,7 @@ def test_an_sbatch_refusal_carries_slurms_own_words(script, monkeypatch):
 def test_a_missing_binary_says_not_installed(script, monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(SlurmError, match="SLURM is not installed: no sbatch on PATH"):
-        slurm.submit(script, job_name="j", gpus=0, workdir=".", output="o")
+        slurm.submit(_spec(script, gpus=0))
     with pytest.raises(SlurmError, match="SLURM is not installed: no squeue on PATH"):
         slurm.job_states([1])
     assert slurm.available() == (False, "SLURM is not installed: no sbatch on PATH")

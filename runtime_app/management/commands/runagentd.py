@@ -12,6 +12,7 @@ from django.db import connection
 from agentsys.daemon import Daemon, DaemonSettings
 from agentsys.deployment import Deployment
 from agentsys.opencode import Timeouts
+from agentsys.slurm_poller import SlurmUnavailable
 from common.db_outage import stop_waiting
 from common.environment import ConfigError, check_host_name
 from events_app.live import publish, verify_channel_layer
@@ -40,6 +41,7 @@ def deployment() -> Deployment:
             total=float(config.model_response_timeout),
             idle=float(config.model_idle_timeout),
         ),
+        slurm_options=dict(config.slurm_options),
     )
 
 
@@ -101,6 +103,8 @@ class Command(BaseCommand):
                 memory_factory="runtime_app.memory_factory:memory_view",
                 default_workdir=str(settings.AGENTSYS_WORKDIR),
                 deployment=deployment(),
+                slurm=settings.AGENTSYS.slurm,
+                slurm_max_jobs=settings.AGENTSYS.slurm_max_jobs,
             ),
             publish=publish,
         )
@@ -110,6 +114,8 @@ class Command(BaseCommand):
         await verify_channel_layer()
         try:
             await daemon.run()
+        except SlurmUnavailable as error:
+            raise CommandError(str(error)) from None
         finally:
             # In-daemon agents' memory calls may be waiting for the database in threads,
             # which asyncio.run waits for on exit: stop within the 5 s promised.

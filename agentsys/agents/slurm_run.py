@@ -1,0 +1,263 @@
+"""An executor's run as a SLURM batch job (backend "slurm"; ARCHITECTURE.md decision 5).
+
+SLURM places the job and its GPUs: AgentSys books none of its own, and the job sees what
+SLURM sets (CUDA_VISIBLE_DEVICES, SLURM_JOB_GPUS). The batch script is the local backend's
+wrapper as a file: it runs command.txt and writes the exit code to job.done, so a run's files
+are the same whichever backend ran it, and the log, metrics and alerts work unchanged.
+
+The executor never asks SLURM itself while it waits: runagentd's poller
+(agentsys.slurm_poller) asks once per tick for every SLURM run of the host and hands each
+executor its job's state (Cmd.JOB_STATE). The executor turns that into AgentSys's words: the
+run stays `queued` with SLURM's reason until the job runs, then `running`, and ends with the
+code in job.done (or, when SLURM ended the job itself, sacct's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shlex
+import time
+from dataclasses import dataclass
+
+from agentsys import slurm
+from agentsys.agent import PauseRefused
+from agentsys.run_dir import (
+    EXIT_CODE_FILE,
+    LOG_FILE,
+    SLURM_JOB_FILE,
+    SLURM_SCRIPT_FILE,
+    read_exit_code,
+    read_slurm_job,
+    record_terminated,
+)
+from agentsys.slurm import SlurmError, SlurmJobSpec
+
+logger = logging.getLogger("agentsys.executor")
+
+STOP_WAIT_SECONDS = 60.0  # after scancel, how long a stop waits for SLURM to end the job
+STOP_POLL_SECONDS = 0.5
+# The poller reports a job SLURM knows nothing of this many times in a row before the run is
+# given up as lost (a job just submitted is always known; this covers a purged record).
+MISSING_POLLS = 5
+SLURM_OPTIONS = ("partition", "account", "time_limit", "qos", "constraint")
+
+
+class RunRefusedBySlurm(Exception):
+    """sbatch refused the job: it can never run as asked (the run becomes `rejected`)."""
+
+
+class SlurmRunFailed(Exception):
+    """SLURM could not take or keep the job (not installed, controller down at submit)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    exit_code: int | None
+    error: str | None = None  # set when SLURM, not the command, decided the end
+
+
+def batch_script(run_dir) -> str:
+    """The job: command.txt under /bin/sh, its code into job.done, and the same code for
+    SLURM (so sacct and job.done agree)."""
+    done = shlex.quote(str(run_dir / EXIT_CODE_FILE))
+    command = shlex.quote(str(run_dir / "command.txt"))
+    return (
+        "#!/bin/sh\n"
+        "# Written by AgentSys: runs command.txt and records its exit code in job.done.\n"
+        f"/bin/sh {command} </dev/null\n"
+        "code=$?\n"
+        f'echo "$code" > {done}.tmp && mv {done}.tmp {done}\n'
+        'exit "$code"\n'
+    )
+
+
+class SlurmRun:
+    """One executor's SLURM job: submit or re-adopt it, follow the states the poller hands
+    over, and cancel, suspend or resume it."""
+
+    def __init__(self, executor):
+        self.executor = executor
+        self.run_dir = executor.run_dir
+        self.job_id: int | None = None
+        self.state: str | None = None
+        self.reason: str | None = None
+        self.exit_code: int | None = None
+        self.missing = 0
+        self.unreachable = ""
+        self._news = asyncio.Event()
+
+    # -- start ---------------------------------------------------------------------------------
+
+    def spec(self) -> SlurmJobSpec:
+        config = self.executor.config
+        own = config.get("slurm") or {}
+        if not isinstance(own, dict):
+            raise SlurmRunFailed(f"slurm options must be an object, got {own!r}")
+        unknown = sorted(set(own) - set(SLURM_OPTIONS))
+        if unknown:
+            raise SlurmRunFailed(f"unknown slurm options {unknown}: {', '.join(SLURM_OPTIONS)}")
+        options = {**self.executor.deployment.slurm_options, **own}
+        return SlurmJobSpec(
+            self.run_dir / SLURM_SCRIPT_FILE,
+            job_name=f"agentsys-{self.executor.id}",
+            gpus=config.get("gpu_required", 0),
+            workdir=self.executor.workdir,
+            output=self.run_dir / LOG_FILE,
+            **{key: options[key] for key in SLURM_OPTIONS if options.get(key)},
+        )
+
+    async def submit(self) -> None:
+        script = self.run_dir / SLURM_SCRIPT_FILE
+        script.write_text(batch_script(self.run_dir))
+        script.chmod(0o755)
+        (self.run_dir / EXIT_CODE_FILE).unlink(missing_ok=True)
+        env = self.executor.environment()
+        # SLURM sets the GPUs it gives the job; ours would name none.
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+        try:
+            spec = self.spec()
+            self.job_id = await asyncio.to_thread(slurm.submit, spec, env=env)
+        except SlurmError as error:
+            if str(error).startswith("sbatch refused the job"):
+                raise RunRefusedBySlurm(str(error)) from None
+            raise SlurmRunFailed(str(error)) from None
+        (self.run_dir / SLURM_JOB_FILE).write_text(f"{self.job_id}\n")
+        self.executor.emit_event(
+            "slurm_job_submitted", {"job_id": self.job_id, "run_dir": str(self.run_dir)}
+        )
+        await self._write_state(running=False, reason="submitted")
+
+    async def adopt(self) -> bool:
+        """After a restart: follow the job the previous executor submitted; False when it
+        never submitted one."""
+        self.job_id = read_slurm_job(self.run_dir)
+        if self.job_id is None:
+            return False
+        self.executor.emit_event("slurm_job_adopted", {"job_id": self.job_id})
+        return True
+
+    # -- news from the poller --------------------------------------------------------------------
+
+    def update(self, message: dict) -> None:
+        """A Cmd.JOB_STATE from runagentd's poller."""
+        if message.get("job_id") != self.job_id:
+            return  # about a job this executor no longer follows
+        if "error" in message:
+            if message["error"] != self.unreachable:
+                self.unreachable = message["error"]
+                self.executor.emit_event(
+                    "slurm_unreachable", {"job_id": self.job_id, "error": self.unreachable}
+                )
+            return
+        self.unreachable = ""
+        state = message.get("state")
+        self.missing = self.missing + 1 if state is None else 0
+        self.state, self.reason = state, message.get("reason")
+        self.exit_code = message.get("exit_code")
+        self._news.set()
+
+    async def wait(self) -> Outcome:
+        """Until the job has ended; then its exit code. The run's row follows the job."""
+        shown = None
+        while True:
+            await self._news.wait()
+            self._news.clear()
+            if self.state is None:
+                if (code := read_exit_code(self.run_dir)) is not None:
+                    return Outcome(code)
+                if self.missing >= MISSING_POLLS:
+                    return Outcome(None, f"lost: SLURM no longer knows job {self.job_id}")
+                continue
+            if (self.state, self.reason) != shown:
+                shown = (self.state, self.reason)
+                await self._show(self.state, self.reason)
+            if self.state in slurm.FINAL_STATES:
+                return self._outcome()
+
+    def _outcome(self) -> Outcome:
+        code = read_exit_code(self.run_dir)
+        if code is not None:
+            return Outcome(code)
+        code = self.exit_code
+        if self.state in ("COMPLETED", "FAILED"):
+            return Outcome(code)
+        # SLURM ended it before the command could say (time limit, node failure, scancel).
+        return Outcome(code, f"SLURM ended job {self.job_id}: {self.state} (exit code {code})")
+
+    async def _show(self, state: str, reason: str | None) -> None:
+        if state == "PENDING":
+            self.executor.emit_event("slurm_job_pending", {"job_id": self.job_id, "reason": reason})
+            await self._write_state(running=False, reason=reason or "")
+        elif state in ("RUNNING", "COMPLETING") or state in slurm.FINAL_STATES:
+            if state == "RUNNING":
+                self.executor.emit_event("run_started", {"job_id": self.job_id, "attempt": 0})
+            await self._write_state(running=True, reason="")
+
+    async def _write_state(self, *, running: bool, reason: str) -> None:
+        memory = self.executor.memory
+        if memory is None:
+            return
+        try:
+            await asyncio.to_thread(
+                memory.write_run_slurm_state, job_id=self.job_id, running=running, reason=reason
+            )
+        except Exception:  # the job goes on; its row catches up at the next change
+            logger.exception("%s: could not record SLURM job %s", self.executor.id, self.job_id)
+
+    # -- stop, pause -------------------------------------------------------------------------
+
+    async def cancel(self) -> None:
+        """scancel, then wait (bounded) until SLURM says the job ended, so no process of it
+        is left when the run is reported stopped."""
+        if self.job_id is None:
+            return
+        try:
+            await asyncio.to_thread(slurm.cancel, self.job_id)
+            deadline = time.monotonic() + STOP_WAIT_SECONDS
+            while time.monotonic() < deadline:
+                states = await asyncio.to_thread(slurm.job_states, [self.job_id])
+                state = states.get(self.job_id)
+                if state is None or state.finished:
+                    break
+                await asyncio.sleep(STOP_POLL_SECONDS)
+            else:
+                logger.error("%s: SLURM job %s still not ended", self.executor.id, self.job_id)
+        except SlurmError as error:
+            logger.error("%s: cancelling SLURM job %s: %s", self.executor.id, self.job_id, error)
+            self.executor.emit_event(
+                "run_kill_incomplete", {"job_id": self.job_id, "error": str(error)}
+            )
+        record_terminated(self.run_dir)
+
+    async def suspend(self) -> None:
+        if self.state != "RUNNING":
+            raise PauseRefused(
+                f"SLURM job {self.job_id} is {(self.state or 'not known yet').lower()}"
+                f"{f' ({self.reason})' if self.reason else ''}: nothing runs to suspend; "
+                "stop cancels it"
+            )
+        try:
+            await asyncio.to_thread(slurm.suspend, self.job_id)
+        except SlurmError as error:
+            raise PauseRefused(str(error)) from None
+        self.executor.emit_event("run_paused", {"job_id": self.job_id})
+
+    async def resume(self) -> None:
+        try:
+            await asyncio.to_thread(slurm.resume, self.job_id)
+        except SlurmError as error:
+            logger.error("%s: %s", self.executor.id, error)
+        self.executor.emit_event("run_resumed", {"job_id": self.job_id})
+
+
+async def cancel_leftover(run_dir) -> None:
+    """The supervisor's last word on a SLURM run whose worker is gone: cancel its job."""
+    job_id = read_slurm_job(run_dir)
+    if job_id is None or read_exit_code(run_dir) is not None:
+        return
+    try:
+        await asyncio.to_thread(slurm.cancel, job_id)
+    except SlurmError as error:
+        logger.error("cancelling SLURM job %s: %s", job_id, error)
+    record_terminated(run_dir)
