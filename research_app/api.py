@@ -16,7 +16,7 @@ from agents_app.schemas import CommandOut, ErrorOut, SteerIn, SteerOut
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH
 from common.api_contract import MAX_OFFSET
 from research_app import selectors, services
-from scheduler_app.api_runs import check_metrics_pattern
+from scheduler_app.api_runs import SlurmOptionsIn, check_metrics_pattern
 
 router = Router(tags=["research"])
 
@@ -40,6 +40,11 @@ class ResearchIn(Schema):
             "sweep's pattern), e.g. `it (?P<step>\\d+) cost (?P<cost>\\S+)`"
         ),
     )
+
+    backend: Literal["subprocess", "slurm"] | None = Field(
+        None, description="Where its experiments run (unset: AGENTSYS_RUN_BACKEND)"
+    )
+    slurm: SlurmOptionsIn | None = Field(None, description="sbatch options of its experiments")
 
     _metrics_pattern_compiles = field_validator("metrics_pattern")(check_metrics_pattern)
 
@@ -97,10 +102,14 @@ def _no_loop(loop_id: str) -> Status:
 )
 def start_research(request, payload: ResearchIn):
     try:
-        loop = services.start_research(**payload.dict())
+        loop = services.start_research(**payload.dict(exclude={"slurm"}), slurm=_slurm(payload))
     except services.ResearchRefused as refused:
         return Status(422, {"detail": str(refused)})
     return Status(201, selectors.detail(selectors.loop(loop.agent_id)))
+
+
+def _slurm(payload: ResearchIn) -> dict | None:
+    return payload.slurm.dict(exclude_none=True) if payload.slurm else None
 
 
 @router.get("/research", response=list[ResearchOut], summary="Research loops, newest first")

@@ -65,6 +65,8 @@ def start_research(
     extra_config: dict | None = None,
     parent_id: str | None = None,
     metrics_pattern: str | None = None,
+    backend: str | None = None,
+    slurm: dict | None = None,
 ) -> ResearchLoop:
     """A new research loop: a sweep for its runs, the research agent (claimed by a runagentd
     at once) and its row. Raises ResearchRefused saying what is wrong."""
@@ -86,9 +88,15 @@ def start_research(
     }
     if metrics_pattern:
         loop_settings["metrics_pattern"] = _checked_pattern(metrics_pattern)
+    if backend:  # its experiments' (ResearchIn checked both)
+        loop_settings["backend"] = backend
+    if slurm:
+        loop_settings["slurm"] = slurm
     sweep = Sweep.objects.create(
         kind=SweepKind.RESEARCH,
         metrics_pattern=metrics_pattern or "",
+        run_backend=backend or "",
+        slurm_options=slurm or {},
         name=f"Research: {goal[:180]}",
         goal=goal,
         status=SweepStatus.RUNNING,

@@ -5,9 +5,11 @@ simply be repeated."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import connection, connections, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -67,6 +69,10 @@ def _run_for_experiment(agent_id: str) -> None:
         workdir=str(config.get("workdir", "")),
         params=config.get("params") if isinstance(config.get("params"), dict) else {},
         gpu_required=config.get("gpu_required", 0),
+        # A rerun goes where it went and reads its output as it did.
+        executor_options={
+            k: config[k] for k in ("backend", "slurm", "metrics_pattern") if k in config
+        },
         sweep=Sweep.objects.filter(pk=agent.sweep).first() if agent.sweep else None,
         chat_session_id=chat_session_id,
         agent=agent,
@@ -318,6 +324,10 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
         host and no request is what an agent started from the web looks like, and any
         daemon would start it at once, without its GPUs. Returns {created, status, reason,
         event}."""
+        if "backend" not in record.config:  # where runs go unless they say (the deployment's)
+            record = dataclasses.replace(
+                record, config={**record.config, "backend": settings.AGENTSYS.run_backend}
+            )
         created = self.create_agent(record=record)
         if isinstance(record.config.get("experiment"), dict):
             _run_for_experiment(created["agent_id"])

@@ -17,7 +17,7 @@ from pydantic import ConfigDict, StringConstraints, field_validator
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH
 from common.api_contract import MAX_OFFSET
 from scheduler_app import selectors
-from scheduler_app.api_runs import check_metrics_pattern
+from scheduler_app.api_runs import SlurmOptionsIn, check_metrics_pattern
 from scheduler_app.metric_queries import json_value
 from scheduler_app.models import Sweep, SweepKind, SweepStatus
 from scheduler_app.sweep_table import MISSING, BadTableQuery, Table, sweep_table, value_of
@@ -44,6 +44,11 @@ class SweepIn(Schema):
         Field(None, description="Read on the printed lines of runs that bring no pattern")
     )
 
+    backend: Literal["subprocess", "slurm"] | None = Field(
+        None, description="Where its runs go unless they say (unset: AGENTSYS_RUN_BACKEND)"
+    )
+    slurm: SlurmOptionsIn | None = Field(None, description="sbatch options of its SLURM runs")
+
     _metrics_pattern_compiles = field_validator("metrics_pattern")(check_metrics_pattern)
 
 
@@ -56,6 +61,8 @@ class SweepOut(Schema):
     loop_id: str | None = Field(description="The research loop's agent id, for a loop's sweep")
     run_count: int
     metrics_pattern: str
+    backend: str = Field(description="Where its runs go unless they say; empty: the default")
+    slurm: dict[str, str] = Field(description="sbatch options of its SLURM runs")
     created_at: datetime
     updated_at: datetime
     url: str
@@ -99,6 +106,8 @@ def _sweep_out(sweep) -> dict:
         "loop_id": getattr(sweep, "loop_id", None),
         "run_count": getattr(sweep, "run_count", 0),
         "metrics_pattern": sweep.metrics_pattern,
+        "backend": sweep.run_backend,
+        "slurm": sweep.slurm_options,
         "created_at": sweep.created_at,
         "updated_at": sweep.updated_at,
         "url": f"/sweeps/{sweep.id}/",
@@ -134,6 +143,8 @@ def create_sweep(request, payload: SweepIn):
         name=payload.name,
         goal=payload.goal,
         metrics_pattern=payload.metrics_pattern or "",
+        run_backend=payload.backend or "",
+        slurm_options=payload.slurm.dict(exclude_none=True) if payload.slurm else {},
         kind=SweepKind.MANUAL,
         created_by=user,
     )

@@ -165,6 +165,12 @@ class Sweep(models.Model):
     metrics_pattern = models.TextField(
         blank=True, help_text="Read on each printed line of a run that has no pattern of its own"
     )
+    run_backend = models.CharField(
+        max_length=16, blank=True, help_text="Where its runs go unless they say (subprocess, slurm)"
+    )
+    slurm_options = models.JSONField(
+        default=dict, blank=True, help_text="sbatch options of its SLURM runs"
+    )
     status = models.CharField(max_length=16, choices=SweepStatus.choices, default=SweepStatus.DRAFT)
     chat_session = models.ForeignKey(
         "sessions_app.ChatSession",

@@ -12,7 +12,8 @@ from django.utils import timezone
 from agentsys.scheduling import HostCapacity, QueuedRequest, waiting_reasons
 from agentsys.types import RequestStatus
 from hosts_app.models import Host
-from scheduler_app.models import Run, ScheduleRequest
+from scheduler_app.models import Run, RunStatus, ScheduleRequest
+from scheduler_app.queue import SLURM
 from scheduler_app.selectors import host_is_alive, hosts_with_gpus
 
 QUEUE_SHOWN = 200  # the page lists this many; the count says how many more wait
@@ -96,12 +97,26 @@ def queue_rows(hosts: list[HostRow], *, limit: int = QUEUE_SHOWN, now=None) -> l
     ]
 
 
+def in_slurm_queue():
+    """Runs a runagentd handed to SLURM whose job SLURM has not started: they wait in SLURM's
+    queue (with its reason), not in ours."""
+    return Run.objects.filter(
+        status=RunStatus.QUEUED,
+        agent__schedule_request__backend=SLURM,
+        agent__schedule_request__status=RequestStatus.RUNNING,
+    )
+
+
 def queue_board() -> dict:
     now = timezone.now()
     hosts = host_rows(now=now)
+    slurm_waiting = list(in_slurm_queue().order_by("created_at", "id")[:QUEUE_SHOWN])
+    for run in slurm_waiting:
+        run.waited = now - run.created_at
     queued_total = ScheduleRequest.objects.filter(status=RequestStatus.QUEUED).count()
     running = list(
         ScheduleRequest.objects.filter(status=RequestStatus.RUNNING)
+        .exclude(agent__runs__in=[run.pk for run in slurm_waiting])
         .select_related("host")
         .order_by("started_at", "id")[:QUEUE_SHOWN]
     )
@@ -109,10 +124,13 @@ def queue_board() -> dict:
     for request in running:
         request.run = runs.get(request.agent_id)
         request.ran_for = now - request.started_at if request.started_at else None
+    queue = queue_rows(hosts, now=now)
     return {
         "hosts": hosts,
-        "queue": queue_rows(hosts, now=now),
-        "queued_total": queued_total,
+        "queue": queue,
+        "slurm_waiting": slurm_waiting,
+        "shown": len(queue) + len(slurm_waiting),
+        "queued_total": queued_total + in_slurm_queue().count(),
         "running": running,
         "policy": settings.AGENTSYS.scheduler_policy,
     }

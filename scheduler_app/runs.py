@@ -62,12 +62,24 @@ def create_run(
 
 
 def _with_sweep_pattern(options: dict, sweep_id: str | None) -> dict:
-    """A run of a sweep reads its printed lines with the sweep's metrics_pattern unless it
-    brings its own (kept in its options, so a rerun reads them the same way)."""
-    if options.get("metrics_pattern") or not sweep_id:
+    """A run of a sweep reads its printed lines with the sweep's metrics_pattern, and goes
+    to the sweep's backend with its SLURM options, unless it brings its own (kept in its
+    options, so a rerun does the same)."""
+    if not sweep_id:
         return options
-    pattern = Sweep.objects.filter(pk=sweep_id).values_list("metrics_pattern", flat=True).first()
-    return {**options, "metrics_pattern": pattern} if pattern else options
+    sweep = (
+        Sweep.objects.filter(pk=sweep_id)
+        .values("metrics_pattern", "run_backend", "slurm_options")
+        .first()
+    )
+    if sweep is None:
+        return options
+    inherited = {
+        "metrics_pattern": sweep["metrics_pattern"],
+        "backend": sweep["run_backend"],
+        "slurm": sweep["slurm_options"],
+    }
+    return {**{k: v for k, v in inherited.items() if v}, **options}
 
 
 def record_tracking(*, run_id: str, params: dict, urls: dict) -> bool:

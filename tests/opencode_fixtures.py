@@ -71,15 +71,15 @@ def make_daemon(workdir, opencode_server):
     started = []
 
     def start(**extra) -> DaemonProcess:
-        env = dict(
-            AGENTSYS_GPUS="1",
-            AGENTSYS_WORKDIR=str(workdir),
-            OPENCODE_URL=opencode_server.url,
-            OPENCODE_SERVER_PASSWORD=opencode_server.password,
-            MODEL_PROVIDER=opencode_server.provider,
-            MODEL_ID=opencode_server.model,
+        env = {
+            "AGENTSYS_GPUS": "1",
+            "AGENTSYS_WORKDIR": str(workdir),
+            "OPENCODE_URL": opencode_server.url,
+            "OPENCODE_SERVER_PASSWORD": opencode_server.password,
+            "MODEL_PROVIDER": opencode_server.provider,
+            "MODEL_ID": opencode_server.model,
             **extra,
-        )
+        }
         process = DaemonProcess("research-host", **env)
         process.env = env
         started.append(process)

@@ -165,7 +165,7 @@ class ResearchAgent(Agent):
                 parsed.experiments,
                 root=self.settings.workdir,
                 iteration=n,
-                metrics_pattern=self.settings.metrics_pattern,
+                run_options=self._run_options(),
             )
             progress.update(reply=reply.text, model_s=model_s, children=launched)
             self._save()  # from here on, a restart waits for these instead of re-running them
@@ -352,6 +352,16 @@ class ResearchAgent(Agent):
             return None
         state.consecutive_model_failures = 0
         return reply
+
+    def _run_options(self) -> dict:
+        """What every experiment's executor gets from the loop (its sweep's settings)."""
+        settings = self.settings
+        options = {
+            "metrics_pattern": settings.metrics_pattern,
+            "backend": settings.run_backend,
+            "slurm": settings.slurm_options,
+        }
+        return {key: value for key, value in options.items() if value}
 
     async def _variables(self, **extra) -> dict:
         state, workspace = self.state, self.workspace

@@ -187,12 +187,16 @@ class SlurmRun:
 
     async def _show(self, state: str, reason: str | None) -> None:
         if state == "PENDING":
-            self.executor.emit_event("slurm_job_pending", {"job_id": self.job_id, "reason": reason})
             await self._write_state(running=False, reason=reason or "")
+            self.executor.emit_event(
+                "slurm_job_pending", {"job_id": self.job_id, "reason": reason, "status": "queued"}
+            )
         elif state in ("RUNNING", "COMPLETING") or state in slurm.FINAL_STATES:
-            if state == "RUNNING":
-                self.executor.emit_event("run_started", {"job_id": self.job_id, "attempt": 0})
             await self._write_state(running=True, reason="")
+            if state == "RUNNING":  # after the row says so: the page re-reads it on this
+                self.executor.emit_event(
+                    "run_started", {"job_id": self.job_id, "attempt": 0, "status": "running"}
+                )
 
     async def _write_state(self, *, running: bool, reason: str) -> None:
         memory = self.executor.memory

@@ -40,11 +40,12 @@ def resolve_workdir(root: Path, requested: str | None) -> Path:
 
 
 async def launch(
-    agent, specs: list[ExperimentSpec], *, root: Path, iteration: int, metrics_pattern: str = ""
+    agent, specs: list[ExperimentSpec], *, root: Path, iteration: int, run_options: dict
 ) -> list[dict]:
     """Spawn one executor per spec; returns one record per spec: {goal, command, parameters,
     gpu_required, workdir, child_id} or, for one that could not start, {..., error}.
-    `metrics_pattern`: the loop's (its sweep's), for reading what the experiments print."""
+    `run_options`: the loop's executor options for every experiment (its metrics_pattern,
+    backend and SLURM options)."""
     launched = []
     for index, spec in enumerate(specs, start=1):
         record = {
@@ -66,7 +67,7 @@ async def launch(
                     "workdir": str(workdir),
                     "params": spec.parameters,
                     "gpu_required": spec.gpu_required,
-                    **({"metrics_pattern": metrics_pattern} if metrics_pattern else {}),
+                    **run_options,
                     "experiment": {
                         "research_agent_id": agent.id,
                         "iteration": iteration,

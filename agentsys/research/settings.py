@@ -32,6 +32,10 @@ class ResearchSettings:
     pause_seconds: float = 2.0  # between iterations that ran experiments or said nothing
     max_model_failures: int = 3  # in a row, before the loop fails
     metrics_pattern: str = ""  # for the printed lines of its experiments (the sweep's)
+    # Where its experiments run ("slurm": sbatch jobs; "" = the deployment's default) and
+    # their sbatch options.
+    run_backend: str = ""
+    slurm_options: dict = field(default_factory=dict)
     timeouts: Timeouts = field(default_factory=Timeouts)
 
     @classmethod
@@ -56,6 +60,8 @@ class ResearchSettings:
                 pause_seconds=_number(config, "pause_seconds", 2.0, float, 0),
                 max_model_failures=_number(config, "max_model_failures", 3, int, 1),
                 metrics_pattern=str(config.get("metrics_pattern") or ""),
+                run_backend=str(config.get("backend") or ""),
+                slurm_options=dict(config.get("slurm") or {}),
                 timeouts=_timeouts(config.get("timeouts") or {}, deployment.timeouts),
             )
         except (TypeError, ValueError) as error:
