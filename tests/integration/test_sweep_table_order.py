@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from scheduler_app.models import MetricSeries, Run, Sweep
 
@@ -37,8 +39,10 @@ def names(api, sweep, **query):
 
 @pytest.fixture
 def mixed(api):
-    """Runs made in this order (the last the newest), each with a param x of another kind."""
+    """Runs made in this order (the last the newest), each with a param x of another kind
+    (and some with a loss)."""
     sweep = Sweep.objects.create(name="mixed")
+    losses = {"two": 0.5, "yes": math.nan, "huge": -math.inf}
     for name, x in [
         ("two", 2),
         ("ten", 10.0),
@@ -49,7 +53,7 @@ def mixed(api):
         ("null", None),
         ("huge", HUGE),
     ]:
-        run_of(sweep, name, {"x": x})
+        run_of(sweep, name, {"x": x}, losses.get(name))
     run_of(sweep, "none", {})
     return sweep
 
@@ -188,3 +192,32 @@ def test_every_status_filters_ready_and_rejected_too(api):
     for status in ("ready", "queued", "done", "rejected", "cancelled"):
         run_of(sweep, status, {}, status=status)
     assert names(api, sweep, status="ready,rejected", sort="name") == ["ready", "rejected"]
+
+
+COLUMNS = ["name", "status", "created_at", "duration_s", "exit_code", "param.x"]
+COLUMNS += [f"metric.loss.{stat}" for stat in ("last", "min", "max")]
+OPS = ["eq", "ne", "contains", "lt", "le", "gt", "ge", "between"]
+VALUES = st.one_of(
+    st.sampled_from(["0", "-1e309", "1e400", "nan", "inf", "-inf", "1_0", " 2 ", "0,1", ","]),
+    st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00")),
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    clauses=st.lists(st.tuples(st.sampled_from(COLUMNS), st.sampled_from(OPS), VALUES), max_size=3),
+    sort=st.sampled_from(COLUMNS),
+    descending=st.booleans(),
+)
+def test_any_sort_and_filter_text_is_a_table_or_a_422_never_a_server_error(
+    api, mixed, clauses, sort, descending
+):
+    where = [f"{column}:{op}:{value}" for column, op, value in clauses]
+    query = urlencode({"sort": ("-" if descending else "") + sort, "where": where}, doseq=True)
+    response = api("get", f"/api/sweeps/{mixed.id}/table?{query}")
+    assert response.status_code in (200, 422), response.content
+    if response.status_code == 200:
+        body = response.json()
+        assert len(body["rows"]) == min(body["total"], 100) and body["run_count"] == 9
