@@ -98,6 +98,14 @@ def sweep_table(
     for clause in clauses:
         query.where(clause)
     sql, arguments = query.sql(sort, checked_statuses(statuses or []), paged=limit is not None)
+    page, total = _page(sql, arguments, offset, limit)
+    by_id = {row["run_id"]: row for row in _whole_rows(sweep, page if limit is not None else None)}
+    rows = [by_id[run_id] for run_id in page if run_id in by_id]
+    return Table(sweep, columns, rows, total, run_count)
+
+
+def _page(sql: str, arguments: list, offset: int, limit: int | None) -> tuple[list[str], int]:
+    """The ids of the page's runs in order (every one's without a limit), and how many pass."""
     with connection.cursor() as cursor:
         cursor.execute(sql, arguments if limit is None else [*arguments, limit, offset])
         found = cursor.fetchall()
@@ -106,10 +114,7 @@ def sweep_table(
             total = next((count for _, count in cursor), 0)
         else:
             total = found[0][1] if found else 0
-    page = list(dict.fromkeys(run_id for run_id, _ in found))
-    by_id = {row["run_id"]: row for row in _whole_rows(sweep, page if limit is not None else None)}
-    rows = [by_id[run_id] for run_id in page if run_id in by_id]
-    return Table(sweep, columns, rows, total, run_count)
+    return list(dict.fromkeys(run_id for run_id, _ in found)), total
 
 
 def table_columns(sweep: Sweep) -> tuple[list[dict], int]:

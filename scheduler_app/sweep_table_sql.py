@@ -174,9 +174,8 @@ def condition(cell: Cell, where: Where) -> tuple[str, list]:
         sql, args = equals(cell, where.value)
         return (sql if where.op == "eq" else f"NOT {sql}"), args
     if where.op == "contains":
-        return f"COALESCE(strpos({FOLD.format(cell.written)}, {FOLD.format('%s')}) > 0, FALSE)", [
-            where.value
-        ]
+        found = f"strpos({FOLD.format(cell.written)}, {FOLD.format('%s')}) > 0"
+        return f"COALESCE({found}, FALSE)", [where.value]
     if where.op == "between":
         low, high = where.numbers
         sql_low, low_args = compare(cell, "ge", low)
@@ -186,7 +185,10 @@ def condition(cell: Cell, where: Where) -> tuple[str, list]:
 
 
 def equals(cell: Cell, text: str) -> tuple[str, list]:
-    parts, args = [f"COALESCE({FOLD.format(cell.text)} = {FOLD.format('%s')}, FALSE)"], [text]
+    parts, args = [], []
+    if cell.kind != "float":  # a string (or a boolean's word) equal to the text, folded
+        parts.append(f"COALESCE({FOLD.format(cell.text)} = {FOLD.format('%s')}, FALSE)")
+        args.append(text)
     try:
         number = float(text)
     except ValueError:
@@ -195,7 +197,7 @@ def equals(cell: Cell, text: str) -> tuple[str, list]:
         sql, number_args = compare(cell, "eq", number)
         parts.append(sql)
         args += number_args
-    return f"({' OR '.join(parts)})", args
+    return f"({' OR '.join(parts) or 'FALSE'})", args
 
 
 SQL_OPS = {"eq": "=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
