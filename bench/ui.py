@@ -16,7 +16,8 @@
 - runs_20_live_long_tasks: main-thread tasks over 50 ms in the page during those events
   (0 = nothing a person would feel as jank; each event updates one cell, no re-render).
 
-Each figure is the median of ROUNDS page loads.
+Each figure is the median of ROUNDS page loads. `python bench/ui.py sweeps` measures the two
+sweep figures only (a minute, not several).
 """
 
 import math
@@ -51,7 +52,7 @@ def seed() -> tuple[str, str]:
     from scheduler_app.models import Run, RunStatus
     from sessions_app.models import ChatMessage, ChatSession
 
-    user = get_user_model().objects.create_user(USER, password=PASSWORD)
+    user = get_user_model().objects.get(username=USER)
     chat = ChatSession.objects.create(title="A long chat", owner=user)
     ChatMessage.objects.bulk_create(
         ChatMessage(
@@ -212,15 +213,87 @@ def live_runs_figures(page, base: str, agents: list[str]) -> tuple[list[float], 
     return delays, int(page.evaluate("window.longTasks"))
 
 
-def main() -> None:
+def page_figures(page, base: str, chat_id: str, run_id: str) -> dict[str, float]:
+    chat, paint, chart = [], [], []
+    for _ in range(ROUNDS):
+        page.goto(f"{base}/chat/{chat_id}/", wait_until="domcontentloaded")
+        assert page.locator("article.msg").count() == MESSAGES
+        chat.append(
+            page.evaluate("performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd")
+        )
+        page.goto(f"{base}/runs/{run_id}/")
+        page.wait_for_function("() => document.body.dataset.chartsReadyAt", timeout=60_000)
+        chart.append(float(page.evaluate("document.body.dataset.chartsReadyAt")))
+        paint.append(
+            page.evaluate("performance.getEntriesByName('first-contentful-paint')[0].startTime")
+        )
+    return {
+        "chat_1000_messages_load_ms": statistics.median(chat),
+        "run_page_first_paint_ms": statistics.median(paint),
+        "metrics_1e6_points_chart_ms": statistics.median(chart),
+    }
+
+
+def sweep_page_figure(page, base: str, sweep_id: str) -> float:
+    sweep = []
+    for _ in range(ROUNDS):
+        # limit=200: the whole sweep on one page, every run in the table and the chart.
+        page.goto(f"{base}/sweeps/{sweep_id}/?limit=200")
+        page.wait_for_function("() => document.body.dataset.sweepDrawnAt", timeout=60_000)
+        assert page.evaluate("document.body.dataset.sweepRows") == str(SWEEP_RUNS)
+        assert page.locator("#sweep-svg path.line").count() == SWEEP_RUNS
+        sweep.append(float(page.evaluate("document.body.dataset.sweepDrawnAt")))
+    return statistics.median(sweep)
+
+
+def metrics_api_figure(base: str, run_id: str) -> float:
+    import httpx
+
+    from bench.harness import TOKEN
+
+    api = []
+    for _ in range(ROUNDS):
+        started = time.perf_counter()
+        httpx.get(
+            f"{base}/api/runs/{run_id}/metrics", headers={"X-Auth-Token": TOKEN}, timeout=60
+        ).raise_for_status()
+        api.append((time.perf_counter() - started) * 1000)
+    return statistics.median(api)
+
+
+def logged_in_page(browser, base: str):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{base}/accounts/login/")
+    page.fill("#id_username", USER)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+    return page
+
+
+UNITS = {
+    "chat_1000_messages_load_ms": "ms",
+    "run_page_first_paint_ms": "ms",
+    "metrics_1e6_points_chart_ms": "ms",
+    "metrics_1e6_points_api_ms": "ms",
+    "sweep_table_200_runs_ms": "ms",
+    "sweep_table_api_10000_runs_ms": "ms",
+    "runs_20_live_event_to_cell_p50_ms": "ms",
+    "runs_20_live_event_to_cell_p99_ms": "ms",
+    "runs_20_live_long_tasks": "tasks",
+}
+
+
+def main(sweeps_only: bool = False) -> None:
     import subprocess
 
-    import httpx
+    from django.contrib.auth import get_user_model
     from playwright.sync_api import sync_playwright
 
-    from bench.harness import REPO, TOKEN, BenchSystem
+    from bench.harness import REPO, BenchSystem
 
     system = BenchSystem(port=free_port())
+    figures: dict[str, float] = {}
     try:
         subprocess.run(
             [sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
@@ -228,71 +301,40 @@ def main() -> None:
             env=system.env,
             check=True,
         )
-        chat_id, run_id = seed()
-        live_agents = seed_live_runs()
+        get_user_model().objects.create_user(USER, password=PASSWORD)
+        if not sweeps_only:
+            chat_id, run_id = seed()
+            live_agents = seed_live_runs()
         sweep_id = seed_sweep()
         big_sweep_id = seed_sweep(BIG_SWEEP_RUNS)
         system.start_web()
         base = f"http://127.0.0.1:{system.port}"
-        big_sweep = sweep_api_figure(base, big_sweep_id)
-        api = []
-        for _ in range(ROUNDS):
-            started = time.perf_counter()
-            httpx.get(
-                f"{base}/api/runs/{run_id}/metrics", headers={"X-Auth-Token": TOKEN}, timeout=60
-            ).raise_for_status()
-            api.append((time.perf_counter() - started) * 1000)
+        big_sweep = statistics.median(sweep_api_figure(base, big_sweep_id))
+        figures["sweep_table_api_10000_runs_ms"] = big_sweep
+        if not sweeps_only:
+            figures["metrics_1e6_points_api_ms"] = metrics_api_figure(base, run_id)
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
                 executable_path="/usr/bin/chromium",
                 headless=True,
                 args=["--no-sandbox", "--disable-gpu", "--no-first-run"],
             )
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.goto(f"{base}/accounts/login/")
-            page.fill("#id_username", USER)
-            page.fill("#id_password", PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{base}/")
-            chat, paint, chart = [], [], []
-            for _ in range(ROUNDS):
-                page.goto(f"{base}/chat/{chat_id}/", wait_until="domcontentloaded")
-                assert page.locator("article.msg").count() == MESSAGES
-                chat.append(
-                    page.evaluate(
-                        "performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd"
-                    )
-                )
-                page.goto(f"{base}/runs/{run_id}/")
-                page.wait_for_function("() => document.body.dataset.chartsReadyAt", timeout=60_000)
-                chart.append(float(page.evaluate("document.body.dataset.chartsReadyAt")))
-                paint.append(
-                    page.evaluate(
-                        "performance.getEntriesByName('first-contentful-paint')[0].startTime"
-                    )
-                )
-            sweep = []
-            for _ in range(ROUNDS):
-                # limit=200: the whole sweep on one page, every run in the table and the chart.
-                page.goto(f"{base}/sweeps/{sweep_id}/?limit=200")
-                page.wait_for_function("() => document.body.dataset.sweepDrawnAt", timeout=60_000)
-                assert page.evaluate("document.body.dataset.sweepRows") == str(SWEEP_RUNS)
-                assert page.locator("#sweep-svg path.line").count() == SWEEP_RUNS
-                sweep.append(float(page.evaluate("document.body.dataset.sweepDrawnAt")))
-            live_delays, long_tasks = live_runs_figures(page, base, live_agents)
+            page = logged_in_page(browser, base)
+            if not sweeps_only:
+                figures.update(page_figures(page, base, chat_id, run_id))
+            figures["sweep_table_200_runs_ms"] = sweep_page_figure(page, base, sweep_id)
+            if not sweeps_only:
+                live_delays, long_tasks = live_runs_figures(page, base, live_agents)
+                figures["runs_20_live_event_to_cell_p50_ms"] = percentile(live_delays, 50)
+                figures["runs_20_live_event_to_cell_p99_ms"] = percentile(live_delays, 99)
+                figures["runs_20_live_long_tasks"] = long_tasks
             browser.close()
     finally:
         system.close()
-    report("chat_1000_messages_load_ms", statistics.median(chat), "ms")
-    report("run_page_first_paint_ms", statistics.median(paint), "ms")
-    report("metrics_1e6_points_chart_ms", statistics.median(chart), "ms")
-    report("metrics_1e6_points_api_ms", statistics.median(api), "ms")
-    report("sweep_table_200_runs_ms", statistics.median(sweep), "ms")
-    report("sweep_table_api_10000_runs_ms", statistics.median(big_sweep), "ms")
-    report("runs_20_live_event_to_cell_p50_ms", percentile(live_delays, 50), "ms")
-    report("runs_20_live_event_to_cell_p99_ms", percentile(live_delays, 99), "ms")
-    report("runs_20_live_long_tasks", long_tasks, "tasks")
+    for name, unit in UNITS.items():
+        if name in figures:
+            report(name, figures[name], unit)
 
 
 if __name__ == "__main__":
-    main()
+    main(sweeps_only=sys.argv[1:] == ["sweeps"])

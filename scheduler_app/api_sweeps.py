@@ -27,7 +27,7 @@ router = Router(tags=["sweeps"])
 SORT_HELP = (
     "A column id (`name`, `status`, `created_at`, `duration_s`, `exit_code`, `param.<name>`, "
     "`metric.<key>.last|min|max`), `-` first for descending. Numbers first, then strings, "
-    "then NaN, then runs without a value (these last either way)."
+    "then NaN, then runs without a value (these last either way); ties newest first."
 )
 WHERE_HELP = (
     "`<column>:<op>:<value>`, repeatable (all must hold): eq, ne, contains, lt, le, gt, ge, "

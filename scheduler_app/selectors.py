@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.db.models import Count, Min, Prefetch, Q, QuerySet
+from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agentsys.types import EndState
@@ -126,16 +127,23 @@ def shared_keys(run_ids: list[str]) -> list[str]:
 
 
 def sweeps() -> QuerySet[Sweep]:
-    """Sweeps with their run counts and their research loop's id; `sweep_status` reads them."""
-    open_runs = Q(runs__status__in=RunStatus.open())
-    ended_runs = Q(runs__status__in=[s.value for s in EndState])
+    """Sweeps with their run counts and their research loop's id; `sweep_status` reads them.
+    Each a subquery: joined and grouped, 10^4 runs were sorted with every sweep's columns."""
+    # The loop through its foreign key: research_app sits above this app.
+    loops = Sweep._meta.get_field("research_loops").related_model.objects
     return Sweep.objects.annotate(
-        run_count=Count("runs", distinct=True),
-        open_runs=Count("runs", filter=open_runs, distinct=True),
-        ended_runs=Count("runs", filter=ended_runs, distinct=True),
-        # The loop through its foreign key: research_app sits above this app.
-        loop_id=Min("research_loops__agent_id"),
+        run_count=_run_count(),
+        open_runs=_run_count(status__in=RunStatus.open()),
+        ended_runs=_run_count(status__in=[s.value for s in EndState]),
+        loop_id=Subquery(
+            loops.filter(sweep=OuterRef("pk")).order_by("agent_id").values("agent_id")[:1]
+        ),
     )
+
+
+def _run_count(**filters) -> Coalesce:
+    runs = Run.objects.filter(sweep=OuterRef("pk"), **filters).order_by().values("sweep")
+    return Coalesce(Subquery(runs.annotate(n=Count("pk")).values("n")), 0)
 
 
 def sweep_status(sweep: Sweep) -> str:

@@ -7,15 +7,16 @@ series, whatever source wrote them). How each sorts and filters:
 scheduler_app.sweep_table_rules.
 
 A page is read in two steps, so that a sweep of 10^4 runs costs what its sort and filters
-look at (`bench/ui.py` sweep_table_api_10000_runs_ms): first every run's own columns plus
-only the cells the sort and the filters name (one query: a param is read out of the JSON in
-PostgreSQL, a metric is a join on its key), filtered and sorted here; then the whole rows of
-the page's runs. The CSV reads every row whole.
+look at (`bench/ui.py` sweep_table_api_10000_runs_ms): first the ids of the page's runs, in
+order, and how many runs pass, from one query that filters, sorts and pages in PostgreSQL
+(scheduler_app.sweep_table_sql); then the whole rows of those runs. The CSV is every run that
+passes, whole.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 
 from django.db import connection
@@ -25,11 +26,10 @@ from scheduler_app.sweep_table_rules import (
     MISSING,
     BadTableQuery,
     checked_statuses,
-    holds,
     parse_where,
-    sort_rows,
     value_of,
 )
+from scheduler_app.sweep_table_sql import PARAMS, Query
 
 __all__ = ["MISSING", "BadTableQuery", "Table", "sweep_table", "value_of"]
 
@@ -47,12 +47,6 @@ MAX_WHERE = 20
 # is joined); every value a request brings, a sweep id, a param name or a metric key, is a
 # bind parameter.
 
-# A run's params over what its trackers logged; anything but a JSON object counts as none.
-PARAMS = (
-    "(CASE WHEN jsonb_typeof(r.logged_params) = 'object' THEN r.logged_params "
-    "ELSE '{}'::jsonb END || CASE WHEN jsonb_typeof(r.params) = 'object' THEN r.params "
-    "ELSE '{}'::jsonb END)"
-)
 # Times as epoch seconds: converting 10^4 datetimes in Python cost more than the query.
 RUN_CELLS = (
     "r.id, r.name, r.status, r.exit_code, r.agent_id, "
@@ -93,39 +87,43 @@ def sweep_table(
 ) -> Table:
     """The sweep's rows filtered and sorted, `limit` of them from `offset` (every one when
     `limit` is None). Raises BadTableQuery naming what cannot be applied."""
-    columns = table_columns(sweep)
+    columns, run_count = table_columns(sweep)
     known = {column["id"] for column in columns}
+    if sort.removeprefix("-") not in known:
+        raise BadTableQuery(f"sort: no column {sort.removeprefix('-')!r} in this sweep")
     clauses = [parse_where(text, known) for text in (where or [])[: MAX_WHERE + 1]]
     if len(clauses) > MAX_WHERE:
         raise BadTableQuery(f"at most {MAX_WHERE} where clauses")
-    wanted = checked_statuses(statuses or [])
-    if limit is None:
-        rows = _whole_rows(sweep)
-    else:
-        rows = _cells(sweep, {sort.removeprefix("-")} | {c.column for c in clauses})
-    kept = [
-        row
-        for row in rows
-        if (not wanted or row["status"] in wanted) and all(holds(row, c) for c in clauses)
-    ]
-    ordered = sort_rows(kept, sort, known)
-    if limit is not None:
-        page = [row["run_id"] for row in ordered[offset : offset + limit]]
-        by_id = {row["run_id"]: row for row in _whole_rows(sweep, page)}
-        ordered_page = [by_id[run_id] for run_id in page if run_id in by_id]
-        return Table(sweep, columns, ordered_page, len(ordered), len(rows))
-    return Table(sweep, columns, ordered, len(ordered), len(rows))
+    query = Query(sweep.pk)
+    for clause in clauses:
+        query.where(clause)
+    sql, arguments = query.sql(sort, checked_statuses(statuses or []), paged=limit is not None)
+    page, total = _page(sql, arguments, offset, limit)
+    by_id = {row["run_id"]: row for row in _whole_rows(sweep, page if limit is not None else None)}
+    rows = [by_id[run_id] for run_id in page if run_id in by_id]
+    return Table(sweep, columns, rows, total, run_count)
 
 
-def table_columns(sweep: Sweep) -> list[dict]:
+def _page(sql: str, arguments: list, offset: int, limit: int | None) -> tuple[list[str], int]:
+    """The ids of the page's runs in order (every one's without a limit), and how many pass."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, arguments if limit is None else [*arguments, limit, offset])
+        found = cursor.fetchall()
+        if not found and offset and limit is not None:  # past the end: count them all
+            cursor.execute(sql, [*arguments, 1, 0])
+            total = next((count for _, count in cursor), 0)
+        else:
+            total = found[0][1] if found else 0
+    return list(dict.fromkeys(run_id for run_id, _ in found)), total
+
+
+def table_columns(sweep: Sweep) -> tuple[list[dict], int]:
+    """The sweep's columns, and how many runs it has."""
     columns = [
         {"id": name, "kind": "run", "label": name.replace("_", " "), "type": kind}
         for name, kind in RUN_COLUMNS.items()
     ]
-    with connection.cursor() as cursor:
-        params = _param_types(cursor, sweep.pk)
-        cursor.execute(METRIC_KEYS_SQL, [sweep.pk])
-        keys = [key for (key,) in cursor]
+    params, keys, run_count = _names(sweep.pk)
     columns += [
         {"id": f"param.{name}", "kind": "param", "label": name, "type": kind}
         for name, kind in params
@@ -143,30 +141,45 @@ def table_columns(sweep: Sweep) -> list[dict]:
             }
             for stat in STATS
         ]
-    return columns
+    return columns, run_count
 
 
-# Reading every param of 10^4 runs for their types is most of a table's time, and they
-# change only when a run joins, is edited or records what its trackers logged (each moves
-# the run's updated_at): kept per process, by sweep, while the runs' count and latest
-# updated_at stay the same.
-_PARAM_TYPES: dict[str, tuple[tuple, list[tuple[str, str | None]]]] = {}
+# Reading every param of 10^4 runs for their types, and every series for its key, is most of
+# a table's time, and neither changes but when a run joins, is edited or records what its
+# trackers logged (each moves the run's updated_at), or a key is first logged (a new series,
+# whose id is the newest): kept per process, by sweep, while these stay the same, and for
+# MAX_AGE_S at most (a series whose transaction ends after a newer one's is seen by then).
+_NAMES: dict[str, tuple[tuple, float, list[tuple[str, str | None]], list[str]]] = {}
 MAX_CACHED_SWEEPS = 64
-FINGERPRINT_SQL = "SELECT count(*), max(updated_at) FROM scheduler_app_run WHERE sweep_id = %s"
+MAX_AGE_S = 10.0
+FINGERPRINT_SQL = (
+    "SELECT count(*), max(updated_at), (SELECT max(id) FROM scheduler_app_metricseries) "
+    "FROM scheduler_app_run WHERE sweep_id = %s"
+)
 
 
-def _param_types(cursor, sweep_id: str) -> list[tuple[str, str | None]]:
-    cursor.execute(FINGERPRINT_SQL, [sweep_id])
-    fingerprint = tuple(cursor.fetchone())
-    cached = _PARAM_TYPES.get(sweep_id)
-    if cached is not None and cached[0] == fingerprint:
-        return cached[1]
-    cursor.execute(PARAM_TYPES_SQL, [sweep_id])
-    params = [(name, _param_type(types)) for name, types in cursor]
-    if len(_PARAM_TYPES) >= MAX_CACHED_SWEEPS:
-        _PARAM_TYPES.pop(next(iter(_PARAM_TYPES)), None)
-    _PARAM_TYPES[sweep_id] = (fingerprint, params)
-    return params
+def _names(sweep_id: str) -> tuple[list[tuple[str, str | None]], list[str], int]:
+    """Each param name with its type, each metric key, and the sweep's run count."""
+    with connection.cursor() as cursor:
+        cursor.execute(FINGERPRINT_SQL, [sweep_id])
+        fingerprint = tuple(cursor.fetchone())
+        cached = _NAMES.get(sweep_id)
+        if (
+            cached is not None
+            and cached[0] == fingerprint
+            and time.monotonic() - cached[1] < MAX_AGE_S
+        ):
+            return cached[2], cached[3], fingerprint[0]
+        read_at = time.monotonic()
+        cursor.execute(PARAM_TYPES_SQL, [sweep_id])
+        params = [(name, _param_type(types)) for name, types in cursor]
+        cursor.execute(METRIC_KEYS_SQL, [sweep_id])
+        keys = [key for (key,) in cursor]
+    _NAMES.pop(sweep_id, None)
+    if len(_NAMES) >= MAX_CACHED_SWEEPS:
+        _NAMES.pop(next(iter(_NAMES)), None)
+    _NAMES[sweep_id] = (fingerprint, read_at, params, keys)
+    return params, keys, fingerprint[0]
 
 
 def _param_type(json_types) -> str | None:
@@ -195,65 +208,23 @@ def _row(run_id, name, status, code, agent_id, created, finished, duration) -> d
     }
 
 
-# The run's own columns as the first, slim read selects them (id, status and creation time
-# always: the status filter and the sort's tie-break need them).
-RUN_CELL_SQL = {
-    "name": "r.name",
-    "exit_code": "r.exit_code",
-    "duration_s": "EXTRACT(EPOCH FROM r.finished_at - r.started_at)::float8",
-}
-STAT_SQL = {"last": "last_value", "min": "min_value", "max": "max_value"}
-
-
-def _cells(sweep: Sweep, columns: set[str]) -> list[dict]:
-    """Every run's id, status and creation time, and the cells of `columns` (known ids)."""
-    own = sorted(c for c in columns if c in RUN_CELL_SQL)
-    params = sorted(c.removeprefix("param.") for c in columns if c.startswith("param."))
-    stats = sorted(
-        c.removeprefix("metric.").rpartition(".")[::2] for c in columns if c.startswith("metric.")
-    )
-    keys = sorted({key for key, _ in stats})
-    selects = ["r.id", "r.status", "EXTRACT(EPOCH FROM r.created_at)::float8"]
-    selects += [RUN_CELL_SQL[c] for c in own]
-    selects += [f"{PARAMS} -> %s::text" for _ in params]
-    selects += [f"m{keys.index(key)}.{STAT_SQL[stat]}" for key, stat in stats]
-    joins = [
-        f"LEFT JOIN scheduler_app_metricseries m{index} "
-        f"ON m{index}.run_id = r.id AND m{index}.key = %s"
-        for index in range(len(keys))
-    ]
-    sql = (
-        f"SELECT {', '.join(selects)} FROM scheduler_app_run r "  # noqa: S608
-        f"{' '.join(joins)} WHERE r.sweep_id = %s"
-    )
-    rows = []
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, *keys, sweep.pk])
-        for run_id, status, created, *rest in cursor:
-            row = {"run_id": run_id, "status": status, "created_at": created}
-            row.update(zip(own, rest, strict=False))
-            rest = rest[len(own) :]
-            found = row["params"] = {}
-            for name, text in zip(params, rest, strict=False):
-                value = json.loads(text) if isinstance(text, str) else text  # jsonb as text
-                if value is not None and not isinstance(value, dict | list):
-                    found[name] = value
-            metrics = row["metrics"] = {}
-            for (key, stat), value in zip(stats, rest[len(params) :], strict=False):
-                metrics.setdefault(key, {})[stat] = value
-            rows.append(row)
-    return rows
-
-
 def _whole_rows(sweep: Sweep, run_ids: list[str] | None = None) -> list[dict]:
     """Whole rows (every param, every series) of the sweep's runs, or of `run_ids` only."""
-    only = "" if run_ids is None else " AND r.id = ANY(%s)"
-    arguments = [sweep.pk] if run_ids is None else [sweep.pk, run_ids]
+    if run_ids is None:
+        runs = "r.sweep_id = %s"
+        series = (
+            "scheduler_app_metricseries s JOIN scheduler_app_run r ON r.id = s.run_id "
+            "WHERE r.sweep_id = %s"
+        )
+        arguments = [sweep.pk]
+    else:  # a page: its series by run (indexed), not by a join on every run (a seq scan)
+        runs = "r.sweep_id = %s AND r.id = ANY(%s)"
+        series = "scheduler_app_metricseries s WHERE s.run_id = ANY(%s)"
+        arguments = [sweep.pk, run_ids]
     by_run: dict[str, dict] = {}
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {RUN_CELLS}, {PARAMS} FROM scheduler_app_run r "  # noqa: S608
-            f"WHERE r.sweep_id = %s{only}",
+            f"SELECT {RUN_CELLS}, {PARAMS} FROM scheduler_app_run r WHERE {runs}",  # noqa: S608
             arguments,
         )
         for record in cursor:
@@ -261,19 +232,21 @@ def _whole_rows(sweep: Sweep, run_ids: list[str] | None = None) -> list[dict]:
             row["params"] = _scalars(record[8])
             by_run[row["run_id"]] = row
         cursor.execute(
-            f"SELECT {SERIES_CELLS} FROM scheduler_app_metricseries s "  # noqa: S608
-            f"JOIN scheduler_app_run r ON r.id = s.run_id WHERE r.sweep_id = %s{only}",
-            arguments,
+            f"SELECT {SERIES_CELLS} FROM {series} "  # noqa: S608
+            # Were a key logged from two executors, the series updated last would win.
+            "ORDER BY s.updated_at, s.id",
+            arguments[-1:],
         )
         for run_id, key, last, low, high, last_step, points, source in cursor:
-            by_run[run_id]["metrics"][key] = {
-                "last": last,
-                "min": low,
-                "max": high,
-                "last_step": last_step,
-                "points": points,
-                "source": source,
-            }
+            if run_id in by_run:
+                by_run[run_id]["metrics"][key] = {
+                    "last": last,
+                    "min": low,
+                    "max": high,
+                    "last_step": last_step,
+                    "points": points,
+                    "source": source,
+                }
     return list(by_run.values())
 
 

@@ -11,6 +11,7 @@ from django.shortcuts import render
 from events_app.events import AGENTS_STREAM
 from events_app.selectors import last_seq
 from scheduler_app import selectors
+from scheduler_app.models import RunStatus
 
 PER_PAGE = 50
 
@@ -34,5 +35,7 @@ def sweep_detail(request: HttpRequest, sweep_id: str) -> HttpResponse:
         "sweep": sweep,
         "loop_id": loop,
         "feed_after": last_seq(stream=AGENTS_STREAM),
+        # The status filter offers the server's words, so that it never lacks one.
+        "statuses": ",".join(RunStatus.values),
     }
     return render(request, "scheduler_app/sweep.html", context)

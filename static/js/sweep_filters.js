@@ -4,7 +4,8 @@
 // filters, so 10^4 runs filter as fast as 10).
 (function () {
   "use strict";
-  const STATUSES = ["queued", "running", "paused", "done", "failed", "stopped", "cancelled", "lost"];
+  // Every run status, in the server's order (its page says them: none is ever missing here).
+  const STATUSES = (document.getElementById("sweep-page").dataset.statuses || "").split(",").filter(Boolean);
   const OPS = { eq: "=", ne: "≠", lt: "<", le: "≤", gt: ">", ge: "≥", contains: "contains" };
   const $ = (id) => document.getElementById(id);
   const esc = (t) => String(t).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);

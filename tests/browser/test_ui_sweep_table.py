@@ -12,7 +12,7 @@ import sys
 import pytest
 from playwright.sync_api import expect
 
-from scheduler_app.models import MetricSeries, Run, Sweep
+from scheduler_app.models import MetricSeries, Run, RunStatus, Sweep
 from tests.chromium import screenshot
 from tests.helpers import launch_run, run_ended
 
@@ -93,7 +93,9 @@ def test_a_sweeps_rows_fill_in_live_sort_filter_and_highlight_with_the_chart(
     lr_best = _cells(page, "param.lr")[-2]
     assert lr_best == "0.1", lr_best  # the largest lr that did not diverge ends lowest
 
-    # Filter: failed runs only, then a metric's range.
+    # Filter: failed runs only, then a metric's range. Every status is offered.
+    offered = page.locator("#status-filter input").evaluate_all("i => i.map(x => x.value)")
+    assert offered == [s.value for s in RunStatus], offered
     page.get_by_label("failed", exact=True).check()
     expect(rows).to_have_count(1)
     expect(rows.first.locator(".pill")).to_have_text("failed")

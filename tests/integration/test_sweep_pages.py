@@ -5,7 +5,7 @@ the shell its script fills, and a research loop's "compare its runs" leads there
 import pytest
 
 from scheduler_app.metric_series import record_rows
-from scheduler_app.models import Run, Sweep, SweepKind
+from scheduler_app.models import Run, RunStatus, Sweep, SweepKind
 
 pytestmark = pytest.mark.django_db
 
@@ -40,6 +40,8 @@ def test_a_sweep_page_and_a_missing_one(browser):
     page = browser.get(f"/sweeps/{sweep.pk}/").content.decode()
     assert "lr sweep" in page and "find the best lr" in page
     assert f'data-sweep="{sweep.pk}"' in page and "js/sweep_table" in page
+    # The status filter offers every status a run can be in (ready and rejected too).
+    assert f'data-statuses="{",".join(RunStatus.values)}"' in page and "rejected" in page
     assert "No runs in this sweep yet" in page  # shown until a run joins
     assert 'id="sweep-empty" hidden' not in page
     run = Run.objects.create(name="r", command="true", sweep=sweep)
