@@ -19,6 +19,7 @@ A run (one executor) has `.agents/runs/<agent id>/`:
 - slurm_job.sh, slurm_job: a SLURM run's batch script (the same wrapper as a local run's, as
   a file for sbatch) and its job id; written by the executor at submit, read by a
   re-adopting executor and by the supervisor when it must cancel a job whose worker is gone.
+  job.started: created by that script as the job starts (how the run shows running at once).
 - agent_metrics.jsonl: one JSON object per line, what the training script logs (it finds
   the directory in AGENTSYS_RUN_DIR).
 - metrics.pos: `<offset> <inode>`, how far the executor has stored agent_metrics.jsonl, so

@@ -15,6 +15,7 @@ code in job.done (or, when SLURM ended the job itself, sacct's).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shlex
 import time
@@ -37,6 +38,12 @@ logger = logging.getLogger("agentsys.executor")
 
 STOP_WAIT_SECONDS = 60.0  # after scancel, how long a stop waits for SLURM to end the job
 STOP_POLL_SECONDS = 0.5
+# How often a waiting executor looks at its job's files (job.started, job.done): a stat, far
+# cheaper than asking SLURM, and it is how a run shows running as soon as its job does. Often
+# while SLURM would start a job on an idle cluster, then less (200 waiting runs: 2,000 stats/s).
+FILE_LOOK_SECONDS = (0.01, 0.1)
+FILE_LOOK_FAST_FOR = 10.0  # seconds after submit or adoption
+STARTED_FILE = "job.started"
 # The poller reports a job SLURM knows nothing of this many times in a row before the run is
 # given up as lost (a job just submitted is always known; this covers a purged record).
 MISSING_POLLS = 5
@@ -61,10 +68,12 @@ def batch_script(run_dir) -> str:
     """The job: command.txt under /bin/sh, its code into job.done, and the same code for
     SLURM (so sacct and job.done agree)."""
     done = shlex.quote(str(run_dir / EXIT_CODE_FILE))
+    started = shlex.quote(str(run_dir / STARTED_FILE))
     command = shlex.quote(str(run_dir / "command.txt"))
     return (
         "#!/bin/sh\n"
         "# Written by AgentSys: runs command.txt and records its exit code in job.done.\n"
+        f": > {started}\n"
         f"/bin/sh {command} </dev/null\n"
         "code=$?\n"
         f'echo "$code" > {done}.tmp && mv {done}.tmp {done}\n'
@@ -85,6 +94,7 @@ class SlurmRun:
         self.exit_code: int | None = None
         self.missing = 0
         self.unreachable = ""
+        self._shown = ""  # what the run's row last said: "pending:<reason>" or "running"
         self._news = asyncio.Event()
 
     # -- start ---------------------------------------------------------------------------------
@@ -112,6 +122,7 @@ class SlurmRun:
         script.write_text(batch_script(self.run_dir))
         script.chmod(0o755)
         (self.run_dir / EXIT_CODE_FILE).unlink(missing_ok=True)
+        (self.run_dir / STARTED_FILE).unlink(missing_ok=True)
         env = self.executor.environment()
         # SLURM sets the GPUs it gives the job; ours would name none.
         env.pop("CUDA_VISIBLE_DEVICES", None)
@@ -158,22 +169,33 @@ class SlurmRun:
         self._news.set()
 
     async def wait(self) -> Outcome:
-        """Until the job has ended; then its exit code. The run's row follows the job."""
-        shown = None
+        """Until the job has ended; then its exit code. The run's row follows the job: the
+        poller's news says it waits (with SLURM's reason) or ended, and the job's own files
+        say at once that it started (job.started) or ended (job.done), without waiting for a
+        poll."""
+        fast_until = time.monotonic() + FILE_LOOK_FAST_FOR
         while True:
-            await self._news.wait()
+            look = FILE_LOOK_SECONDS[0 if time.monotonic() < fast_until else 1]
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._news.wait(), look)
+            news = self._news.is_set()
             self._news.clear()
+            if (self.run_dir / STARTED_FILE).exists():
+                await self._show_running()
+            if (code := read_exit_code(self.run_dir)) is not None:
+                await self._show_running()  # one too short to be seen running still ran
+                return Outcome(code)
+            if not news:
+                continue
             if self.state is None:
-                if (code := read_exit_code(self.run_dir)) is not None:
-                    return Outcome(code)
                 if self.missing >= MISSING_POLLS:
                     return Outcome(None, f"lost: SLURM no longer knows job {self.job_id}")
-                continue
-            if (self.state, self.reason) != shown:
-                shown = (self.state, self.reason)
-                await self._show(self.state, self.reason)
-            if self.state in slurm.FINAL_STATES:
-                return self._outcome()
+            elif self.state == "PENDING":
+                await self._show_pending(self.reason or "")
+            else:  # RUNNING, SUSPENDED, COMPLETING, or ended
+                await self._show_running()
+                if self.state in slurm.FINAL_STATES:
+                    return self._outcome()
 
     def _outcome(self) -> Outcome:
         code = read_exit_code(self.run_dir)
@@ -185,18 +207,24 @@ class SlurmRun:
         # SLURM ended it before the command could say (time limit, node failure, scancel).
         return Outcome(code, f"SLURM ended job {self.job_id}: {self.state} (exit code {code})")
 
-    async def _show(self, state: str, reason: str | None) -> None:
-        if state == "PENDING":
-            await self._write_state(running=False, reason=reason or "")
-            self.executor.emit_event(
-                "slurm_job_pending", {"job_id": self.job_id, "reason": reason, "status": "queued"}
-            )
-        elif state in ("RUNNING", "COMPLETING") or state in slurm.FINAL_STATES:
-            await self._write_state(running=True, reason="")
-            if state == "RUNNING":  # after the row says so: the page re-reads it on this
-                self.executor.emit_event(
-                    "run_started", {"job_id": self.job_id, "attempt": 0, "status": "running"}
-                )
+    async def _show_pending(self, reason: str) -> None:
+        if self._shown in ("running", f"pending:{reason}"):
+            return
+        self._shown = f"pending:{reason}"
+        await self._write_state(running=False, reason=reason)
+        self.executor.emit_event(
+            "slurm_job_pending", {"job_id": self.job_id, "reason": reason, "status": "queued"}
+        )
+
+    async def _show_running(self) -> None:
+        if self._shown == "running":
+            return
+        self._shown = "running"
+        await self._write_state(running=True, reason="")
+        # After the row says so: the run page re-reads it on this event.
+        self.executor.emit_event(
+            "run_started", {"job_id": self.job_id, "attempt": 0, "status": "running"}
+        )
 
     async def _write_state(self, *, running: bool, reason: str) -> None:
         memory = self.executor.memory
@@ -235,7 +263,7 @@ class SlurmRun:
         record_terminated(self.run_dir)
 
     async def suspend(self) -> None:
-        if self.state != "RUNNING":
+        if self._shown != "running" or self.state in slurm.FINAL_STATES:
             raise PauseRefused(
                 f"SLURM job {self.job_id} is {(self.state or 'not known yet').lower()}"
                 f"{f' ({self.reason})' if self.reason else ''}: nothing runs to suspend; "

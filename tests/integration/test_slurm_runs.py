@@ -139,7 +139,7 @@ def test_three_one_gpu_runs_on_two_gpus_the_third_waits_with_slurms_reason(daemo
     # The third runs once one of the first two is done; all three end done.
     ended = [run_ended(run, timeout=60) for run in runs]
     assert [run.status for run in ended] == [RunStatus.DONE] * 3
-    seen = [_log(run).strip() for run in ended]
+    seen = [_log(run).strip() for run in sorted(ended, key=lambda run: run.started_at)]
     assert set(seen) <= {"gpus=0 job_gpus=0", "gpus=1 job_gpus=1"}
     assert len(set(seen[:2])) == 2  # the two that ran together had distinct GPUs
     waited = Run.objects.get(pk=waiting["id"])
