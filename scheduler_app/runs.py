@@ -96,19 +96,15 @@ def record_slurm_state(*, run_id: str, job_id: int, running: bool, reason: str) 
     SLURM's reason, e.g. Resources) until the job runs. False when the run is gone."""
     now = timezone.now()
     fields = {"slurm_job_id": job_id, "wait_reason": "" if running else reason[:200]}
-    if not Run.objects.filter(pk=run_id).update(**fields, updated_at=now):
-        return False
-    if running:
-        with transaction.atomic():
-            started = Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
-                status=RunStatus.RUNNING, started_at=now, updated_at=now
-            )
-            if started:
-                agent_id = Run.objects.filter(pk=run_id).values_list("agent_id", flat=True)[0]
-                oplog.run_moved(
-                    agent_id=agent_id, status=RunStatus.RUNNING, exit_code=None, error=""
-                )
-    return True
+    rows = Run.objects.filter(pk=run_id)
+    # The start first, in one statement: it is what people wait to see.
+    if running and rows.filter(status=RunStatus.QUEUED).update(
+        **fields, status=RunStatus.RUNNING, started_at=now, updated_at=now
+    ):
+        agent_id = rows.values_list("agent_id", flat=True).first()
+        oplog.run_moved(agent_id=agent_id, status=RunStatus.RUNNING, exit_code=None, error="")
+        return True
+    return bool(rows.update(**fields, updated_at=now))
 
 
 def _check_references(*, sweep_id: str | None, chat_session_id: str | None) -> None:
