@@ -34,6 +34,9 @@ _TIME = re.compile(r"\d+(:\d{1,2}){0,2}|\d+-\d{1,2}(:\d{1,2}){0,2}")
 _CONSTRAINT = re.compile(r"[A-Za-z0-9_.&|,\[\]()*!:-]+")
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NOT_JOB_ANY_MORE = "Invalid job id specified"
+REFUSED = "sbatch refused the job:"  # how submit() begins a refusal of the job itself
+# What SLURM's commands say when the controller does not answer (as opposed to a refusal).
+_UNREACHABLE = ("Unable to contact slurm controller", "Socket timed out", "Zero Bytes were")
 
 # Words that mean the job will not change any more.
 FINAL_STATES = frozenset(
@@ -192,7 +195,10 @@ def submit(
         job_env = {**base, **{key: str(value) for key, value in (extra_env or {}).items()}}
     proc = _run(argv, env=job_env)
     if proc.returncode != 0:
-        raise SlurmError(f"sbatch refused the job: {_message(proc)}")
+        message = _message(proc)
+        if any(sign in message for sign in _UNREACHABLE):  # not a verdict on the job
+            raise SlurmError(f"sbatch could not reach slurmctld: {message}")
+        raise SlurmError(f"{REFUSED} {message}")
     # --parsable prints "ID" or "ID;CLUSTER".
     first = proc.stdout.strip().split(";")[0]
     if not first.isdigit():

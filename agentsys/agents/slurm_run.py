@@ -130,7 +130,7 @@ class SlurmRun:
             spec = self.spec()
             self.job_id = await asyncio.to_thread(slurm.submit, spec, env=env)
         except SlurmError as error:
-            if str(error).startswith("sbatch refused the job"):
+            if str(error).startswith(slurm.REFUSED):
                 raise RunRefusedBySlurm(str(error)) from None
             raise SlurmRunFailed(str(error)) from None
         (self.run_dir / SLURM_JOB_FILE).write_text(f"{self.job_id}\n")

@@ -277,3 +277,19 @@ def test_scontrol_refusal_carries_its_message(monkeypatch):
     )
     with pytest.raises(SlurmError, match="scontrol resume refused job 1: Job/step already"):
         slurm.resume(1)
+
+
+def test_a_controller_that_does_not_answer_is_not_a_refusal_of_the_job(script, monkeypatch):
+    # What the real sbatch printed with slurmctld stopped on the test cluster.
+    stderr = (
+        "sbatch: error: Batch job submission failed: "
+        "Unable to contact slurm controller (connect failure)\n"
+    )
+    monkeypatch.setattr(subprocess, "run", _Recorder((1, "", stderr)))
+    with pytest.raises(SlurmError) as caught:
+        slurm.submit(_spec(script))
+    assert str(caught.value) == (
+        "sbatch could not reach slurmctld: Batch job submission failed: "
+        "Unable to contact slurm controller (connect failure)"
+    )
+    assert not str(caught.value).startswith(slurm.REFUSED)
