@@ -1,0 +1,1 @@
+"""MCP servers AgentSys gives the LLM and any MCP client."""

@@ -1,0 +1,76 @@
+"""The research-agent MCP server (issue 23, part 1), served over stdio to the LLM inside
+OpenCode: `python -m agentsys.mcp.research_server --workdir DIR`.
+
+So far the workdir tools (agentsys.mcp.workdir_tools): quick_bash and list_directory. Still to
+come (issue 23): create_run, start_run, list_runs, get_run, tail_run_log, wait_run and
+search_memory through the REST API with a token of the agent's own, and OpenCode's config.
+A refusal is an MCP tool error that says why; nothing a caller sends crashes the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Annotated
+
+from fastmcp import FastMCP
+from fastmcp.exceptions import ToolError
+from pydantic import Field
+
+from agentsys.mcp.workdir_tools import (
+    MAX_PAGE,
+    MAX_TIMEOUT_S,
+    ToolRefused,
+    Workdir,
+)
+from agentsys.mcp.workdir_tools import list_directory as _list_directory
+from agentsys.mcp.workdir_tools import quick_bash as _quick_bash
+
+
+def build_server(workdir: str | os.PathLike) -> FastMCP:
+    root = Workdir.at(workdir)
+    server = FastMCP(
+        "research-agent",
+        instructions=f"Tools for the AgentSys research agent, confined to {root.root}.",
+    )
+
+    @server.tool
+    async def quick_bash(
+        command: Annotated[str, Field(description="Shell text, run by /bin/sh -c")],
+        workdir: Annotated[str, Field(description="A folder inside the workdir")] = ".",
+        timeout_seconds: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S)] = 30.0,
+    ) -> dict:
+        """Run a short shell command in the workdir. On timeout the command and every
+        process it started are killed. stdout and stderr are cut at 64 KiB each (the first
+        kept); the result says how many bytes there were."""
+        try:
+            return await _quick_bash(root, command, workdir, timeout_seconds)
+        except ToolRefused as refused:
+            raise ToolError(str(refused)) from None
+
+    @server.tool
+    def list_directory(
+        path: Annotated[str, Field(description="Relative to the workdir")] = ".",
+        include_hidden: bool = False,
+        offset: Annotated[int, Field(ge=0)] = 0,
+        limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 1000,
+    ) -> dict:
+        """List one directory inside the workdir, sorted by name and paged: each entry's
+        name, type (file, directory, symlink, other) and a file's size."""
+        try:
+            return _list_directory(root, path, include_hidden, offset, limit)
+        except ToolRefused as refused:
+            raise ToolError(str(refused)) from None
+
+    return server
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", default=os.environ.get("AGENTSYS_WORKDIR") or os.getcwd())
+    args = parser.parse_args(argv)
+    build_server(args.workdir).run(show_banner=False)
+
+
+if __name__ == "__main__":
+    main()
