@@ -290,6 +290,18 @@ def resume(job_id: int) -> None:
     _scontrol("resume", job_id)
 
 
+def query(argv: list[str]) -> str:
+    """The output of a read-only SLURM command (squeue, sinfo, sacct, scontrol show); a
+    SlurmError in SLURM's words when it fails, saying so when the controller did not answer."""
+    proc = _run(argv)
+    if proc.returncode != 0:
+        message = _message(proc)
+        if any(sign in message for sign in _UNREACHABLE):
+            raise SlurmError(f"{argv[0]} could not reach slurmctld: {message}")
+        raise SlurmError(f"{argv[0]} failed: {message}")
+    return proc.stdout
+
+
 def available() -> tuple[bool, str]:
     """Whether jobs can be submitted here: SLURM installed, its controller answering, and
     a node in a state that runs jobs; with the reason either way."""
