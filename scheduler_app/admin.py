@@ -140,7 +140,14 @@ class ScheduleRequestAdmin(MachineManagedAdmin):
     )
     list_filter = ("status", "host", "gpu_required")
     search_fields = ("id", "goal", "agent__id", "parent__id", "agent_cls_path")
-    readonly_fields = ("created_at", "started_at", "finished_at", "gpu_indices", "config_view")
+    readonly_fields = (
+        "created_at",
+        "started_at",
+        "finished_at",
+        "gpu_indices",
+        "backend",
+        "config_view",
+    )
     exclude = ("config",)
     date_hierarchy = "created_at"
     actions = ["cancel"]
@@ -174,9 +181,11 @@ class SweepAdmin(admin.ModelAdmin):
         "created_at",
         "updated_at",
         "parameters_view",
+        "slurm_options_view",
     )
-    exclude = ("parameters",)
+    exclude = ("parameters", "slurm_options")
     parameters_view = json_display("parameters")
+    slurm_options_view = json_display("slurm_options")
 
 
 # A run's outcome and its link to the executor and the queue: only the services move them.
@@ -185,6 +194,8 @@ RUN_MANAGED = (
     "status",
     "agent",
     "run_dir",
+    "slurm_job_id",
+    "wait_reason",
     "exit_code",
     "error",
     "created_at",
