@@ -1,0 +1,85 @@
+"""Issue 23, part 3 begun: AgentSys's MCP servers merged into a workdir's opencode.json, a
+person's own entries and settings kept, and the entry's command starting the server the way
+OpenCode does (from the workdir, with none of our environment)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+import pytest
+from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
+
+from agentsys.mcp.opencode_config import ConfigRefused, merge_servers, server_entries
+
+
+def test_a_new_file_gets_both_servers_with_the_venvs_interpreter(tmp_path):
+    said = merge_servers(tmp_path, server_entries(tmp_path))
+    assert said == ["research-agent: added", "slurm: added"]
+    config = json.loads((tmp_path / "opencode.json").read_text())
+    entry = config["mcp"]["research-agent"]
+    assert entry["command"][0] == sys.executable and entry["command"][0].startswith("/")
+    assert entry["command"][1:] == [
+        "-m",
+        "agentsys.mcp.research_server",
+        "--workdir",
+        str(tmp_path),
+    ]
+    assert merge_servers(tmp_path, server_entries(tmp_path)) == [
+        "research-agent: already up to date",
+        "slurm: already up to date",
+    ]
+
+
+def test_what_a_person_wrote_is_kept_and_our_entries_brought_up_to_date(tmp_path):
+    mine = {
+        "model": "anthropic/claude",
+        "mcp": {
+            "their-tool": {"type": "remote", "url": "http://x"},
+            "research-agent": {"type": "local", "command": ["python", "old.py"], "enabled": False},
+        },
+    }
+    (tmp_path / "opencode.json").write_text(json.dumps(mine))
+    said = merge_servers(tmp_path, server_entries(tmp_path, slurm=False))
+    assert said == ["research-agent: updated"]
+    config = json.loads((tmp_path / "opencode.json").read_text())
+    assert config["model"] == "anthropic/claude"
+    assert config["mcp"]["their-tool"] == {"type": "remote", "url": "http://x"}
+    assert config["mcp"]["research-agent"]["command"][0] == sys.executable
+    assert config["mcp"]["research-agent"]["enabled"] is False  # their switch
+    assert "slurm" not in config["mcp"]
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("{not json", "not readable JSON"),
+        ("[1, 2]", "does not hold a JSON object"),
+        ('{"mcp": []}', '"mcp" is not an object'),
+    ],
+)
+def test_a_file_that_cannot_be_merged_is_left_untouched(tmp_path, text, words):
+    (tmp_path / "opencode.json").write_text(text)
+    with pytest.raises(ConfigRefused, match=words):
+        merge_servers(tmp_path, server_entries(tmp_path))
+    assert (tmp_path / "opencode.json").read_text() == text
+
+
+def test_the_entry_starts_the_server_from_the_workdir_without_our_environment(tmp_path):
+    (tmp_path / "notes.md").write_text("x")
+    entry = server_entries(tmp_path)["research-agent"]
+
+    async def go():
+        transport = StdioTransport(
+            command=entry["command"][0],
+            args=entry["command"][1:],
+            env=dict(entry["environment"]),  # what OpenCode passes: nothing of ours
+            cwd=str(tmp_path),
+        )
+        async with Client(transport) as client:
+            return (await client.call_tool("list_directory", {})).structured_content
+
+    listing = asyncio.run(go())
+    assert [e["name"] for e in listing["entries"]] == ["notes.md"]
