@@ -1,9 +1,10 @@
 """The research-agent MCP server (issue 23, part 1), served over stdio to the LLM inside
 OpenCode: `python -m agentsys.mcp.research_server --workdir DIR`.
 
-So far the workdir tools (agentsys.mcp.workdir_tools): quick_bash and list_directory. Still to
-come (issue 23): create_run, start_run, list_runs, get_run, tail_run_log, wait_run and
-search_memory through the REST API with a token of the agent's own, and OpenCode's config.
+The workdir tools (agentsys.mcp.workdir_tools: quick_bash, list_directory) and, given
+AGENTSYS_URL and AGENTSYS_API_TOKEN, the run tools (agentsys.mcp.run_tools: create_run,
+start_run, list_runs, get_run, tail_run_log, wait_run, search_memory) through the REST API.
+Still to come (issue 23): a token of the agent's own, and the agent named as the creator.
 A refusal is an MCP tool error that says why; nothing a caller sends crashes the server.
 """
 
@@ -17,6 +18,7 @@ from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
 from pydantic import Field
 
+from agentsys.mcp.run_tools import AgentSysAPI, add_run_tools
 from agentsys.mcp.workdir_tools import (
     MAX_PAGE,
     MAX_TIMEOUT_S,
@@ -27,7 +29,11 @@ from agentsys.mcp.workdir_tools import list_directory as _list_directory
 from agentsys.mcp.workdir_tools import quick_bash as _quick_bash
 
 
-def build_server(workdir: str | os.PathLike) -> FastMCP:
+def build_server(
+    workdir: str | os.PathLike, *, api: AgentSysAPI | None = None, sweep_id: str = ""
+) -> FastMCP:
+    """The server for `workdir`; with `api` (AgentSys's REST API and a token), the run tools
+    too, the runs it makes joining `sweep_id`."""
     root = Workdir.at(workdir)
     server = FastMCP(
         "research-agent",
@@ -62,6 +68,8 @@ def build_server(workdir: str | os.PathLike) -> FastMCP:
         except ToolRefused as refused:
             raise ToolError(str(refused)) from None
 
+    if api is not None:
+        add_run_tools(server, api, sweep_id=sweep_id)
     return server
 
 
@@ -69,7 +77,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", default=os.environ.get("AGENTSYS_WORKDIR") or os.getcwd())
     args = parser.parse_args(argv)
-    build_server(args.workdir).run(show_banner=False)
+    # The run tools need AgentSys's address and a token (AGENTSYS_URL, AGENTSYS_API_TOKEN).
+    url, token = os.environ.get("AGENTSYS_URL", ""), os.environ.get("AGENTSYS_API_TOKEN", "")
+    api = AgentSysAPI(url, token) if url and token else None
+    sweep = os.environ.get("AGENTSYS_SWEEP_ID", "")
+    build_server(args.workdir, api=api, sweep_id=sweep).run(show_banner=False)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,111 @@
+"""Issue 23: the run tools of the research-agent MCP server, called through FastMCP's own
+client, going to AgentSys's real REST API (Django's ASGI app in process, a user's API token)
+while a real runagentd runs what they start."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+from fastmcp import Client
+
+from accounts_app import services as accounts
+from agentsys.mcp.research_server import build_server
+from agentsys.mcp.run_tools import AgentSysAPI
+from scheduler_app.models import Run, Sweep
+from tests.runtime_harness import DaemonProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+TRAIN = (
+    "python3 -c \"import json, os; f = open(os.path.join(os.environ['AGENTSYS_RUN_DIR'], "
+    "'agent_metrics.jsonl'), 'a'); [f.write(json.dumps({'step': s, 'loss': 1 / s}) + '\\n') "
+    "for s in (1, 2, 3, 4)]; f.close(); print('line one'); print('line two')\""
+)
+
+
+@pytest.fixture
+def tools(tmp_path, django_user_model, settings):
+    from config.asgi import application
+
+    settings.AGENTSYS_WORKDIR = tmp_path
+    user = django_user_model.objects.create_user("ada", password="pw-1234567")
+    _, token = accounts.create_token(user=user, name="mcp")
+    sweep = Sweep.objects.create(name="mcp sweep")
+    http = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=application), base_url="http://testserver"
+    )
+    server = build_server(tmp_path, api=AgentSysAPI("", token, client=http), sweep_id=sweep.pk)
+
+    def call(tool, **arguments):
+        async def go():
+            async with Client(server) as client:
+                return await client.call_tool(tool, arguments, raise_on_error=False)
+
+        return asyncio.run(go())
+
+    call.sweep = sweep
+    return call
+
+
+def ok(result):
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+def test_create_start_wait_tail_and_read_a_real_run(tools, tmp_path):
+    made = ok(tools("create_run", name="mcp run", command=TRAIN, params={"lr": 0.1}))
+    assert made["status"] == "ready"
+    run = Run.objects.get(pk=made["id"])
+    assert run.sweep_id == tools.sweep.pk  # it joined the agent's sweep
+    listed = ok(tools("list_runs", sweep=tools.sweep.pk))["result"]
+    assert [r["id"] for r in listed] == [made["id"]]
+
+    assert ok(tools("start_run", run_id=made["id"]))["status"] == "queued"
+    started = time.monotonic()
+    waited = ok(tools("wait_run", run_id=made["id"], timeout_seconds=1))
+    assert not waited["ended"] and waited["status"] == "queued"  # no runagentd yet
+    assert time.monotonic() - started < 5
+
+    daemon = DaemonProcess("mcp-host", AGENTSYS_GPUS="")
+    try:
+        done = ok(tools("wait_run", run_id=made["id"], timeout_seconds=60))
+    finally:
+        daemon.stop()
+    assert done["ended"] and (done["status"], done["exit_code"]) == ("done", 0)
+    tail = ok(tools("tail_run_log", run_id=made["id"], lines=1))
+    assert tail["lines"] == ["line two"]
+    read = ok(tools("get_run", run_id=made["id"]))
+    assert read["metrics"]["loss"]["last"] == 0.25 and read["metrics"]["loss"]["points"] == 4
+    assert read["params"] == {"lr": 0.1}
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "words"),
+    [
+        ("get_run", {"run_id": "run-nope"}, "AgentSys refused (404)"),
+        ("get_run", {"run_id": "../../etc"}, "pattern"),
+        ("get_run", {}, "run_id"),
+        ("start_run", {"run_id": "x" * 1_000_000}, "at most 40"),
+        ("create_run", {"name": "n", "command": ""}, "at least 1"),
+        ("create_run", {"name": "n", "command": "x", "gpu_required": -1}, "greater than"),
+        ("create_run", {"name": "n", "command": "x", "params": {"bad name": 1}}, "option name"),
+        ("wait_run", {"run_id": "run-1", "timeout_seconds": 301}, "less than or equal to 300"),
+        ("list_runs", {"status": "sleeping"}, "status must be one of"),
+        ("tail_run_log", {"run_id": "run-nope"}, "AgentSys refused (404)"),
+    ],
+)
+def test_bad_arguments_are_tool_errors_saying_why(tools, tool, arguments, words):
+    result = tools(tool, **arguments)
+    assert result.is_error
+    assert words in result.content[0].text
+
+
+def test_a_revoked_token_is_refused(tools):
+    from accounts_app.models import ApiToken
+
+    accounts.revoke_token(token_id=ApiToken.objects.get().pk)
+    result = tools("list_runs")
+    assert result.is_error and "AgentSys refused (401)" in result.content[0].text
