@@ -30,29 +30,20 @@ from agentsys.mcp.workdir_tools import quick_bash as _quick_bash
 
 
 def build_server(
-    workdir: str | os.PathLike, *, api: AgentSysAPI | None = None, sweep_id: str = ""
+    workdir: str | os.PathLike,
+    *,
+    api: AgentSysAPI | None = None,
+    sweep_id: str = "",
+    name: str = "research-agent",
+    with_bash: bool = True,
 ) -> FastMCP:
     """The server for `workdir`; with `api` (AgentSys's REST API and a token), the run tools
-    too, the runs it makes joining `sweep_id`."""
+    too, the runs it makes joining `sweep_id`. Without `with_bash` (AgentSys served to any
+    MCP client), no shell."""
     root = Workdir.at(workdir)
-    server = FastMCP(
-        "research-agent",
-        instructions=f"Tools for the AgentSys research agent, confined to {root.root}.",
-    )
-
-    @server.tool
-    async def quick_bash(
-        command: Annotated[str, Field(description="Shell text, run by /bin/sh -c")],
-        workdir: Annotated[str, Field(description="A folder inside the workdir")] = ".",
-        timeout_seconds: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S)] = 30.0,
-    ) -> dict:
-        """Run a short shell command in the workdir. On timeout the command and every
-        process it started are killed. stdout and stderr are cut at 64 KiB each (the first
-        kept); the result says how many bytes there were."""
-        try:
-            return await _quick_bash(root, command, workdir, timeout_seconds)
-        except ToolRefused as refused:
-            raise ToolError(str(refused)) from None
+    server = FastMCP(name, instructions=f"AgentSys's tools, confined to {root.root}.")
+    if with_bash:
+        _add_quick_bash(server, root)
 
     @server.tool
     def list_directory(
@@ -71,6 +62,22 @@ def build_server(
     if api is not None:
         add_run_tools(server, api, sweep_id=sweep_id)
     return server
+
+
+def _add_quick_bash(server: FastMCP, root: Workdir) -> None:
+    @server.tool
+    async def quick_bash(
+        command: Annotated[str, Field(description="Shell text, run by /bin/sh -c")],
+        workdir: Annotated[str, Field(description="A folder inside the workdir")] = ".",
+        timeout_seconds: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S)] = 30.0,
+    ) -> dict:
+        """Run a short shell command in the workdir. On timeout the command and every
+        process it started are killed. stdout and stderr are cut at 64 KiB each (the first
+        kept); the result says how many bytes there were."""
+        try:
+            return await _quick_bash(root, command, workdir, timeout_seconds)
+        except ToolRefused as refused:
+            raise ToolError(str(refused)) from None
 
 
 def main(argv: list[str] | None = None) -> None:

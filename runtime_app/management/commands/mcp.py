@@ -1,0 +1,48 @@
+"""`manage.py mcp [--workdir DIR]`: AgentSys as an MCP server over stdio for any MCP client (an
+IDE agent, a CLI agent): the run and memory tools and list_directory, without quick_bash (the
+shell stays the research agent's own, in its workdir).
+
+The tools call AgentSys's REST API in this process (its ASGI app, no web server needed) with
+the API token from AGENTSYS_API_TOKEN: no token, or one that is revoked or unknown, is refused
+at start; each call is checked as the API checks a script's."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import httpx
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from accounts_app.auth import authenticate_token
+from agentsys.mcp.research_server import build_server
+from agentsys.mcp.run_tools import AgentSysAPI
+
+
+class Command(BaseCommand):
+    help = "Serve AgentSys's MCP tools over stdio (needs AGENTSYS_API_TOKEN)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--workdir", default="", help="Default: AGENTSYS_WORKDIR")
+
+    def handle(self, *args, workdir: str, **options):
+        token = os.environ.get("AGENTSYS_API_TOKEN", "").strip()
+        if not token:
+            raise CommandError("AGENTSYS_API_TOKEN is not set: make one with manage.py apitoken")
+        if authenticate_token(None, token) is None:
+            raise CommandError("AGENTSYS_API_TOKEN is not a valid API token (revoked or unknown)")
+        root = Path(workdir or settings.AGENTSYS_WORKDIR).resolve()
+        if not root.is_dir():
+            raise CommandError(f"--workdir: {root} is not a directory")
+        from config.asgi import application
+
+        scheme = "https" if settings.SECURE_SSL_REDIRECT else "http"
+        host = next(
+            (h for h in settings.ALLOWED_HOSTS if h != "*" and not h.startswith(".")), "localhost"
+        )
+        http = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=application), base_url=f"{scheme}://{host}"
+        )
+        api = AgentSysAPI("", token, client=http)
+        build_server(root, api=api, name="agentsys", with_bash=False).run(show_banner=False)
