@@ -60,11 +60,15 @@ $(CHROMIUM):
 	$(SUDO) apt-get install -y chromium || { $(SUDO) apt-get update && $(SUDO) apt-get install -y chromium; }
 
 # tests/unit first: plain agentsys code, no Django settings, no database (seconds); then
-# tests/integration, tests/browser and tests/e2e under pytest-django.
+# tests/integration, tests/browser and tests/e2e under pytest-django, on two workers (each
+# with its own test database; a module stays on one worker: tests/django_fixtures.py), and
+# last, alone, the test that restarts the PostgreSQL server every worker's database is on.
+RESTART_TEST := tests/e2e/test_postgres_restart.py
 test: lint check-deploy $(CHROMIUM) slurm-up
 	$(PY) manage.py makemigrations --check --dry-run
 	$(MAKE) --no-print-directory test-unit
-	$(PY) -m pytest --ignore=tests/unit
+	$(PY) -m pytest --ignore=tests/unit --ignore=$(RESTART_TEST) -n 2 --dist loadgroup
+	$(PY) -m pytest $(RESTART_TEST)
 
 # A real single-node SLURM (2 fake GPUs) for tests/integration/test_slurm_cluster.py; it needs
 # root and apt-get, and without them those tests skip.

@@ -9,6 +9,31 @@ import pytest
 from tests.opencode_fixtures import *  # noqa: F403  the real OpenCode + scripted model, on demand
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """For `make test`, which runs this suite as `pytest -n 2 --dist loadgroup`:
+
+    - a module's tests run on one worker, in order, as they do without xdist: their real
+      processes, the one SLURM cluster's two GPUs and module-scoped fixtures are never shared
+      by two workers at once. The browser modules are one group: each runs collectstatic into
+      the one .agentsys/staticfiles that their daphnes serve.
+    - the tests that use no database (pytest-django puts them last; they start whole servers
+      and child suites, the longest modules) go first, so that neither worker is left with
+      a long one at the end while the other idles. The order of the database tests is kept."""
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        group = "browser" if module.startswith("tests/browser/") else module
+        item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=_uses_the_test_database)
+
+
+def _uses_the_test_database(item) -> bool:
+    fixtures = getattr(item, "fixturenames", ())
+    return item.get_closest_marker("django_db") is not None or any(
+        name in fixtures for name in ("db", "transactional_db", "django_db_setup")
+    )
+
+
 @pytest.fixture
 def agentsys_config(settings):
     """Replace fields of settings.AGENTSYS for one test: agentsys_config(api_token="t")."""

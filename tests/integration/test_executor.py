@@ -194,12 +194,18 @@ def _run_in_flight(tmp_path, seconds=6):
     return Run.objects.get(pk=run.pk), pid
 
 
-def test_sigkill_of_runagentd_during_a_20s_run_re_adopts_it_and_tells_the_parent(
+def test_sigkill_of_runagentd_during_a_long_run_re_adopts_it_and_tells_the_parent(
     daemons, tmp_path, agentsys_config
 ):
     agentsys_config(extra_agent_classes=frozenset(runtime_agents.ALL.split(",")))
     daemons("brain", "0")  # no GPUs: it hosts the research agent, never the executor
-    executor_config = {"command": "sleep 20; echo finished; exit 0", "workdir": str(tmp_path)}
+    # The command runs until the test says so (not a fixed 20 s): long enough to outlive the
+    # kill and the restart however slow the machine, and no longer.
+    release = tmp_path / "release"
+    executor_config = {
+        "command": f"while [ ! -e {release} ]; do sleep 0.1; done; echo finished; exit 0",
+        "workdir": str(tmp_path),
+    }
     parent = request_agent_start(
         cls_path=f"{runtime_agents.MODULE}.TestResearch",
         goal="train",
@@ -233,7 +239,9 @@ def test_sigkill_of_runagentd_during_a_20s_run_re_adopts_it_and_tells_the_parent
         (request.id,)
     ]
     assert Run.objects.get(pk=waiting.pk).status == RunStatus.QUEUED
+    assert not Event.objects.filter(agent_id=parent.id, kind="child_result").exists()
 
+    release.touch()
     told = wait_event(parent.id, "child_result", timeout=40)
     assert told.payload["child_id"] == executor.id and told.payload["status"] == "done"
     result = MemoryEntry.objects.get(agent_id=executor.id, type="result")

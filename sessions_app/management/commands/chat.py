@@ -61,6 +61,10 @@ class Command(BaseCommand):
                 self._show(event.kind, event.payload, started)
             live_turns = ChatTurn.objects.filter(session=session, status__in=LIVE_TURN_STATUSES)
             if not live_turns.exists() and not (wait_reports and self._unreported(started)):
+                # A turn can write its last events and end between the read above and this
+                # check (a synthetic report does, on a busy machine): print those too.
+                for event in events_after(stream=chat_stream(session.pk), after_seq=after):
+                    self._show(event.kind, event.payload, started)
                 return
             time.sleep(POLL_SECONDS)
         raise CommandError("timed out; the chat goes on (follow it with GET .../stream)")
