@@ -60,15 +60,19 @@ $(CHROMIUM):
 	$(SUDO) apt-get install -y chromium || { $(SUDO) apt-get update && $(SUDO) apt-get install -y chromium; }
 
 # tests/unit first: plain agentsys code, no Django settings, no database (seconds); then
-# tests/integration, tests/browser and tests/e2e under pytest-django, on two workers (each
-# with its own test database; a module stays on one worker: tests/django_fixtures.py), and
-# last, alone, the test that restarts the PostgreSQL server every worker's database is on.
-RESTART_TEST := tests/e2e/test_postgres_restart.py
+# tests/integration, tests/browser and tests/e2e under pytest-django: most on two workers
+# (pytest-xdist, each with its own test database; a module's tests stay on one worker), then,
+# one at a time, what shares one thing machine-wide: the browser modules (collectstatic into
+# the one .agentsys/staticfiles), the modules on the one SLURM cluster (its two GPUs), and the
+# test that restarts the PostgreSQL server every worker's database is on.
+SERIAL_TESTS := tests/browser tests/integration/test_slurm_cluster.py \
+	tests/integration/test_slurm_runs.py tests/e2e/test_research_on_slurm.py \
+	tests/e2e/test_postgres_restart.py
 test: lint check-deploy $(CHROMIUM) slurm-up
 	$(PY) manage.py makemigrations --check --dry-run
 	$(MAKE) --no-print-directory test-unit
-	$(PY) -m pytest --ignore=tests/unit --ignore=$(RESTART_TEST) -n 2 --dist loadgroup
-	$(PY) -m pytest $(RESTART_TEST)
+	$(PY) -m pytest --ignore=tests/unit $(addprefix --ignore=,$(SERIAL_TESTS)) -n 2 --dist loadscope
+	$(PY) -m pytest $(SERIAL_TESTS)
 
 # A real single-node SLURM (2 fake GPUs) for tests/integration/test_slurm_cluster.py; it needs
 # root and apt-get, and without them those tests skip.

@@ -9,23 +9,12 @@ import pytest
 from tests.opencode_fixtures import *  # noqa: F403  the real OpenCode + scripted model, on demand
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(trylast=True)  # after pytest-django's own order (database tests, then none)
 def pytest_collection_modifyitems(items):
-    """For `make test`, which runs this suite as `pytest -n 2 --dist loadgroup`:
-
-    - a module's tests run on one worker, in order, as they do without xdist: their real
-      processes and module-scoped fixtures are never shared by two workers at once. The
-      browser modules and those that use the one SLURM cluster (its two GPUs) are one group:
-      each browser module runs collectstatic into the one .agentsys/staticfiles that their
-      daphnes serve, and one of them uses the cluster.
-    - the tests that use no database (pytest-django puts them last; they start whole servers
-      and child suites, the longest modules) go first, so that neither worker is left with
-      a long one at the end while the other idles. The order of the database tests is kept."""
-    for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        shared = module.startswith("tests/browser/") or hasattr(item.module, "bring_up_slurm")
-        group = "browser-and-slurm" if shared else module
-        item.add_marker(pytest.mark.xdist_group(group))
+    """For `make test` (pytest -n 2 --dist loadscope: a module's tests on one worker, in
+    order): the tests that use no database (pytest-django puts them last; they start whole
+    servers and child suites, the longest modules) go first, so that neither worker is left
+    with a long one at the end while the other idles. The database tests keep their order."""
     items.sort(key=_uses_the_test_database)
 
 
