@@ -66,8 +66,8 @@ $(CHROMIUM):
 # the one .agentsys/staticfiles), the modules on the one SLURM cluster (its two GPUs), and the
 # test that restarts the PostgreSQL server every worker's database is on.
 SERIAL_TESTS := tests/browser tests/integration/test_slurm_cluster.py \
-	tests/integration/test_slurm_runs.py tests/e2e/test_research_on_slurm.py \
-	tests/e2e/test_postgres_restart.py
+	tests/integration/test_slurm_runs.py tests/integration/test_mcp_slurm_cluster.py \
+	tests/e2e/test_research_on_slurm.py tests/e2e/test_postgres_restart.py
 test: lint check-deploy $(CHROMIUM) slurm-up
 	$(PY) manage.py makemigrations --check --dry-run
 	$(MAKE) --no-print-directory test-unit
