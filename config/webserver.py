@@ -52,9 +52,20 @@ class StoppableServer(daphne.server.Server):
     """daphne's Server that keeps its listening ports, so that a stop can close them first,
     and whose last step before the reactor stops is bounded."""
 
+    port_file: str | None = None
+
     def listen_success(self, port):
         self.ports = [*getattr(self, "ports", []), port]
-        return super().listen_success(port)
+        result = super().listen_success(port)
+        if self.port_file:
+            # Written once listening (rename: a reader never sees half a number). Whoever
+            # started this process learns the port it chose (-p 0) and that this process, not
+            # another that took the port meanwhile, is the one listening on it.
+            partial = f"{self.port_file}.partial"
+            with open(partial, "w") as handle:
+                handle.write(str(port.getHost().port))
+            os.replace(partial, self.port_file)
+        return result
 
     def applications_running(self) -> list[asyncio.Future]:
         return [
@@ -144,7 +155,10 @@ def leave(code: int) -> None:
 def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m config.webserver")
     parser.add_argument("-b", "--bind", default="127.0.0.1", help="Address to listen on")
-    parser.add_argument("-p", "--port", type=int, default=8000)
+    parser.add_argument("-p", "--port", type=int, default=8000, help="0: any free port")
+    parser.add_argument(
+        "--port-file", default=None, help="Write the port listened on to this file once listening"
+    )
     parser.add_argument(
         "--access-log", default=None, help="Log a line per request to this file ('-': stdout)"
     )
@@ -169,6 +183,7 @@ def main(argv: list[str] | None = None) -> None:
         action_logger=access_log,
         verbosity=0,
     )
+    server.port_file = options.port_file
     leave(WebProcess(server).run())
 
 

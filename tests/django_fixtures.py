@@ -171,11 +171,10 @@ def site(chromium):
     from django.contrib.auth import get_user_model
 
     from tests.chromium import PASSWORD, USER, log_in
-    from tests.helpers import free_port
     from tests.live_clients import Web
 
     get_user_model().objects.create_user(USER, password=PASSWORD)
-    web = Web(free_port())
+    web = Web()
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.set_default_timeout(15_000)

@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shutil
 import signal
-import socket
 import subprocess
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import httpx
 from websockets.asyncio.client import connect
@@ -26,10 +28,13 @@ class Web:
     """The web process (config.webserver: daphne) serving the project against the test
     database. stop() expects it gone within its stop deadline, whatever is in flight."""
 
-    def __init__(self, port: int, *, stderr=subprocess.DEVNULL, **env: str):
-        self.port, self.env = port, env
+    def __init__(self, port: int = 0, *, stderr=subprocess.DEVNULL, **env: str):
+        """port 0: a free one, chosen by daphne as it binds (a port picked beforehand may be
+        taken by another test's server before daphne binds it)."""
+        self.env = env
+        port_file = Path(tempfile.mkdtemp(prefix="web-port-")) / "port"
         self.process = subprocess.Popen(
-            [PYTHON, "-m", "config.webserver", "-p", str(port)],
+            [PYTHON, "-m", "config.webserver", "-p", str(port), "--port-file", str(port_file)],
             cwd=REPO,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
@@ -40,18 +45,20 @@ class Web:
                 **env,
             ),
         )
-        wait_until(self._listening, 30, message="daphne to listen")
+        wait_until(lambda: self._listening(port_file), 30, message="daphne to listen")
+        self.port = int(port_file.read_text())
+        shutil.rmtree(port_file.parent, ignore_errors=True)
+
+    def _listening(self, port_file: Path) -> bool:
+        if self.process.poll() is not None:
+            raise RuntimeError(
+                f"the web process exited ({self.process.returncode}) before listening"
+            )
+        return port_file.exists()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def _listening(self) -> bool:
-        try:
-            socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-            return True
-        except OSError:
-            return False
 
     def stop(self) -> float:
         """SIGTERM; returns the seconds it took to exit (TimeoutExpired past 10)."""

@@ -10,6 +10,10 @@ so a run must not chart a sibling's curves. Writers name their files
   run's process session (the run's leader, in job.pid, leads the session of all it starts);
 - else, while a live process has the file open (a writer keeps it open as it writes), the
   file is ours exactly when one of those processes is in our session;
+- a hparams sub-run (tensorboardX's and torch's `add_hparams` write it into
+  `<the writer's logdir>/<time.time()>/` as the script ends, and close it at once) is ours
+  exactly when the writer's own file, the latest one in that logdir created before it, is:
+  without this a sweep's run would lose its hparams to any sibling started after it;
 - otherwise (the writer has exited: a run shorter than the watchdog's interval, the run's
   last read), the file is ours when it was created after our run started and no sibling run
   in the workdir started between our start and the file's creation.
@@ -34,6 +38,7 @@ EVENT_FILE_NAME = re.compile(
     r"^events\.out\.tfevents\.(?P<created>\d+(?:\.\d+)?)\.(?P<host>.+?)"
     r"(?:\.(?P<pid>\d+)\.\d+)?(?:\.[^.]*)?$"
 )
+SUB_RUN_DIR = re.compile(r"^\d+\.\d+$")  # str(time.time()): add_hparams' sub-run folder
 CLOCK_SLACK = 1.0  # seconds: the file's name and job.pid's mtime come from different clocks
 
 
@@ -61,12 +66,37 @@ def event_file_owner(run_dir: Path) -> Callable[[Path], bool]:
         if holders and leader is not None:
             known[path] = leader[0] in holders
             return known[path]
+        parent_file = _sub_run_parent(path, created)
+        if parent_file is not None:
+            return owns(parent_file)
         return not any(
             started < sibling_start <= created + CLOCK_SLACK
             for sibling_start in _sibling_starts(run_dir)
         )
 
     return owns
+
+
+def _sub_run_parent(path: Path, created: float) -> Path | None:
+    """For a file in an add_hparams sub-run folder: the event file of the writer that made
+    it (the newest in the folder above created no later than it); None otherwise."""
+    if SUB_RUN_DIR.match(path.parent.name) is None:
+        return None
+    newest: tuple[float, Path] | None = None
+    try:
+        candidates = list(path.parent.parent.iterdir())
+    except OSError:
+        return None
+    for candidate in candidates:
+        named = EVENT_FILE_NAME.match(candidate.name)
+        if named is None or not candidate.is_file():
+            continue
+        candidate_created = float(named["created"])
+        if candidate_created <= created + CLOCK_SLACK and (
+            newest is None or candidate_created > newest[0]
+        ):
+            newest = (candidate_created, candidate)
+    return None if newest is None else newest[1]
 
 
 def _started(run_dir: Path) -> float | None:

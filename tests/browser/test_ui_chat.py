@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 from agents_app.models import Agent
 from sessions_app.models import ChatMessage, ChatSession
 from tests.chromium import PASSWORD, USER, chat_ready, log_in, screenshot
-from tests.helpers import free_port, wait_until
+from tests.helpers import wait_until
 from tests.live_clients import Web
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -26,7 +26,7 @@ GOAL = "Find the best learning rate for train.py"
 @pytest.fixture
 def site(chromium, workdir):
     get_user_model().objects.create_user(USER, password=PASSWORD)
-    web = Web(free_port(), AGENTSYS_WORKDIR=str(workdir))
+    web = Web(AGENTSYS_WORKDIR=str(workdir))
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.set_default_timeout(20_000)

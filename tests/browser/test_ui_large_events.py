@@ -19,7 +19,7 @@ from playwright.sync_api import expect
 from agents_app.models import Agent
 from sessions_app.models import ChatMessage
 from tests.chromium import PASSWORD, USER, chat_ready, log_in, screenshot
-from tests.helpers import free_port, wait_until
+from tests.helpers import wait_until
 from tests.live_clients import Web
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -33,8 +33,9 @@ class Site:
     """A daphne that a test can take away and bring back on the same port."""
 
     def __init__(self, workdir):
-        self.port, self.workdir = free_port(), workdir
+        self.port, self.workdir = 0, workdir
         self.web = self._start()
+        self.port = self.web.port  # a restart comes back on the same port
 
     def _start(self) -> Web:
         return Web(self.port, AGENTSYS_WORKDIR=str(self.workdir))

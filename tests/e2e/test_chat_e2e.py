@@ -24,7 +24,7 @@ from tests.chat_clients import (
     stream,
 )
 from tests.e2e.test_research_e2e import REFLECTION, happy_script, prompts_seen
-from tests.helpers import free_port, wait_until
+from tests.helpers import wait_until
 from tests.live_clients import TOKEN, Web
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 @pytest.fixture
 def web(agentsys_config, workdir):
     agentsys_config(api_token=TOKEN)
-    server = Web(free_port(), AGENTSYS_WORKDIR=str(workdir))
+    server = Web(AGENTSYS_WORKDIR=str(workdir))
     yield server
     if server.process.poll() is None:
         server.stop()

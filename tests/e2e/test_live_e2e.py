@@ -11,7 +11,6 @@ from websockets.asyncio.client import connect
 from agents_app.services import request_agent_start
 from agentsys.types import AgentStatus
 from events_app.models import Event
-from tests.helpers import free_port
 from tests.live_clients import TOKEN, Web
 from tests.runtime_harness import A, DaemonProcess, wait_status
 
@@ -24,7 +23,7 @@ def system(agentsys_config):
 
     agentsys_config(extra_agent_classes=frozenset(ALL.split(",")))
     daemon = DaemonProcess("e2e-host")
-    web = Web(free_port())
+    web = Web()
     yield daemon, web
     if web.process.poll() is None:
         web.stop()

@@ -37,7 +37,7 @@ from events_app.models import Event
 from hosts_app.models import Host
 from scheduler_app.models import Alert, MetricPoint, Run, RunStatus
 from scheduler_app.runs import create_run
-from tests.helpers import PYTHON, REPO, child_env, free_port, pid_alive, wait_until
+from tests.helpers import PYTHON, REPO, child_env, pid_alive, wait_until
 from tests.live_clients import TOKEN, Follower, Web
 from tests.runtime_harness import A, DaemonProcess
 
@@ -188,7 +188,7 @@ def system(agentsys_config, postgres, tmp_path):
 
     agentsys_config(extra_agent_classes=frozenset(ALL.split(",")))
     daemon = DaemonProcess("pg-host", AGENTSYS_GPUS="0,1", AGENTSYS_WORKDIR=str(tmp_path))
-    web = Web(free_port(), stderr=None)
+    web = Web(stderr=None)
     followers = [Follower("ws", web.port).start(), Follower("sse", web.port).start()]
     yield daemon, web, followers
     for follower in followers:

@@ -13,7 +13,7 @@ from agents_app.models import Agent, AgentCommand, CommandStatus
 from agents_app.services import request_agent_command, request_agent_start
 from agentsys.types import CommandKind
 from scheduler_app.models import ScheduleRequest
-from tests.helpers import free_port, wait_until
+from tests.helpers import wait_until
 from tests.live_clients import Follower, Web
 from tests.runtime_harness import A, DaemonProcess, wait_status
 
@@ -27,7 +27,7 @@ def system(agentsys_config):
 
     agentsys_config(extra_agent_classes=frozenset(ALL.split(",")))
     daemon = DaemonProcess("cascade-host")  # no GPUs: an executor asking for one waits
-    web = Web(free_port())
+    web = Web()
     followers = [Follower("ws", web.port).start(), Follower("sse", web.port).start()]
     yield followers
     for follower in followers:

@@ -18,7 +18,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from scheduler_app.models import Run
-from tests.helpers import free_port, wait_until
+from tests.helpers import wait_until
 from tests.live_clients import TOKEN, Web
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -161,7 +161,7 @@ def _new_chat(web: Web) -> str:
 def _one_round(hole: BlackHole, tmp_path, round_no: int) -> float:
     log = tmp_path / f"web-{round_no}.log"
     with open(log, "w") as stderr:
-        web = Web(free_port(), stderr=stderr, OPENCODE_URL=f"http://127.0.0.1:{hole.port}")
+        web = Web(stderr=stderr, OPENCODE_URL=f"http://127.0.0.1:{hole.port}")
     session_id = _new_chat(web)
     lock = TableLock()
     try:

@@ -71,3 +71,24 @@ def test_a_file_without_a_pid_is_the_run_whose_process_holds_it_open(tmp_path):
         writer.wait()
     # The writer gone, the later run's next look still leaves the file to the run that wrote it.
     assert not owned_by_later(name)
+
+
+def test_a_hparams_sub_run_written_as_the_script_ends_stays_with_its_writers_run(tmp_path):
+    """add_hparams writes `<logdir>/<time.time()>/events...` as a sweep's run ends, after a
+    sibling started: the time rule alone would hand the sibling the run's hparams."""
+    now = time.time()
+    ours = _run_dir(tmp_path, "executor-a", now - 100)
+    sibling = _run_dir(tmp_path, "executor-b", now - 50)
+    logdir = tmp_path / "runs" / "exp"
+    (logdir / f"{now - 10:.6f}").mkdir(parents=True)
+    main = logdir / f"events.out.tfevents.{int(now - 90)}.host"
+    sub_run = logdir / f"{now - 10:.6f}" / f"events.out.tfevents.{int(now - 10)}.host"
+    for path in (main, sub_run):
+        path.write_bytes(b"")
+    assert event_file_owner(ours)(main) and not event_file_owner(sibling)(main)
+    assert event_file_owner(ours)(sub_run) and not event_file_owner(sibling)(sub_run)
+    # A folder that is not a sub-run's name gets no such reading: the time rule decides.
+    other = logdir / "eval" / f"events.out.tfevents.{int(now - 10)}.host"
+    other.parent.mkdir()
+    other.write_bytes(b"")
+    assert event_file_owner(sibling)(other) and not event_file_owner(ours)(other)
