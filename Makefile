@@ -62,17 +62,20 @@ $(CHROMIUM):
 # tests/unit first: plain agentsys code, no Django settings, no database (seconds); then
 # tests/integration, tests/browser and tests/e2e under pytest-django: most on two workers
 # (pytest-xdist, each with its own test database; a module's tests stay on one worker), then,
-# one at a time, what shares one thing machine-wide: the browser modules (collectstatic into
-# the one .agentsys/staticfiles), the modules on the one SLURM cluster (its two GPUs), and the
-# test that restarts the PostgreSQL server every worker's database is on.
-SERIAL_TESTS := tests/browser tests/integration/test_slurm_cluster.py \
+# one at a time, what shares one thing machine-wide: the modules on the one SLURM cluster (its
+# two GPUs), and the test that restarts the PostgreSQL server every worker's database is on.
+# The static files the browser tests' daphnes serve are collected once, before any of them
+# runs: collectstatic rewrites the manifest a running daphne may be reading.
+SERIAL_TESTS := tests/browser/test_ui_slurm_queue.py tests/integration/test_slurm_cluster.py \
 	tests/integration/test_slurm_runs.py tests/integration/test_mcp_slurm_cluster.py \
 	tests/e2e/test_research_on_slurm.py tests/e2e/test_postgres_restart.py
 test: lint check-deploy $(CHROMIUM) slurm-up
 	$(PY) manage.py makemigrations --check --dry-run
 	$(MAKE) --no-print-directory test-unit
-	$(PY) -m pytest --ignore=tests/unit $(addprefix --ignore=,$(SERIAL_TESTS)) -n 2 --dist loadscope
-	$(PY) -m pytest $(SERIAL_TESTS)
+	$(PY) manage.py collectstatic --noinput --verbosity 0
+	AGENTSYS_TEST_STATIC_COLLECTED=1 $(PY) -m pytest --ignore=tests/unit \
+		$(addprefix --ignore=,$(SERIAL_TESTS)) -n 2 --dist loadscope
+	AGENTSYS_TEST_STATIC_COLLECTED=1 $(PY) -m pytest $(SERIAL_TESTS)
 
 # A real single-node SLURM (2 fake GPUs) for tests/integration/test_slurm_cluster.py; it needs
 # root and apt-get, and without them those tests skip.

@@ -27,7 +27,11 @@ USER, PASSWORD = "ada", "correct horse battery"
 
 
 def collect_static() -> None:
-    """The manifest storage daphne serves needs collectstatic, as `make run` does."""
+    """The manifest storage daphne serves needs collectstatic, as `make run` does. `make test`
+    collects once before its workers start (AGENTSYS_TEST_STATIC_COLLECTED): a collect while
+    another worker's daphne reads the manifest could fail that worker's pages."""
+    if os.environ.get("AGENTSYS_TEST_STATIC_COLLECTED"):
+        return
     subprocess.run(
         [PYTHON, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
         cwd=REPO,

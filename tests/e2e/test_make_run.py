@@ -66,8 +66,10 @@ def test_make_run_serves_login_and_admin_then_stops_clean(embedded_home):
     output = OutputReader(make.stdout)
     family: list[int] = []
     try:
+        # The banner's last line: the lines are written one by one, and a reader may see
+        # "running at" before the login and token lines are out.
         wait_until(
-            lambda: output.find("AgentSys is running at"),
+            lambda: output.find("Ctrl-C stops everything"),
             120,
             interval=0.2,
             message="the start-up banner",
@@ -138,7 +140,7 @@ def test_make_run_is_gone_within_5s_of_ctrl_c_with_requests_in_flight(embedded_h
     )
     output = OutputReader(make.stdout)
     try:
-        wait_until(lambda: output.find("AgentSys is running at"), 120, 0.2, "the banner")
+        wait_until(lambda: output.find("Ctrl-C stops everything"), 120, 0.2, "the banner")
         token = output.find(r"API token for 'admin' \(shown only this once\): (\S+)").group(1)
         family = [p.pid for p in psutil.Process(make.pid).children(recursive=True)]
         family.append(EmbeddedPostgres(home).running_pid())

@@ -72,7 +72,7 @@ def test_serve_restarts_a_killed_daemon_and_keeps_the_web_up(embedded_home):
     serve, output, env = _serve(home, port)
     family: list[int] = []
     try:
-        wait_until(lambda: output.find("AgentSys is running at"), 120, 0.2, "the banner")
+        wait_until(lambda: output.find("Ctrl-C stops everything"), 120, 0.2, "the banner")
         token = output.find(r"API token for 'admin' \(shown only this once\): (\S+)").group(1)
         curl = output.find(r"^\s+(curl .*/api/runs)$").group(1)
         base = f"http://127.0.0.1:{port}"
