@@ -1,4 +1,5 @@
-"""ASGI entry point for daphne: HTTP through Django, WebSockets through Channels."""
+"""ASGI entry point for daphne: HTTP through Django (but /mcp: AgentSys as an MCP server over
+streamable HTTP, config.mcp_http), WebSockets through Channels."""
 
 import os
 
@@ -11,11 +12,12 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app regi
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from config.mcp_http import with_mcp  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": with_mcp(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

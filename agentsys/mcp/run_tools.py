@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import httpx
@@ -25,15 +26,24 @@ RUN_ID = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9
 
 
 class AgentSysAPI:
-    """AgentSys's REST API with one token. `client` may be given (tests hand in-process ones)."""
+    """AgentSys's REST API with one token, or with `token()`, read at each call (a server
+    that serves many callers: each call carries the caller's own). `client` may be given
+    (in-process ones)."""
 
-    def __init__(self, base_url: str, token: str, client: httpx.AsyncClient | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        token: str | Callable[[], str],
+        client: httpx.AsyncClient | None = None,
+    ):
         self.client = client or httpx.AsyncClient(base_url=base_url, timeout=30.0)
-        self.headers = {"X-Auth-Token": token}
+        self.token = token
 
     async def call(self, method: str, path: str, **kwargs) -> Any:
+        token = self.token() if callable(self.token) else self.token
+        headers = {"X-Auth-Token": token}
         try:
-            response = await self.client.request(method, path, headers=self.headers, **kwargs)
+            response = await self.client.request(method, path, headers=headers, **kwargs)
         except httpx.HTTPError as error:
             raise ToolError(f"AgentSys did not answer at {path}: {error}") from None
         if response.status_code >= 400:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import httpx
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
@@ -36,13 +35,7 @@ class Command(BaseCommand):
         if not root.is_dir():
             raise CommandError(f"--workdir: {root} is not a directory")
         from config.asgi import application
+        from config.mcp_http import in_process_rest
 
-        scheme = "https" if settings.SECURE_SSL_REDIRECT else "http"
-        host = next(
-            (h for h in settings.ALLOWED_HOSTS if h != "*" and not h.startswith(".")), "localhost"
-        )
-        http = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=application), base_url=f"{scheme}://{host}"
-        )
-        api = AgentSysAPI("", token, client=http)
+        api = AgentSysAPI("", token, client=in_process_rest(application))
         build_server(root, api=api, name="agentsys", with_bash=False).run(show_banner=False)
