@@ -90,7 +90,12 @@ def agentsys_to_running(workdir: Path, samples: int) -> tuple[list[float], list[
         seen_running = time.time()
         run_dir = Path(rows.get().run_dir)
         before_sbatch = (run_dir / "slurm_job.sh").stat().st_mtime - wall_start
-        after_start = seen_running - (run_dir / "job.started").stat().st_mtime
+        # squeue may say RUNNING (the poller tells the executor) before the job's first line
+        # has run: then the row was ahead of the job, and AgentSys added nothing after it.
+        started_file = run_dir / "job.started"
+        while not started_file.exists():
+            time.sleep(0.002)
+        after_start = max(0.0, seen_running - started_file.stat().st_mtime)
         own.append((before_sbatch + after_start) * 1000)
         while rows.filter(status__in=RunStatus.open()).exists():
             time.sleep(0.01)

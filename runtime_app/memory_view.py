@@ -14,7 +14,7 @@ from memory_app.context import assemble_context
 from memory_app.models import MemoryEntry
 from memory_app.services import write_entries, write_entry
 from scheduler_app.metric_series import record_rows
-from scheduler_app.runs import record_slurm_state, record_tracking
+from scheduler_app.runs import record_tracking
 from scheduler_app.services import raise_alert
 
 
@@ -65,14 +65,6 @@ class DjangoMemoryView:
             return False  # an executor with no Run row (a research loop's own test harness)
         with _fresh_connection():
             return record_tracking(run_id=self.scope["run"], params=params, urls=urls)
-
-    def write_run_slurm_state(self, *, job_id: int, running: bool, reason: str) -> bool:
-        if not self.scope["run"]:
-            return False
-        with _fresh_connection():
-            return record_slurm_state(
-                run_id=self.scope["run"], job_id=job_id, running=running, reason=reason
-            )
 
     def msg(self, *, target_id: str, data: dict, tags: list[str] | None = None) -> str:
         """A MESSAGE to another agent: it lands in that agent's inbox."""

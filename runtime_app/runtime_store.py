@@ -17,6 +17,7 @@ from django.utils import timezone
 from agents_app.models import Agent, AgentCommand, CommandStatus
 from agents_app.services import create_agent
 from agentsys.agent import Scope
+from agentsys.agents.slurm_run import job_state_of_event
 from agentsys.run_dir import run_dir_of
 from agentsys.scheduling import policy_named
 from agentsys.store import AgentRecord, CommandRecord, StoreUnavailable
@@ -37,6 +38,7 @@ from runtime_app.chat_store import DjangoChatStore
 from scheduler_app import lifecycle, oplog, queue
 from scheduler_app import services as host_services
 from scheduler_app.models import ScheduleRequest
+from scheduler_app.runs import record_slurm_state
 
 
 def _record(agent: Agent) -> AgentRecord:
@@ -250,6 +252,11 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
             return _event(agent_id, kind, save_state(agent_id, payload))
         if kind == "iteration" and isinstance(payload.get("iteration"), int):
             Agent.objects.filter(pk=agent_id).update(iteration=payload["iteration"])
+        if (job := job_state_of_event(kind, payload)) is not None:
+            job_id, running, reason = job
+            with transaction.atomic():  # the row and its event together
+                record_slurm_state(agent_id=agent_id, job_id=job_id, running=running, reason=reason)
+                return _event(agent_id, kind, payload)
         return _event(agent_id, kind, payload)
 
     def mark_stopped(self, *, agent_id: str) -> dict | None:

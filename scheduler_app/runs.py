@@ -91,17 +91,17 @@ def record_tracking(*, run_id: str, params: dict, urls: dict) -> bool:
     return bool(Run.objects.filter(pk=run_id).update(**fields))
 
 
-def record_slurm_state(*, run_id: str, job_id: int, running: bool, reason: str) -> bool:
-    """A SLURM run's job as its executor last heard of it: the run stays `queued` (with
-    SLURM's reason, e.g. Resources) until the job runs. False when the run is gone."""
+def record_slurm_state(*, agent_id: str, job_id: int, running: bool, reason: str) -> bool:
+    """The SLURM job of the run whose executor is `agent_id`, as that executor last heard of
+    it: the run stays `queued` (with SLURM's reason, e.g. Resources) until the job runs.
+    False when it has no run."""
     now = timezone.now()
     fields = {"slurm_job_id": job_id, "wait_reason": "" if running else reason[:200]}
-    rows = Run.objects.filter(pk=run_id)
+    rows = Run.objects.filter(agent_id=agent_id)
     # The start first, in one statement: it is what people wait to see.
     if running and rows.filter(status=RunStatus.QUEUED).update(
         **fields, status=RunStatus.RUNNING, started_at=now, updated_at=now
     ):
-        agent_id = rows.values_list("agent_id", flat=True).first()
         oplog.run_moved(agent_id=agent_id, status=RunStatus.RUNNING, exit_code=None, error="")
         return True
     return bool(rows.update(**fields, updated_at=now))

@@ -50,6 +50,23 @@ MISSING_POLLS = 5
 SLURM_OPTIONS = ("partition", "account", "time_limit", "qos", "constraint")
 
 
+def job_state_of_event(kind: str, payload: dict) -> tuple[int, bool, str] | None:
+    """What a SLURM executor's event says of its run's row: (job id, running, SLURM's reason
+    while it waits), or None for any other event. runagentd's store applies it as it records
+    the event, in one transaction on its own connection: a worker opening a connection of its
+    own for it cost 10-20 ms of every start (issue 22's submit overhead)."""
+    job_id = payload.get("job_id")
+    if not isinstance(job_id, int) or isinstance(job_id, bool):
+        return None
+    if kind == "slurm_job_submitted":
+        return job_id, False, "submitted"
+    if kind == "slurm_job_pending":
+        return job_id, False, str(payload.get("reason") or "")
+    if kind == "run_started":
+        return job_id, True, ""
+    return None
+
+
 class RunRefusedBySlurm(Exception):
     """sbatch refused the job: it can never run as asked (the run becomes `rejected`)."""
 
@@ -134,10 +151,10 @@ class SlurmRun:
                 raise RunRefusedBySlurm(str(error)) from None
             raise SlurmRunFailed(str(error)) from None
         (self.run_dir / SLURM_JOB_FILE).write_text(f"{self.job_id}\n")
+        # The run's row takes the job id from this event (job_state_of_event).
         self.executor.emit_event(
             "slurm_job_submitted", {"job_id": self.job_id, "run_dir": str(self.run_dir)}
         )
-        await self._write_state(running=False, reason="submitted")
 
     async def adopt(self) -> bool:
         """After a restart: follow the job the previous executor submitted; False when it
@@ -181,9 +198,9 @@ class SlurmRun:
             news = self._news.is_set()
             self._news.clear()
             if (self.run_dir / STARTED_FILE).exists():
-                await self._show_running()
+                self._show_running()
             if (code := read_exit_code(self.run_dir)) is not None:
-                await self._show_running()  # one too short to be seen running still ran
+                self._show_running()  # one too short to be seen running still ran
                 return Outcome(code)
             if not news:
                 continue
@@ -191,9 +208,9 @@ class SlurmRun:
                 if self.missing >= MISSING_POLLS:
                     return Outcome(None, f"lost: SLURM no longer knows job {self.job_id}")
             elif self.state == "PENDING":
-                await self._show_pending(self.reason or "")
+                self._show_pending(self.reason or "")
             else:  # RUNNING, SUSPENDED, COMPLETING, or ended
-                await self._show_running()
+                self._show_running()
                 if self.state in slurm.FINAL_STATES:
                     return self._outcome()
 
@@ -207,35 +224,23 @@ class SlurmRun:
         # SLURM ended it before the command could say (time limit, node failure, scancel).
         return Outcome(code, f"SLURM ended job {self.job_id}: {self.state} (exit code {code})")
 
-    async def _show_pending(self, reason: str) -> None:
+    def _show_pending(self, reason: str) -> None:
         if self._shown in ("running", f"pending:{reason}"):
             return
         self._shown = f"pending:{reason}"
-        await self._write_state(running=False, reason=reason)
         self.executor.emit_event(
             "slurm_job_pending", {"job_id": self.job_id, "reason": reason, "status": "queued"}
         )
 
-    async def _show_running(self) -> None:
+    def _show_running(self) -> None:
         if self._shown == "running":
             return
         self._shown = "running"
-        await self._write_state(running=True, reason="")
-        # After the row says so: the run page re-reads it on this event.
+        # The row says running in the event's own transaction: a page that re-reads the run
+        # on this event sees it so.
         self.executor.emit_event(
             "run_started", {"job_id": self.job_id, "attempt": 0, "status": "running"}
         )
-
-    async def _write_state(self, *, running: bool, reason: str) -> None:
-        memory = self.executor.memory
-        if memory is None:
-            return
-        try:
-            await asyncio.to_thread(
-                memory.write_run_slurm_state, job_id=self.job_id, running=running, reason=reason
-            )
-        except Exception:  # the job goes on; its row catches up at the next change
-            logger.exception("%s: could not record SLURM job %s", self.executor.id, self.job_id)
 
     # -- stop, pause -------------------------------------------------------------------------
 
