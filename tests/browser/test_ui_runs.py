@@ -104,6 +104,12 @@ def test_a_queued_run_is_cancelled_from_its_page(site, daemon, tmp_path):
     waiting = launch_run(tmp_path, "true", gpu_required=1)  # the only GPU is taken
     assert Run.objects.get(pk=waiting.pk).status == RunStatus.QUEUED
     page.goto(f"{url}/runs/{waiting.pk}/")
+    # Nothing printed yet: a line that says so, not a tall empty box.
+    expect(page.locator("#log-size")).to_have_text("The log is empty so far.")
+    assert page.locator("#log").bounding_box()["height"] < 100
+    assert "No output yet" in page.locator("#log").evaluate(
+        "log => getComputedStyle(log, '::before').content"
+    )
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Cancel").click()
     expect(page.locator("#run-status")).to_have_text("cancelled")
