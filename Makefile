@@ -68,7 +68,8 @@ $(CHROMIUM):
 # runs: collectstatic rewrites the manifest a running daphne may be reading.
 SERIAL_TESTS := tests/browser/test_ui_slurm_queue.py tests/integration/test_slurm_cluster.py \
 	tests/integration/test_slurm_runs.py tests/integration/test_mcp_slurm_cluster.py \
-	tests/e2e/test_research_on_slurm.py tests/e2e/test_postgres_restart.py
+	tests/e2e/test_research_on_slurm.py tests/e2e/test_postgres_restart.py \
+	tests/e2e/test_mcp_slurm_through_opencode.py
 test: lint check-deploy $(CHROMIUM) slurm-up
 	$(PY) manage.py makemigrations --check --dry-run
 	$(MAKE) --no-print-directory test-unit

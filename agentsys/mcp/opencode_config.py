@@ -22,22 +22,36 @@ SERVERS = {
     "research-agent": "agentsys.mcp.research_server",
     "slurm": "agentsys.mcp.slurm_tools",
 }
+# OpenCode cuts an MCP tool call at 60 s (the MCP SDK's default: "MCP error -32001: Request
+# timed out") unless the entry's `timeout` (ms) says otherwise; wait_run may wait 300 s and
+# quick_bash 120 s, so each entry allows them that and a margin.
+TOOL_TIMEOUT_MS = 330_000
 
 
 class ConfigRefused(ValueError):
     """The existing file cannot be merged into without losing what is in it."""
 
 
-def server_entries(workdir: Path, *, python: str = sys.executable, slurm: bool = True) -> dict:
-    """The `mcp` entries of AgentSys's servers for `workdir`."""
+def server_entries(
+    workdir: Path,
+    *,
+    python: str = sys.executable,
+    slurm: bool = True,
+    environment: dict[str, str] | None = None,
+) -> dict:
+    """The `mcp` entries of AgentSys's servers for `workdir`. `environment` goes to the
+    research-agent server only (AGENTSYS_URL, AGENTSYS_API_TOKEN, AGENTSYS_SWEEP_ID: its run
+    tools read them); the SLURM server needs none of it, a token least of all."""
     entries = {}
     for name, module in SERVERS.items():
         if name == "slurm" and not slurm:
             continue
+        extra = environment if name == "research-agent" else None
         entries[name] = {
             "type": "local",
             "command": [str(Path(python).absolute()), "-m", module, "--workdir", str(workdir)],
-            "environment": {"PYTHONPATH": str(REPO)},
+            "environment": {**(extra or {}), "PYTHONPATH": str(REPO)},
+            "timeout": TOOL_TIMEOUT_MS,
             "enabled": True,
         }
     return entries

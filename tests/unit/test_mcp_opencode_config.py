@@ -12,7 +12,7 @@ import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
-from agentsys.mcp.opencode_config import ConfigRefused, merge_servers, server_entries
+from agentsys.mcp.opencode_config import REPO, ConfigRefused, merge_servers, server_entries
 
 
 def test_a_new_file_gets_both_servers_with_the_venvs_interpreter(tmp_path):
@@ -83,3 +83,23 @@ def test_the_entry_starts_the_server_from_the_workdir_without_our_environment(tm
 
     listing = asyncio.run(go())
     assert [e["name"] for e in listing["entries"]] == ["notes.md"]
+
+
+def test_extra_environment_reaches_the_research_server_only(tmp_path):
+    extra = {"AGENTSYS_URL": "http://127.0.0.1:1", "AGENTSYS_API_TOKEN": "t0k", "PYTHONPATH": "/x"}
+    entries = server_entries(tmp_path, environment=extra)
+    research = entries["research-agent"]["environment"]
+    assert research["AGENTSYS_URL"] == "http://127.0.0.1:1"
+    assert research["AGENTSYS_API_TOKEN"] == "t0k"
+    assert research["PYTHONPATH"] == str(REPO)  # the checkout stays importable
+    assert "AGENTSYS_API_TOKEN" not in entries["slurm"]["environment"]  # no token it needs not
+    assert "AGENTSYS_URL" not in server_entries(tmp_path)["research-agent"]["environment"]
+
+
+def test_each_entry_lets_the_longest_tool_finish_before_opencode_gives_up(tmp_path):
+    # Without `timeout` OpenCode ends every MCP call at 60 s, a wait_run of 300 s included.
+    from agentsys.mcp.run_tools import MAX_WAIT_S
+    from agentsys.mcp.workdir_tools import MAX_TIMEOUT_S
+
+    for entry in server_entries(tmp_path).values():
+        assert entry["timeout"] >= (max(MAX_WAIT_S, MAX_TIMEOUT_S) + 10) * 1000
