@@ -1,5 +1,5 @@
 """Settings: the person's API tokens (create with a name, shown once; revoke), the model the
-agents use and whether OpenCode answers."""
+agents use, whether OpenCode answers and how the workdir's MCP servers fare in it."""
 
 from __future__ import annotations
 
@@ -12,17 +12,21 @@ from django.views.decorators.http import require_POST
 
 from accounts_app import selectors, services
 from accounts_app.models import ApiToken
+from common.mcp_status import mcp_check
 from common.opencode_status import opencode_check
 
 
 def settings_page(request: HttpRequest, *, new_token: str = "", status: int = 200) -> HttpResponse:
     config = settings.AGENTSYS
+    opencode = async_to_sync(opencode_check)()
+    mcp = async_to_sync(mcp_check)(opencode_ok=opencode["ok"])
     context = {
         "nav": "settings",
         "tokens": selectors.tokens(username=request.user.get_username()),
         "new_token": new_token,
         "model": f"{config.model_provider}/{config.model_id}",
-        "opencode": async_to_sync(opencode_check)(),
+        "opencode": opencode,
+        "mcp": mcp,
         "project": config.project,
         "policy": config.scheduler_policy,
     }

@@ -21,6 +21,7 @@ from ninja import Router, Schema
 from pydantic import ConfigDict
 
 from agentsys.types import RequestStatus
+from common.mcp_status import mcp_check, mcp_warnings
 from common.opencode_status import opencode_check
 from scheduler_app import selectors as host_selectors
 from scheduler_app.models import ScheduleRequest
@@ -158,6 +159,10 @@ async def report() -> dict:
     # work: a warning the person sees, not a 503 that takes the app out of a load balancer.
     details["opencode"] = await opencode_check()
     warnings = [] if details["opencode"]["ok"] else [f"opencode: {details['opencode']['error']}"]
+    # The workdir's MCP servers as OpenCode runs them: a failed one is the agents' tools
+    # missing, a warning with its fix.
+    details["mcp"] = await mcp_check(opencode_ok=details["opencode"]["ok"])
+    warnings += mcp_warnings(details["mcp"])
     return {
         "status": "degraded" if problems else "ok",
         "problems": problems,
@@ -189,7 +194,9 @@ def _caller_may_see_details(request: HttpRequest) -> bool:
     "or no runagentd heart-beating). A logged-in user or an API token also gets `problems`, "
     "`database` (latency), `channel_layer` (round trip), `hosts` (alive, last heartbeat) and "
     "`queue` (queued and running requests), `opencode` (reachable, version, model; its "
-    "failure is listed in `warnings`, not a 503). `?banner=true` answers 200 whatever the "
+    "failure is listed in `warnings`, not a 503), `mcp` (OpenCode's status of each MCP "
+    "server of the workdir: connected, or failed with its error and a one-line `fix`, also "
+    "listed in `warnings`). `?banner=true` answers 200 whatever the "
     "status, with the same body: the pages' banner asks so, as a browser logs every 503 as a "
     "console error.",
     response={200: HealthOut, 503: HealthOut},

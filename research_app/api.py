@@ -5,7 +5,7 @@ commands, answered 202 the same way)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from django.http import HttpResponse
 from ninja import Field, Query, Router, Schema, Status
@@ -73,6 +73,16 @@ class RunRef(Schema):
     gpu_required: int | None = None
 
 
+class ToolCallOut(Schema):
+    """A tool the model called (an MCP server's, `<server>_<tool>`, or OpenCode's own)."""
+
+    tool: str
+    status: str
+    title: str = ""
+    input: Any = None
+    output: str = ""
+
+
 class HistoryStep(Schema):
     iteration: int | None
     phase: str | None
@@ -83,6 +93,7 @@ class HistoryStep(Schema):
     duration_s: float | None
     commit: str | None
     runs: list[RunRef]
+    tool_calls: list[ToolCallOut] | None = None
 
 
 class ResearchDetailOut(ResearchOut):

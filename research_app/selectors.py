@@ -20,6 +20,7 @@ HISTORY_KEYS = (
     "errors",
     "duration_s",
     "commit",
+    "tool_calls",
 )
 
 

@@ -10,6 +10,7 @@ from research_app.models import ResearchLoop
 from scheduler_app.models import Run
 
 GOAL_CHARS = 120
+TOOLS_SHOWN = 12  # of a loop's tool calls, under its line
 
 
 def _short(goal: str) -> str:
@@ -20,21 +21,37 @@ def _short(goal: str) -> str:
 def ended_notices(child_ids: set[str]) -> dict[str, dict]:
     """child id → {"text", "href", "link"} for the end of each known child (three queries)."""
     agents = Agent.objects.filter(pk__in=child_ids).only("id", "status", "goal")
-    loops = set(
-        ResearchLoop.objects.filter(agent_id__in=child_ids).values_list("agent_id", flat=True)
+    loops = dict(
+        ResearchLoop.objects.filter(agent_id__in=child_ids).values_list("agent_id", "state")
     )
     runs = dict(Run.objects.filter(agent_id__in=child_ids).values_list("agent_id", "id"))
-    return {agent.pk: _notice(agent, agent.pk in loops, runs.get(agent.pk)) for agent in agents}
+    return {
+        agent.pk: _notice(agent, agent.pk in loops, runs.get(agent.pk), loops.get(agent.pk))
+        for agent in agents
+    }
 
 
-def _notice(agent: Agent, is_loop: bool, run_id: str | None) -> dict:
+def loop_tool_calls(state) -> list[dict]:
+    """The tool calls a loop's model made, step by step (its saved state's history), as the
+    chat shows tool parts: the first TOOLS_SHOWN."""
+    history = state.get("history") if isinstance(state, dict) else None
+    calls = []
+    for step in history if isinstance(history, list) else []:
+        found = step.get("tool_calls") if isinstance(step, dict) else None
+        calls += [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []
+    return calls[:TOOLS_SHOWN]
+
+
+def _notice(agent: Agent, is_loop: bool, run_id: str | None, state=None) -> dict:
     goal = f" “{_short(agent.goal)}”" if agent.goal.strip() else ""
     if is_loop:
-        return {
+        notice = {
             "text": f"The research loop{goal} ended: {agent.status}.",
             "href": reverse("research-loop", args=[agent.pk]),
             "link": "See the loop",
         }
+        tools = loop_tool_calls(state)
+        return {**notice, "tools": tools} if tools else notice
     return {
         "text": f"The command{goal} ended: {agent.status}.",
         "href": reverse("run", args=[run_id])

@@ -46,6 +46,7 @@ def opencode_server(scripted_llm, tmp_path_factory):
         config=provider_config(
             provider=DEMO_PROVIDER, model=DEMO_MODEL, demo_base_url=scripted_llm.base_url + "/v1"
         ),
+        project_config=True,  # as `make run` starts it: a workdir's opencode.json counts
     )
     url = server.start()
     yield RunningOpenCode(url=url, password=server.password, process=server)

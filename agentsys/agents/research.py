@@ -126,6 +126,7 @@ class ResearchAgent(Agent):
             finished_at=time.time(),
             duration_s=time.time() - started,
             model_s=reply.model_s,
+            tool_calls=reply.tool_calls,
         )
         record.commit = await self.workspace.commit(f"AgentSys {self.id}: research plan")
         self.workspace.append_log(f"## Plan\n\n{plan}")
@@ -167,7 +168,9 @@ class ResearchAgent(Agent):
                 iteration=n,
                 run_options=self._run_options(),
             )
-            progress.update(reply=reply.text, model_s=model_s, children=launched)
+            progress.update(
+                reply=reply.text, model_s=model_s, children=launched, tools=reply.tool_calls
+            )
             self._save()  # from here on, a restart waits for these instead of re-running them
         waited = time.monotonic()
         results = await experiments.wait_for(
@@ -204,6 +207,7 @@ class ResearchAgent(Agent):
             started_at=started,
             model_s=model_s,
             experiments_s=experiments_s,
+            tool_calls=self.state.in_progress.get("tools") or [],
         )
         record.commit = await self.workspace.commit(
             f"AgentSys {self.id}: iteration {n}: {parsed.summary[:60]}"
@@ -285,6 +289,7 @@ class ResearchAgent(Agent):
             finished_at=time.time(),
             duration_s=time.time() - started,
             model_s=reply.model_s,
+            tool_calls=reply.tool_calls,
         )
         self.workspace.append_log(reflection_section(record, self.state.reflection, parsed))
         self.state.record(record)

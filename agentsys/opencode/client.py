@@ -110,6 +110,21 @@ class OpenCodeClient:
             ) from None
         return providers
 
+    async def mcp_status(self, directory: str | None = None) -> dict:
+        """OpenCode's MCP servers for `directory` (GET /mcp): {name: {"status", "error"?}}
+        as OpenCode answered it (agentsys.mcp.status reads it)."""
+        response = await self._call("GET", "/mcp", params=self._where(directory))
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise OpenCodeError(
+                f"OpenCode at {self.base_url} answered GET /mcp with no status object: "
+                f"{response.text[:120]!r}"
+            )
+        return answer
+
     async def create_session(self, directory: str | None = None, title: str | None = None) -> str:
         body = {"title": title} if title else {}
         response = await self._call("POST", "/session", params=self._where(directory), json=body)

@@ -29,13 +29,16 @@ OFFLINE_ENV = {
     "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
     "OPENCODE_DISABLE_CLAUDE_CODE": "1",
     "OPENCODE_DISABLE_EMBEDDED_WEB_UI": "1",
-    "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
     # OpenCode's event bus gains a listener per /event subscriber: past 10 (ten agents, or ten
     # browser tabs) its runtime printed a 40-line MaxListenersExceededWarning, an object dump,
     # on the console of `make run`. It is not a leak; its warnings say nothing an operator
     # acts on, so they are off (errors still print).
     "NODE_NO_WARNINGS": "1",
 }
+# Without project config OpenCode reads no opencode.json of the directories it works in: only
+# OPENCODE_CONFIG_CONTENT (ours). With it, a workdir's opencode.json (its MCP servers, a
+# person's own settings) is merged under ours: our provider and model still win.
+NO_PROJECT_CONFIG = {"OPENCODE_DISABLE_PROJECT_CONFIG": "1"}
 DEMO_PROVIDER, DEMO_MODEL = "demo", "demo-research"
 
 
@@ -99,8 +102,12 @@ class LocalOpenCode:
         password: str | None = None,
         port: int | None = None,
         binary: Path | None = None,
+        project_config: bool = False,
     ):
+        """`project_config`: read the opencode.json of the directories it works in (their MCP
+        servers); off, only `config` counts."""
         self.state_dir, self.workdir, self.config = Path(state_dir), Path(workdir), config
+        self.project_config = project_config
         self.password = password or secrets.token_urlsafe(24)
         self.port = port or free_port()
         self.binary = binary or opencode_binary()
@@ -126,6 +133,7 @@ class LocalOpenCode:
             **os.environ,
             **{k: str(v) for k, v in dirs.items()},
             **OFFLINE_ENV,
+            **({} if self.project_config else NO_PROJECT_CONFIG),
             "OPENCODE_CONFIG_CONTENT": json.dumps(self.config),
             "OPENCODE_SERVER_PASSWORD": self.password,
             "OPENCODE_SERVER_USERNAME": "opencode",

@@ -7,17 +7,46 @@ iterations and restarts, so the model keeps its context), each prompt a fresh ev
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from agentsys.opencode import OpenCodeClient, OpenCodeError, Timeouts
+
+TOOL_OUTPUT_CHARS = 2000  # of each tool call's output, kept in the loop's history
+TOOL_INPUT_CHARS = 1000
 
 
 @dataclass(frozen=True)
 class ModelReply:
     text: str
     model_s: float  # seconds the model (and OpenCode) took
+    # The tools it called on the way (its MCP servers' and OpenCode's own), as the loop's
+    # page shows them: {"tool", "status", "title", "input", "output"}.
+    tool_calls: list[dict] = field(default_factory=list)
+
+
+def tool_parts(calls: list[dict]) -> list[dict]:
+    """OpenCode's tool parts, small enough to keep in the loop's state for good."""
+    parts = []
+    for call in calls:
+        given = call.get("input")
+        text = json.dumps(given, default=str) if given is not None else ""
+        parts.append(
+            {
+                "tool": str(call.get("tool") or "tool"),
+                "status": str(call.get("status") or ""),
+                "title": str(call.get("title") or "")[:200],
+                "input": given if len(text) <= TOOL_INPUT_CHARS else text[:TOOL_INPUT_CHARS] + "…",
+                "output": _cut(str(call.get("output") or ""), TOOL_OUTPUT_CHARS),
+            }
+        )
+    return parts
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text) - limit} more characters)"
 
 
 class ModelGateway(Protocol):
@@ -55,7 +84,11 @@ class OpenCodeGateway:
         result = await self.client.prompt(
             session_id, text, provider=self.provider, model=self.model, directory=self.workdir
         )
-        return ModelReply(text=result.text, model_s=time.monotonic() - started)
+        return ModelReply(
+            text=result.text,
+            model_s=time.monotonic() - started,
+            tool_calls=tool_parts(result.tool_calls),
+        )
 
     async def abort(self, session_id: str) -> None:
         if session_id:

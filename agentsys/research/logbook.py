@@ -30,12 +30,19 @@ def iteration_section(record: IterationRecord) -> str:
             _list(record.files_changed, "(none)"),
             "- errors:",
             _list(record.errors, "(none)"),
+            "- tools called:",
+            _list([_tool_line(call) for call in record.tool_calls], "(none)"),
             "",
             "### Summary",
             "",
             record.summary or "(no summary)",
         ]
     )
+
+
+def _tool_line(call: dict) -> str:
+    title = f": {call['title']}" if call.get("title") else ""
+    return f"{call.get('tool')} ({call.get('status') or '?'}){title}"
 
 
 def reflection_section(record: IterationRecord, reflection: str, parsed) -> str:

@@ -39,6 +39,8 @@ class IterationRecord:
     # rest (bench/research.py reports it).
     model_s: float = 0.0
     experiments_s: float = 0.0
+    # The tools the model called in this step (agentsys.research.llm.tool_parts).
+    tool_calls: list[dict] = field(default_factory=list)
 
 
 @dataclass

@@ -27,6 +27,58 @@ COMMAND = f"python train.py {ARGUMENTS}"
 BEST_SO_FAR = re.compile(r"best so far lr=([0-9.e-]+) loss=([0-9.e+-]+|nan|inf)")
 
 
+# AgentSys's MCP tools, as OpenCode names them (`<server>_<tool>`): the demo uses them where
+# OpenCode offers them. The run tools are there only where the research-agent server was given
+# AgentSys's address and a token.
+LIST_DIRECTORY = "research-agent_list_directory"
+LIST_RUNS, GET_RUN = "research-agent_list_runs", "research-agent_get_run"
+RUN_ID = re.compile(r'"id"\s*:\s*"([A-Za-z0-9_-]{1,40})"')
+ENTRY_NAME = re.compile(r'"name"\s*:\s*"([^"]{1,200})"')
+
+
+def demo_steps(prompt: str, tools: set[str], results: dict[str, str]) -> list[dict]:
+    """One request's answer, given the tools OpenCode offers and the results of the calls
+    made since the prompt: in an iteration, first each tool call it wants (one a request:
+    OpenCode runs it and asks again with its result), then the reply, saying what they
+    showed. The first iteration lists the workdir; a later one reads a finished run."""
+    for name, arguments in _tools_wanted(prompt, tools, results):
+        if name not in results:
+            return [{"tool_call": {"name": name, "arguments": arguments}}]
+    seen = _what_tools_showed(results)
+    reply = demo_reply(prompt)
+    return [{"text": f"{seen}\n\n{reply}" if seen else reply}]
+
+
+def _tools_wanted(prompt: str, tools: set[str], results: dict[str, str]) -> list[tuple]:
+    phases = MARKER.findall(prompt)
+    if not phases or phases[-1] != "iteration":
+        return []
+    if not parse_results(prompt):
+        return [(LIST_DIRECTORY, {"path": "."})] if LIST_DIRECTORY in tools else []
+    if not {LIST_RUNS, GET_RUN} <= tools:
+        return []
+    wanted = [(LIST_RUNS, {"status": "done", "limit": 3})]
+    found = RUN_ID.search(results.get(LIST_RUNS, ""))
+    if found:
+        wanted.append((GET_RUN, {"run_id": found.group(1)}))
+    return wanted
+
+
+def _what_tools_showed(results: dict[str, str]) -> str:
+    lines = []
+    if LIST_DIRECTORY in results:
+        names = ENTRY_NAME.findall(results[LIST_DIRECTORY])
+        shown = ", ".join(names[:12]) + (", …" if len(names) > 12 else "")
+        lines.append(f"I listed the workdir with {LIST_DIRECTORY}: {shown or 'nothing in it'}.")
+    if GET_RUN in results:
+        found = RUN_ID.search(results[GET_RUN])
+        run = found.group(1) if found else "a run"
+        lines.append(f"I read the newest finished run ({run}) with {GET_RUN}.")
+    elif LIST_RUNS in results:
+        lines.append(f"{LIST_RUNS} showed no finished run yet.")
+    return " ".join(lines)
+
+
 def demo_reply(prompt: str) -> str:
     phases = MARKER.findall(prompt)
     if not phases:

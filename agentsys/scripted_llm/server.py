@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from agentsys.scripted_llm.demo import demo_reply
+from agentsys.scripted_llm.demo import demo_steps
 from agentsys.scripted_llm.script import BadScript, Script, Turn, parse_script
 
 MODEL = "demo-research"
@@ -52,6 +52,31 @@ def title_for(text: str) -> str:
         return "Research loop"
     words = text[marker + len("[USER] ") :].split()[:6]
     return " ".join(words).strip(" .?!").capitalize() or "Chat"
+
+
+def offered_tools(body: dict) -> set[str]:
+    """The names of the tools the request offers the model."""
+    names = set()
+    for tool in body.get("tools") or []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            names.add(function["name"])
+    return names
+
+
+def tool_results(body: dict) -> dict[str, str]:
+    """Tool name → the result it gave, for each call made since the last user message."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    called, results = {}, {}
+    for message in messages[users[-1] + 1 if users else 0 :]:
+        for call in message.get("tool_calls") or []:
+            if isinstance(call, dict) and isinstance(call.get("function"), dict):
+                called[call.get("id")] = call["function"].get("name")
+        name = called.get(message.get("tool_call_id"))
+        if message.get("role") == "tool" and isinstance(name, str):
+            results[name] = _text_of(message.get("content"))
+    return results
 
 
 def is_title_call(body: dict) -> bool:
@@ -113,12 +138,8 @@ class ScriptedLLM:
             text = title_for(last_user_text(body))
             return self.script.default or Turn(steps=[{"text": text}])
         if self.demo:
-            return Turn(
-                steps=[
-                    {"chunk_delay": DEMO_CHUNK_DELAY},
-                    {"text": demo_reply(last_user_text(body))},
-                ]
-            )
+            steps = demo_steps(last_user_text(body), offered_tools(body), tool_results(body))
+            return Turn(steps=[{"chunk_delay": DEMO_CHUNK_DELAY}, *steps])
         return self.script.take(last_user_text(body)) or Turn(steps=[{"text": NO_MATCH}])
 
     async def _completions(self, request: Request):

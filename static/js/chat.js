@@ -86,6 +86,12 @@
     link.href = notice.href;
     line.append(el("span", "notice-text", notice.text), " ", link);
     article.append(line);
+    if (notice.tools && notice.tools.length) { // the tools the loop called, as tool parts
+      const tools = el("div", "notice-tools");
+      tools.setAttribute("aria-label", "Tools the loop called");
+      for (const call of notice.tools) tools.append(fillTool(el("details", "tool"), call));
+      article.append(tools);
+    }
   }
 
   function reply(turnId) {
@@ -146,6 +152,11 @@
       part.dataset.part = payload.id;
       article.append(part);
     }
+    fillTool(part, payload);
+  }
+
+  // A tool part's summary (name, state, title) and its input and output.
+  function fillTool(part, payload) {
     part.textContent = "";
     const summary = el("summary");
     summary.append(el("span", "tool-name", payload.tool || "tool"), " ", el("span", `pill ${payload.status || ""}`, AgentSysLive.statusWord(payload.status) || "?"));
@@ -154,6 +165,7 @@
     io.append(el("h4", "", "Input"), el("pre", "", JSON.stringify(payload.input ?? {}, null, 2)));
     if (payload.output) io.append(el("h4", "", "Output"), el("pre", "", String(payload.output)));
     part.append(summary, io);
+    return part;
   }
 
   function onAction(payload) {

@@ -4,6 +4,7 @@ heart-beats."""
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import timedelta
 from types import SimpleNamespace
 
@@ -16,6 +17,7 @@ from django.utils import timezone
 
 from config import health
 from hosts_app.models import Host, HostStatus
+from tests.helpers import wait_until
 from tests.integration.test_event_feed import TOKEN
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "channels_postgres"])
@@ -152,3 +154,128 @@ def test_health_shows_whether_opencode_answers(
     agentsys_config(opencode_url=f"http://127.0.0.1:{free_port()}")
     down = api("get", "/api/health").json()["opencode"]
     assert down["ok"] is False and "unreachable" in down["error"]
+
+
+# -- the workdir's MCP servers, as OpenCode runs them (issue 23, part 3) --------------------
+
+
+@pytest.fixture
+def mcp_health(api, agentsys_config, memory_channel_layer):
+    """GET /api/health's body, OpenCode's MCP status not kept from an earlier call."""
+    from common import mcp_status
+
+    def get(**config):
+        agentsys_config(**config)
+        mcp_status.forget()
+        started = time.monotonic()
+        answer = api("get", "/api/health")
+        return answer, time.monotonic() - started
+
+    yield get
+    mcp_status.forget()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_health_shows_each_mcp_server_connected_or_failed_with_its_fix(
+    mcp_health, opencode_server, workdir
+):
+    from agentsys.mcp.opencode_config import merge_servers, server_entries
+
+    entries = server_entries(workdir, slurm=False)
+    entries["dead-end"] = {"type": "local", "command": [str(workdir / "no-such-server")]}
+    merge_servers(workdir, entries)
+    where = {"opencode_url": opencode_server.url, "opencode_password": opencode_server.password}
+
+    def known():  # OpenCode starts a workdir's servers on the first question (seconds)
+        answer, _ = mcp_health(**where)
+        assert answer.status_code == 503  # no runagentd here; the MCP state is no problem
+        body = answer.json()
+        return body if "servers" in body["mcp"] else None
+
+    body = wait_until(known, 60, 0.5, "OpenCode's MCP status")
+    servers = body["mcp"]["servers"]
+    assert body["mcp"]["directory"] == str(workdir)
+    assert servers["research-agent"] == {"status": "connected"}  # the real server, started
+    dead = servers["dead-end"]
+    assert dead["status"] == "failed" and "no-such-server" in dead["error"]
+    assert "ENOENT" in dead["error"] and '"dead-end"' in dead["fix"]
+    (warning,) = [w for w in body["warnings"] if w.startswith("MCP server")]
+    assert warning.startswith("MCP server dead-end failed: ENOENT") and "Fix: " in warning
+    assert not any("research-agent" in w for w in body["warnings"])
+    assert body["status"] == "degraded" and not any("MCP" in p for p in body["problems"])
+
+
+class _FakeOpenCode:
+    """Answers /global/health like OpenCode and /mcp with what a test gives: garbage, or
+    nothing for a while. The real OpenCode never does either; a broken proxy in front of
+    it might."""
+
+    def __init__(self, mcp_body: bytes, delay: float = 0.0):
+        import http.server
+        import threading
+
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                if self.path.startswith("/mcp"):
+                    time.sleep(delay)
+                    body = mcp_body
+                else:
+                    body = b'{"healthy": true, "version": "1.18.33"}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{outer.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "garbage", [b"<html>502 Bad Gateway</html>", b"[1, 2]", b'{"x": "y", "z": {"status": 1}}']
+)
+def test_health_never_fails_on_an_mcp_answer_that_makes_no_sense(mcp_health, garbage):
+    fake = _FakeOpenCode(garbage)
+    try:
+        answer, took = mcp_health(opencode_url=fake.url, opencode_password="p")
+    finally:
+        fake.close()
+    assert answer.status_code == 503 and took < 5  # degraded for want of a runagentd only
+    body = answer.json()
+    assert body["opencode"]["ok"] is True and body["mcp"]["ok"] is False
+    assert any(w.startswith("MCP") for w in body["warnings"]), body
+
+
+@pytest.mark.django_db(transaction=True)
+def test_health_stays_fast_while_opencode_is_slow_to_say_and_asks_nothing_when_it_is_down(
+    mcp_health,
+):
+    from common.mcp_status import MCP_TIMEOUT_SECONDS
+
+    fake = _FakeOpenCode(b'{"research-agent": {"status": "connected"}}', delay=10)
+    try:
+        answer, took = mcp_health(opencode_url=fake.url, opencode_password="p")
+    finally:
+        fake.close()
+    assert took < MCP_TIMEOUT_SECONDS + 2, took
+    mcp = answer.json()["mcp"]
+    assert mcp["timed_out"] is True and "within" in mcp["error"]
+    assert not any(w.startswith("MCP") for w in answer.json()["warnings"])  # not known yet
+
+    from tests.helpers import free_port
+
+    down, took = mcp_health(opencode_url=f"http://127.0.0.1:{free_port()}")
+    assert down.json()["mcp"]["error"] == "not asked: OpenCode is not answering"
+    assert [w for w in down.json()["warnings"] if "MCP" in w] == [] and took < 5

@@ -213,3 +213,5 @@ def test_settings_show_the_model_and_that_opencode_is_down(browser, agentsys_con
     agentsys_config(opencode_url="", model_provider="demo", model_id="scripted")
     page = browser.get("/settings/").content.decode()
     assert "demo/scripted" in page and "OPENCODE_URL is not set" in page
+    # The MCP servers are OpenCode's to report: not asked while it is not there.
+    assert "MCP servers" in page and "Not known: not asked: OpenCode is not answering" in page

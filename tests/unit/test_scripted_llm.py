@@ -209,3 +209,82 @@ def test_the_demo_brain_runs_a_learning_rate_search():
 
 def test_the_demo_brain_answers_a_chat_without_a_marker():
     assert "demo model" in demo_reply("What can you do?")
+
+
+# -- the demo brain uses AgentSys's MCP tools where OpenCode offers them (issue 23) ----------
+
+ITERATION_1 = "<!-- agentsys-prompt: iteration -->\nIteration 1 of 5\nNo experiments have run yet."
+LISTING = json.dumps(
+    {"path": ".", "total": 2, "entries": [{"name": "train.py", "type": "file", "size": 9}]}
+)
+
+
+def _offered(*names):
+    return [{"type": "function", "function": {"name": n, "parameters": {}}} for n in names]
+
+
+def _demo_request(llm, prompt, tools, answered=()):
+    """A request as OpenCode sends it (shapes seen from OpenCode 1.18.33): the prompt, then
+    each tool call the model made with its result."""
+    messages = [
+        {"role": "system", "content": "You are opencode"},
+        {"role": "user", "content": prompt},
+    ]
+    for n, (name, arguments, result) in enumerate(answered):
+        call = {"id": f"call_{n}", "type": "function"}
+        call["function"] = {"name": name, "arguments": json.dumps(arguments)}
+        messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"call_{n}", "content": result})
+    body = {"model": "demo-research", "stream": False, "messages": messages, "tools": tools}
+    answer = httpx.post(f"{llm.base_url}/v1/chat/completions", json=body, timeout=30).json()
+    return answer["choices"][0]["message"]
+
+
+def test_the_demo_lists_the_workdir_in_its_first_iteration_then_answers(llm):
+    llm.demo = True
+    tools = _offered("bash", "research-agent_list_directory", "research-agent_quick_bash")
+    first = _demo_request(llm, ITERATION_1, tools)
+    (call,) = first["tool_calls"]
+    assert call["function"]["name"] == "research-agent_list_directory"
+    assert json.loads(call["function"]["arguments"]) == {"path": "."}
+
+    then = _demo_request(
+        llm, ITERATION_1, tools, [("research-agent_list_directory", {"path": "."}, LISTING)]
+    )
+    assert "tool_calls" not in then
+    assert "research-agent_list_directory: train.py." in then["content"]
+    assert [e.parameters["lr"] for e in parse_reply(then["content"]).experiments] == [
+        0.01,
+        0.1,
+        0.5,
+    ]
+    # Without the tool (no MCP server configured), the same prompt is answered at once.
+    plain = _demo_request(llm, ITERATION_1, _offered("bash"))
+    assert "tool_calls" not in plain and "list_directory" not in plain["content"]
+
+
+def test_the_demo_reads_a_finished_run_only_where_the_run_tools_are_there(llm):
+    llm.demo = True
+    later = "<!-- agentsys-prompt: iteration -->\nIteration 2 of 5\n" + _results(
+        ("lr=0.1", 0.1, 0.01)
+    )
+    workdir_only = _offered("research-agent_list_directory", "research-agent_quick_bash")
+    assert "tool_calls" not in _demo_request(llm, later, workdir_only)  # nothing to call
+
+    tools = _offered(
+        "research-agent_list_directory", "research-agent_list_runs", "research-agent_get_run"
+    )
+    first = _demo_request(llm, later, tools)
+    assert first["tool_calls"][0]["function"]["name"] == "research-agent_list_runs"
+    runs = json.dumps({"result": [{"id": "run_ab12", "status": "done", "sweep_id": "sw_1"}]})
+    listed = [("research-agent_list_runs", {"status": "done"}, runs)]
+    second = _demo_request(llm, later, tools, listed)
+    (call,) = second["tool_calls"]
+    assert call["function"]["name"] == "research-agent_get_run"
+    assert json.loads(call["function"]["arguments"]) == {"run_id": "run_ab12"}
+    run = json.dumps({"id": "run_ab12", "status": "done", "metrics": {"loss": {"last": 0.01}}})
+    done = _demo_request(llm, later, tools, [*listed, ("research-agent_get_run", {}, run)])
+    assert (
+        "I read the newest finished run (run_ab12) with research-agent_get_run" in done["content"]
+    )
+    assert "best so far lr=0.1" in done["content"]

@@ -35,6 +35,7 @@ from config.bootstrap import (
     ensure_workspace,
 )
 from config.restart_policy import RestartPolicy, exit_cause
+from config.serve_mcp import START_WAIT_SECONDS, TRY_SECONDS, status_lines, wire_workdir
 
 # The web stops within 3 s, runagentd within 1 s (tests/e2e/test_web_stop.py).
 STOP_GRACE_SECONDS = 5
@@ -98,6 +99,8 @@ class Command(BaseCommand):
         call_command("collectstatic", interactive=False, verbosity=0)
         if ensure_workspace(settings.AGENTSYS_WORKDIR):
             self._say(f"Created the demo workspace in {settings.AGENTSYS_WORKDIR}")
+        # Before OpenCode starts: it reads the workdir's opencode.json once, on first use.
+        self._say(wire_workdir(settings.AGENTSYS_WORKDIR.resolve()))
         login = ensure_admin_user()
         token = ensure_admin_token(login)
 
@@ -107,6 +110,7 @@ class Command(BaseCommand):
         try:
             self._wait_for_port(settings.AGENTSYS.host, settings.AGENTSYS.port)
             self._wait_for_opencode()
+            self._report_mcp()
             self._announce(login, token)
             exit_code = self._supervise()
         finally:
@@ -171,6 +175,7 @@ class Command(BaseCommand):
                 provider=config.model_provider, model=config.model_id, demo_base_url=base_url
             ),
             password=password,
+            project_config=True,  # the workdir's opencode.json: its MCP servers
         )
         self._opencode = opencode
         children["opencode"] = Child(
@@ -199,6 +204,25 @@ class Command(BaseCommand):
                 if time.monotonic() >= deadline:
                     self.stderr.write(f"OpenCode is not answering: {error}")
                     return
+
+    def _report_mcp(self) -> None:
+        """OpenCode's status of each MCP server of the workdir, a failed one with its fix.
+        Asking also starts them, so the first agent does not wait for that."""
+        config = settings.AGENTSYS
+        local = self._opencode
+        url = local.url if local else config.opencode_url
+        lines, trouble = status_lines(
+            url,
+            settings.AGENTSYS_WORKDIR,
+            username=config.opencode_username,
+            password=local.password if local else config.opencode_password,
+            wait=START_WAIT_SECONDS if local else TRY_SECONDS,
+            stopping=lambda: self._stop_signal is not None,
+        )
+        for line in lines:
+            self._say(line)
+        for line in trouble:
+            self.stderr.write(line)
 
     # -- helpers ---------------------------------------------------------------------------
 
