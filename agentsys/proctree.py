@@ -183,9 +183,14 @@ def sessions_holding(path: str | os.PathLike[str]) -> set[int]:
     return sessions
 
 
+def read_environ(pid: int) -> list[bytes]:
+    """`pid`'s environment as NAME=value entries (OSError when gone or not ours)."""
+    return _read(f"/proc/{pid}/environ").split(b"\0")
+
+
 def _has_marker(pid: int, entry: bytes) -> bool:
     try:
-        return entry in _read(f"/proc/{pid}/environ").split(b"\0")
+        return entry in read_environ(pid)
     except OSError:  # gone, or another user's process
         return False
 

@@ -116,7 +116,7 @@ def roundtrips(root: Path) -> tuple[list[float], list[float]]:
     from agentsys.mcp.opencode_config import merge_servers, server_entries
     from agentsys.opencode.client import OpenCodeClient
     from agentsys.scripted_llm import ScriptedLLM
-    from tests.mcp_opencode import ProjectConfigOpenCode, start_opencode
+    from tests.mcp_opencode import start_opencode
 
     work = root / "opencode-work"
     work.mkdir()
@@ -125,7 +125,7 @@ def roundtrips(root: Path) -> tuple[list[float], list[float]]:
     turns = [{"match": "bench", "steps": [call]}, {"match": "bench", "steps": [{"text": "ok"}]}]
     llm = ScriptedLLM({"turns": turns * (ROUNDTRIPS + 1)})
     llm.serve_in_thread()
-    opencode: ProjectConfigOpenCode = start_opencode(llm, root / "opencode")
+    opencode = start_opencode(llm, root / "opencode")
 
     async def measure() -> tuple[list[float], list[float]]:
         client = OpenCodeClient(opencode.url, password=opencode.password, directory=str(work))

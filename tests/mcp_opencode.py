@@ -25,23 +25,16 @@ from agentsys.opencode.server import DEMO_MODEL, DEMO_PROVIDER, LocalOpenCode, p
 RESEARCH_SERVER = "agentsys.mcp.research_server"
 
 
-class ProjectConfigOpenCode(LocalOpenCode):
-    """LocalOpenCode that reads the opencode.json of each session's directory."""
-
-    def environment(self) -> dict[str, str]:
-        env = super().environment()
-        env.pop("OPENCODE_DISABLE_PROJECT_CONFIG", None)
-        return env
-
-
-def start_opencode(scripted_llm, root: Path) -> ProjectConfigOpenCode:
+def start_opencode(scripted_llm, root: Path) -> LocalOpenCode:
+    """An OpenCode that reads each session directory's opencode.json, as `make run` starts it."""
     (root / "cwd").mkdir(parents=True, exist_ok=True)
-    server = ProjectConfigOpenCode(
+    server = LocalOpenCode(
         state_dir=root / "state",
         workdir=root / "cwd",
         config=provider_config(
             provider=DEMO_PROVIDER, model=DEMO_MODEL, demo_base_url=scripted_llm.base_url + "/v1"
         ),
+        project_config=True,
     )
     server.start()
     return server

@@ -18,6 +18,7 @@ from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
 from pydantic import Field
 
+from agentsys.mcp import command_reaper
 from agentsys.mcp.run_tools import AgentSysAPI, add_run_tools
 from agentsys.mcp.workdir_tools import (
     MAX_PAGE,
@@ -88,7 +89,15 @@ def main(argv: list[str] | None = None) -> None:
     url, token = os.environ.get("AGENTSYS_URL", ""), os.environ.get("AGENTSYS_API_TOKEN", "")
     api = AgentSysAPI(url, token) if url and token else None
     sweep = os.environ.get("AGENTSYS_SWEEP_ID", "")
-    build_server(args.workdir, api=api, sweep_id=sweep).run(show_banner=False)
+    server = build_server(args.workdir, api=api, sweep_id=sweep)
+    # No quick_bash command outlives its server (agentsys.mcp.command_reaper): those of a
+    # server killed outright go now, this one's go when it is stopped or its client leaves.
+    command_reaper.kill_orphans()
+    command_reaper.stop_on_signals()
+    try:
+        server.run(show_banner=False)
+    finally:
+        command_reaper.kill_live_commands()
 
 
 if __name__ == "__main__":

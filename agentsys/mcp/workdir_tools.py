@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentsys.mcp import command_reaper
 from agentsys.proctree import MARKER_VARIABLE, RunProcesses, process_info
 
 OUTPUT_CAP = 64 * 1024  # bytes of stdout and of stderr returned
@@ -93,7 +93,7 @@ async def quick_bash(
     cwd = workdir.inside(subdir)
     if not cwd.is_dir():
         raise ToolRefused(f"{subdir!r} is not a directory")
-    marker = f"quick-bash-{secrets.token_hex(8)}"
+    marker = command_reaper.new_marker()
     process = await asyncio.create_subprocess_exec(
         "/bin/sh",
         "-c",
@@ -107,6 +107,7 @@ async def quick_bash(
     )
     info = process_info(process.pid)
     processes = RunProcesses(marker, process.pid, info.start_time if info else 0)
+    command_reaper.started(processes)
     stdout, stderr = _Capped(), _Capped()
     readers = asyncio.gather(stdout.drain(process.stdout), stderr.drain(process.stderr))
     timed_out = True
@@ -117,6 +118,7 @@ async def quick_bash(
         # would hold the pipes open and the call with them.
         survivors = await processes.terminate(grace=0)
         await process.wait()
+        command_reaper.ended(processes)
     await asyncio.wait_for(readers, 5)
     return {
         "exit_code": None if timed_out else process.returncode,

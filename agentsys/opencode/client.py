@@ -13,6 +13,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 import httpx
 
@@ -124,6 +125,17 @@ class OpenCodeClient:
                 f"{response.text[:120]!r}"
             )
         return answer
+
+    async def mcp_connect(self, name: str, directory: str | None = None) -> bool:
+        """POST /mcp/{name}/connect: OpenCode starts that MCP server (again); it never
+        restarts one that died by itself."""
+        response = await self._call(
+            "POST", f"/mcp/{quote(name, safe='')}/connect", params=self._where(directory)
+        )
+        try:
+            return response.json() is True
+        except ValueError:
+            return False
 
     async def create_session(self, directory: str | None = None, title: str | None = None) -> str:
         body = {"title": title} if title else {}

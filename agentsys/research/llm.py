@@ -7,7 +7,9 @@ iterations and restarts, so the model keeps its context), each prompt a fresh ev
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -16,6 +18,9 @@ from agentsys.opencode import OpenCodeClient, OpenCodeError, Timeouts
 
 TOOL_OUTPUT_CHARS = 2000  # of each tool call's output, kept in the loop's history
 TOOL_INPUT_CHARS = 1000
+MCP_CHECK_SECONDS = 10.0  # before each prompt: is an MCP server down (to start again)?
+
+logger = logging.getLogger("agentsys.research")
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,10 @@ class OpenCodeGateway:
 
     async def ask(self, session_id: str, text: str) -> ModelReply:
         started = time.monotonic()
+        try:  # bounded: a first look at a directory starts its servers (seconds)
+            await asyncio.wait_for(self.reconnect_failed_mcp_servers(), MCP_CHECK_SECONDS)
+        except TimeoutError:
+            logger.warning("MCP servers not checked: OpenCode took over %ss", MCP_CHECK_SECONDS)
         result = await self.client.prompt(
             session_id, text, provider=self.provider, model=self.model, directory=self.workdir
         )
@@ -89,6 +98,25 @@ class OpenCodeGateway:
             model_s=time.monotonic() - started,
             tool_calls=tool_parts(result.tool_calls),
         )
+
+    async def reconnect_failed_mcp_servers(self) -> list[str]:
+        """Start again the workdir's MCP servers OpenCode says failed (one killed mid-call
+        stays down, its tools gone from every later prompt, until someone connects it);
+        returns their names. Never in the prompt's way: trouble here is only logged."""
+        try:
+            servers = await self.client.mcp_status(self.workdir)
+            failed = [
+                name
+                for name, state in servers.items()
+                if isinstance(state, dict) and state.get("status") == "failed"
+            ]
+            for name in failed:
+                connected = await self.client.mcp_connect(name, self.workdir)
+                logger.info("MCP server %s had failed; reconnected: %s", name, connected)
+            return failed
+        except OpenCodeError as error:
+            logger.warning("could not check OpenCode's MCP servers: %s", error)
+            return []
 
     async def abort(self, session_id: str) -> None:
         if session_id:

@@ -7,12 +7,13 @@ the tests read the outcome from OpenCode's own tool parts (GET /session/{id}/mes
   with the reason;
 - create_run + start_run + wait_run against a live AgentSys (daphne, runagentd, a user's
   token): a real run in GET /api/runs under the loop's sweep, ended done;
-- the server killed mid-call: OpenCode's tool error, and what it does next (it does not
-  restart the server by itself; POST /mcp/{name}/connect does).
+- the server killed mid-call: OpenCode's tool error; OpenCode does not restart the server by
+  itself, a research loop's next prompt does (and the new server kills the orphaned command).
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,6 +21,8 @@ import httpx
 import pytest
 
 from accounts_app import services as accounts
+from agentsys.opencode.server import DEMO_MODEL, DEMO_PROVIDER
+from agentsys.research.llm import OpenCodeGateway
 from scheduler_app.models import Run, Sweep
 from tests.helpers import wait_until
 from tests.live_clients import Web
@@ -186,7 +189,7 @@ def test_create_start_and_wait_for_a_real_run_in_the_loops_sweep(
         web.stop()
 
 
-def test_a_server_killed_mid_call_is_a_tool_error_and_stays_down_until_reconnected(
+def test_a_server_killed_mid_call_is_a_tool_error_and_the_loops_next_prompt_restarts_it(
     project, scripted_llm
 ):
     mark = marker(30)
@@ -222,13 +225,31 @@ def test_a_server_killed_mid_call_is_a_tool_error_and_stays_down_until_reconnect
         assert research_servers(project.path) == []
         assert project.mcp_status()["research-agent"] == failed
 
-        # POST /mcp/{name}/connect starts a new one, and the next session has the tools.
-        assert project.connect("research-agent") is True
+        # A research loop's next prompt (OpenCodeGateway.ask) starts it again first, and
+        # the fresh server kills what the killed one left running.
+        gateway = OpenCodeGateway(
+            url=project.opencode.url,
+            provider=DEMO_PROVIDER,
+            model=DEMO_MODEL,
+            workdir=project.directory,
+            title="after the kill",
+            password=project.opencode.password,
+        )
+
+        async def next_prompt():
+            try:
+                session = await gateway.ensure_session("")
+                return session, await gateway.ask(session, "after-connect")
+            finally:
+                await gateway.aclose()
+
+        session, reply = asyncio.run(next_prompt())
+        assert [c["tool"] for c in reply.tool_calls] == [LIST], reply.tool_calls
         assert project.mcp_status()["research-agent"] == {"status": "connected"}
         [fresh] = research_servers(project.path)
         assert fresh.pid != server.pid
-        session = project.prompt("after-connect")
         [part] = project.tool_parts(session)
         assert "notes.md" in [e["name"] for e in output_of(part)["entries"]]
+        wait_until(lambda: not processes_with(mark), 5, message="the orphaned command to go")
     finally:
-        kill_all(processes_with(mark))  # the killed server's command outlives it
+        kill_all(processes_with(mark))
