@@ -7,20 +7,29 @@ from accounts_app.models import ApiToken
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ("name", "user", "prefix", "created_at", "last_used_at", "revoked_at")
-    list_filter = ("revoked_at",)
-    search_fields = ("name", "user__username", "prefix")
+    # Agents' tokens (a research loop's, owned by the agents service user) are listed too.
+    list_display = (
+        "name",
+        "user",
+        "agent_id",
+        "prefix",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
+    list_filter = ("revoked_at", ("agent_id", admin.EmptyFieldListFilter))
+    search_fields = ("name", "user__username", "prefix", "agent_id")
     actions = ["revoke"]
 
     def get_fields(self, request, obj=None):
         if obj is None:
             return ("user", "name")
-        return ("user", "name", "prefix", "created_at", "last_used_at", "revoked_at")
+        return ("user", "name", "agent_id", "prefix", "created_at", "last_used_at", "revoked_at")
 
     def get_readonly_fields(self, request, obj=None):
         if obj is None:
             return ()
-        return ("user", "prefix", "created_at", "last_used_at", "revoked_at")
+        return ("user", "agent_id", "prefix", "created_at", "last_used_at", "revoked_at")
 
     def save_model(self, request, obj, form, change):
         if not change:

@@ -1,5 +1,9 @@
 """Authentication: pages need a logged-in user; the API takes a session, a user's own API
-token (accounts_app), or the deployment-wide RESEARCH_AGENT_USER_AUTH_TOKEN."""
+token (accounts_app), or the deployment-wide RESEARCH_AGENT_USER_AUTH_TOKEN.
+
+An agent's token (a research loop's own) acts as the `agents` service user, with the agent's
+id on the request (`agent_of(request)`), and may change only what common.api_contract's
+AGENT_WRITES allows: any other write is a 403 saying so."""
 
 from __future__ import annotations
 
@@ -11,9 +15,10 @@ from django.conf import settings
 from django.contrib.auth.middleware import LoginRequiredMiddleware as _DjangoLoginRequired
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, JsonResponse
+from ninja.errors import AuthorizationError, HttpError
 from ninja.security import APIKeyHeader, HttpBearer, django_auth
 
-from common.api_contract import API_PREFIX
+from common.api_contract import AGENT_REFUSED, API_PREFIX, agent_may
 
 ENV_TOKEN = "token"  # noqa: S105 - what request.auth is for the environment's token (it has no owner)
 
@@ -35,26 +40,35 @@ def token_matches(candidate: str | None) -> bool:
     return secrets.compare_digest(candidate.encode(), expected.encode())
 
 
-def token_owner(candidate: str | None):
-    """The user whose live API token `candidate` is (noting the use), or None."""
+def live_token(candidate: str | None):
+    """The live ApiToken row `candidate` is (noting the use), or None."""
     from accounts_app import selectors, services
 
     row = selectors.active_token(candidate)
-    if row is None:
-        return None
-    services.note_use(row)
-    return row.user
+    if row is not None:
+        services.note_use(row)
+    return row
 
 
 def authenticate_token(request: HttpRequest | None, candidate: str | None):
-    """A user's token: sets request.user to its owner and returns the user. The env token:
-    returns ENV_TOKEN. Anything else: None."""
+    """A user's token: sets request.user to its owner (request.agent_id to its agent's id,
+    for an agent's token) and returns the user. The env token: returns ENV_TOKEN. Anything
+    else: None. An agent's token on a write it may not make raises a 403."""
     if token_matches(candidate):
         return ENV_TOKEN
-    user = token_owner(candidate)
-    if user is not None and request is not None:
-        request.user = user
-    return user
+    row = live_token(candidate)
+    if row is None:
+        return None
+    if request is not None:
+        if row.agent_id and not agent_may(request.method or "", request.path_info):
+            raise AuthorizationError(message=AGENT_REFUSED)
+        request.user, request.agent_id = row.user, row.agent_id
+    return row.user
+
+
+def agent_of(request: HttpRequest) -> str:
+    """The id of the agent whose token made `request`; "" for anyone else."""
+    return getattr(request, "agent_id", "")
 
 
 @database_sync_to_async
@@ -90,7 +104,11 @@ def docs_access(view):
 
     @functools.wraps(view)
     def guarded(request: HttpRequest, *args, **kwargs):
-        if any(auth(request) for auth in API_AUTH):
+        try:
+            accepted = any(auth(request) for auth in API_AUTH)
+        except HttpError as refused:  # an agent's token on a write
+            return JsonResponse({"detail": str(refused)}, status=refused.status_code)
+        if accepted:
             return view(request, *args, **kwargs)
         if request.path.endswith(".json") or "text/html" not in request.headers.get("Accept", ""):
             return JsonResponse({"detail": "Unauthorized"}, status=401)

@@ -4,7 +4,11 @@ from django.db import models
 
 class ApiToken(models.Model):
     """A user's API token. Only its SHA-256 digest is kept: the token itself is shown once,
-    when it is created, and cannot be recovered (a lost one is revoked and replaced)."""
+    when it is created, and cannot be recovered (a lost one is revoked and replaced).
+
+    An agent's token (agent_id set) belongs to the `agents` service user: a research loop
+    gets one at its start, for the run tools of its workdir's MCP server, and loses it at its
+    end (accounts_app.services.issue_agent_token, revoke_agent_tokens)."""
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
@@ -15,6 +19,13 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    agent_id = models.CharField(
+        max_length=64,
+        blank=True,
+        db_index=True,
+        editable=False,
+        help_text="The agent it was issued to; empty for a person's own token",
+    )
 
     class Meta:
         ordering = ["user_id", "-created_at"]

@@ -21,6 +21,9 @@ def active_token(token: str | None) -> ApiToken | None:
     )
 
 
-def tokens(*, username: str | None = None) -> QuerySet[ApiToken]:
+def tokens(*, username: str | None = None, people_only: bool = False) -> QuerySet[ApiToken]:
+    """Tokens, of one user if named; `people_only` leaves agents' tokens out."""
     rows = ApiToken.objects.select_related("user").order_by("user__username", "-created_at")
+    if people_only:
+        rows = rows.filter(agent_id="")
     return rows.filter(user__username=username) if username else rows

@@ -1,4 +1,5 @@
-"""Writes for API tokens: create (the only moment the token is seen), revoke, note a use."""
+"""Writes for API tokens: create (the only moment the token is seen), revoke, note a use;
+and agents' tokens: issued to a research loop at its start, revoked at its end."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import hashlib
 import secrets
 from datetime import timedelta
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -15,6 +19,8 @@ TOKEN_PREFIX = "ast_"  # noqa: S105 - makes a leaked token easy to recognise (se
 PREFIX_SHOWN = 10
 # last_used_at is written at most this often per token: not one write per request.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+# Owner of every agent's token: made on demand, no password (it cannot log in), not staff.
+AGENTS_USERNAME = "agents"
 
 
 class TokenError(Exception):
@@ -35,6 +41,8 @@ def create_token(*, user, name: str) -> tuple[ApiToken, str]:
         raise TokenError("a token's name has at most 100 characters")
     if not user.is_active:
         raise TokenError(f"user {user.get_username()} is inactive")
+    if user.get_username() == AGENTS_USERNAME:
+        raise TokenError("the agents' tokens are issued to their loops, one each, not made")
     row = ApiToken(user=user, name=name)
     token = fill_new_secret(row)
     row.save()
@@ -56,6 +64,39 @@ def revoke_token(*, token_id: int) -> ApiToken:
         row.revoked_at = timezone.now()
         row.save(update_fields=["revoked_at"])
     return row
+
+
+def agents_user():
+    """The service user that agents' tokens belong to, made on first use. An account of that
+    name that a person could log in with is refused: it would see and own the agents' tokens."""
+    user, _ = get_user_model().objects.get_or_create(
+        username=AGENTS_USERNAME, defaults={"password": make_password(None)}
+    )
+    if user.has_usable_password() or user.is_staff or user.is_superuser:
+        raise TokenError(
+            f"user {AGENTS_USERNAME!r} is a person's account (it has a password or is staff): "
+            "agents' tokens cannot belong to it"
+        )
+    return user
+
+
+@transaction.atomic
+def issue_agent_token(*, agent_id: str) -> tuple[ApiToken, str]:
+    """A new token of agent `agent_id`; its earlier ones (a loop resumed) are revoked. Returns
+    the row and the token, which is never stored."""
+    if not agent_id or len(agent_id) > 64:
+        raise TokenError(f"an agent's token needs the agent's id, got {agent_id!r}")
+    revoke_agent_tokens(agent_id=agent_id)
+    row = ApiToken(user=agents_user(), name=f"agent {agent_id}", agent_id=agent_id)
+    token = fill_new_secret(row)
+    row.save()
+    return row, token
+
+
+def revoke_agent_tokens(*, agent_id: str) -> int:
+    """Revoke every live token of agent `agent_id` (it ended); returns how many."""
+    live = ApiToken.objects.filter(agent_id=agent_id, revoked_at__isnull=True)
+    return live.update(revoked_at=timezone.now()) if agent_id else 0
 
 
 def note_use(row: ApiToken) -> None:

@@ -22,7 +22,8 @@ def settings_page(request: HttpRequest, *, new_token: str = "", status: int = 20
     mcp = async_to_sync(mcp_check)(opencode_ok=opencode["ok"])
     context = {
         "nav": "settings",
-        "tokens": selectors.tokens(username=request.user.get_username()),
+        # A person's own tokens: agents' ones belong to the agents service user, never shown here.
+        "tokens": selectors.tokens(username=request.user.get_username(), people_only=True),
         "new_token": new_token,
         "model": f"{config.model_provider}/{config.model_id}",
         "opencode": opencode,

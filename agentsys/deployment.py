@@ -1,5 +1,5 @@
 """What the deployment configures for every agent: its model, the OpenCode server and its
-credentials, the model timeouts, the default workdir.
+credentials, the model timeouts, the default workdir, and where AgentSys's REST API answers.
 
 agentsys reads no environment: the host reads it once (common/environment.py, Django's
 settings.AGENTSYS) and runagentd passes this in, through the daemon and its supervisor, to
@@ -26,3 +26,6 @@ class Deployment:
     # sbatch defaults for SLURM runs (partition, account, time_limit, qos, constraint); a
     # run's own `slurm` options win.
     slurm_options: dict = field(default_factory=dict)
+    # The web server's address (http://host:port), for what an agent hands its MCP tools;
+    # empty: none known, and a research loop's run tools answer that no loop runs there.
+    api_url: str = ""

@@ -129,6 +129,11 @@ class MemoryView(Protocol):
         self, *, severity: str, message: str, signature: str, data: dict, run_dir: str = ""
     ) -> str: ...
 
+    def issue_api_token(self) -> str:
+        """A new API token of this agent's own (its earlier ones revoked), for the REST API
+        its MCP tools call; revoked when the agent ends. Returns the token, stored nowhere."""
+        ...
+
 
 def load_memory_factory(path: str):
     """`module:attr` → a callable(agent_id, role, scope_dict) -> MemoryView."""

@@ -32,6 +32,9 @@ A run (one executor) has `.agents/runs/<agent id>/`:
 A research loop has `.agents/wild/<agent id>/` (agentsys.research.workspace writes it):
 tasks.md (its plan), iteration_log.md (one section per iteration), state.json (what it needs
 to resume, agentsys.research.state), snapshot.txt (the workdir's files at the last iteration).
+While a loop runs, `.agents/mcp/credentials.json` (mode 0600) holds its API token for the run
+tools of the workdir's MCP server (agentsys.mcp.credentials: the loop writes it, the server
+reads it at each call).
 """
 
 from __future__ import annotations

@@ -7,12 +7,15 @@
   route takes `tag` must not quietly return every row.
 - Every error is `{"detail": "<one readable line>"}`; validation errors add `errors`, the
   list of what failed, and every operation documents 401, 422 and 503 in that shape.
+- An agent's token (accounts_app: a research loop's own) reads everything but changes only
+  runs and sweeps (AGENT_WRITES); any other write is a 403 saying so, documented as such.
 - The live event stream (`events_app.sse`, a streaming Django view outside ninja) is in the
   schema like any other route.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated
 from urllib.parse import urlencode
@@ -41,9 +44,21 @@ COMMON_ERRORS = {
     "422": "Invalid input (body, path or query), or a query parameter the route does not take",
     "503": "The database is unreachable; retry after the Retry-After seconds",
 }
+# What an agent's token may change: make, start, stop and rerun runs, and make sweeps (a
+# path as requested, or as the schema writes it: `/api/runs/{run_id}/start`).
+AGENT_WRITES = re.compile(r"/api/(runs|sweeps|runs/[^/]+/(start|stop|rerun))/?")
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+AGENT_REFUSED = (
+    "An agent's token may read, make, start, stop and rerun runs and make sweeps, nothing else"
+)
 # Past this a list offset is a mistake, and PostgreSQL's OFFSET (a bigint) would overflow.
 MAX_OFFSET = 1_000_000_000
 NOT_FOUND = "No such row: the id in the path names nothing"
+
+
+def agent_may(method: str, path: str) -> bool:
+    """May an agent's token make this request?"""
+    return method.upper() in SAFE_METHODS or AGENT_WRITES.fullmatch(path) is not None
 
 
 def _in_utc(value: datetime) -> datetime:
@@ -145,9 +160,10 @@ def document_common_errors(schema: dict) -> None:
     error_body = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     for path, operations in schema.get("paths", {}).items():
         errors = {**COMMON_ERRORS, **({"404": NOT_FOUND} if "{" in path else {})}
-        for operation in operations.values():
+        for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
-            for status, description in errors.items():
+            refused = {} if agent_may(method, path) else {"403": AGENT_REFUSED}
+            for status, description in {**errors, **refused}.items():
                 if status not in responses:
                     responses[status] = {"description": description, "content": error_body}
 

@@ -134,6 +134,14 @@ class Config:
     model_response_timeout: int = 600
     model_idle_timeout: int = 120
 
+    @property
+    def api_url(self) -> str:
+        """Where this host reaches the web server (HOST, PORT): a wildcard bind address is
+        reached on the loopback."""
+        wildcards = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}  # noqa: S104
+        host = wildcards.get(self.host, self.host)
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+
 
 def _raw(env: environ.Env, name: str) -> str:
     return env.str(name, default=VARIABLES[name][0]).strip()

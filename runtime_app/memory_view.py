@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.db import connection, transaction
 from django.utils import timezone
 
+from accounts_app.services import issue_agent_token
 from agentsys.context import memory_bank_lines
 from agentsys.memory import ContextLimits, Entry, EntryQuery
 from agentsys.types import EntryType
@@ -104,6 +105,10 @@ class DjangoMemoryView:
             run_dir=run_dir,
         )
         return alert.id
+
+    def issue_api_token(self) -> str:
+        with _fresh_connection():
+            return issue_agent_token(agent_id=self.agent_id)[1]
 
     # -- reads -------------------------------------------------------------------------------
 

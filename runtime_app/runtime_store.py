@@ -14,6 +14,7 @@ from django.db import connection, connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from accounts_app.services import revoke_agent_tokens
 from agents_app.models import Agent, AgentCommand, CommandStatus
 from agents_app.services import create_agent
 from agentsys.agent import Scope
@@ -227,6 +228,7 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
         if status in TERMINAL_AGENT_STATUSES:
             # An agent's result is its own JSON: a NaN in it (a run's last loss) is stored by name.
             agent.finished_at, agent.error, agent.result = now, error, json_safe(result)
+            revoke_agent_tokens(agent_id=agent_id)  # its API token dies with it
         agent.save()
         if status == AgentStatus.FAILED:
             write_entry(

@@ -193,6 +193,7 @@ RUN_MANAGED = (
     "id",
     "status",
     "agent",
+    "created_by_agent",
     "run_dir",
     "slurm_job_id",
     "wait_reason",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import datetime
 from pathlib import Path
@@ -11,6 +12,8 @@ from django.db import transaction
 from ninja import Query, Router, Schema, Status
 from pydantic import ConfigDict, Field, StringConstraints, field_validator, model_validator
 
+from accounts_app.auth import agent_of
+from agents_app.models import Agent
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH, compile_pattern
 from agentsys.run_dir import LOG_FILE
 from agentsys.slurm import SlurmError
@@ -18,7 +21,7 @@ from agentsys.slurm import check_options as check_slurm_options
 from agentsys.types import END_STATE_HELP
 from common.api_contract import MAX_OFFSET
 from scheduler_app import queue, runs, services
-from scheduler_app.models import Alert, AlertStatus, Run, RunStatus
+from scheduler_app.models import Alert, AlertStatus, Run, RunStatus, Sweep
 
 router = Router()
 MAX_LOG_CHUNK = 1_000_000
@@ -121,7 +124,9 @@ class RunIn(Schema):
         default_factory=dict,
         description="appended as ` --key=value`: option names, scalar values, 64 KiB in all",
     )
-    sweep_id: str | None = None
+    sweep_id: str | None = Field(
+        None, description="The sweep it joins; unset, an agent's token puts it in its agent's"
+    )
     chat_session_id: str | None = None
     auto_start: bool = False
     max_retries: _optional(int, strict=True, ge=0, le=100) = Field(
@@ -177,6 +182,11 @@ class RunOut(Schema):
         )
     )
     agent_id: str | None
+    sweep_id: str | None = Field(description="The sweep it belongs to")
+    created_by_agent: str = Field(
+        description="The agent whose API token made it (a research loop's); empty: a person "
+        "or a script"
+    )
     slurm_job_id: int | None = Field(description="Its SLURM job (backend slurm)")
     wait_reason: str = Field(description="Why a queued run waits: SLURM's reason (Resources)")
     run_dir: str
@@ -225,14 +235,25 @@ def _no(kind: str, key: str):
 def create_run(request, payload: RunIn):
     if payload.workdir and not Path(payload.workdir).is_dir():
         return Status(422, {"detail": f"workdir: {payload.workdir} is not a directory"})
+    fields = payload.dict(exclude=EXECUTOR_OPTIONS)
+    agent_id = agent_of(request)
+    if agent_id and fields["sweep_id"] is None:
+        fields["sweep_id"] = _sweep_of_agent(agent_id)
     try:
         run = runs.create_run(
-            **payload.dict(exclude=EXECUTOR_OPTIONS),
+            **fields,
             executor_options=payload.executor_options(),
+            created_by_agent=agent_id,
         )
     except queue.InvalidRequest as error:
         return Status(422, {"detail": str(error)})
     return Status(201, run)
+
+
+def _sweep_of_agent(agent_id: str) -> str | None:
+    """The sweep of agent `agent_id` (a research loop's), where the runs it makes go."""
+    sweep = Agent.objects.filter(pk=agent_id).values_list("sweep", flat=True).first()
+    return sweep if sweep and Sweep.objects.filter(pk=sweep).exists() else None
 
 
 @router.get(
@@ -294,7 +315,7 @@ def stop_run(request, run_id: str):
     tags=["runs"],
 )
 def rerun(request, run_id: str):
-    return _run_action(run_id, runs.rerun)
+    return _run_action(run_id, functools.partial(runs.rerun, created_by_agent=agent_of(request)))
 
 
 @router.get(

@@ -251,6 +251,13 @@ class Run(models.Model):
     agent = models.ForeignKey(
         "agents_app.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
     )
+    created_by_agent = models.CharField(
+        max_length=64,
+        blank=True,
+        editable=False,
+        help_text="The agent whose API token made it (a research loop's MCP tools); empty: a "
+        "person or a script",
+    )
     auto_start = models.BooleanField(default=False)
     run_dir = models.CharField(max_length=1000, blank=True)
     slurm_job_id = models.BigIntegerField(

@@ -43,6 +43,7 @@ def create_run(
     chat_session_id: str | None = None,
     auto_start: bool = False,
     executor_options: dict | None = None,
+    created_by_agent: str = "",
 ) -> Run:
     queue.validate_gpu_required(gpu_required)
     _check_references(sweep_id=sweep_id, chat_session_id=chat_session_id)
@@ -57,6 +58,7 @@ def create_run(
         sweep_id=sweep_id,
         chat_session_id=chat_session_id,
         auto_start=auto_start,
+        created_by_agent=created_by_agent,
     )
     return start_run(run_id=run.id) if auto_start else run
 
@@ -160,8 +162,9 @@ def start_run(*, run_id: str) -> Run:
 
 
 @transaction.atomic
-def rerun(*, run_id: str) -> Run:
-    """A finished run again, as a new run with the same command (the old one stays)."""
+def rerun(*, run_id: str, created_by_agent: str = "") -> Run:
+    """A finished run again, as a new run with the same command (the old one stays); made by
+    whoever reruns it."""
     old = Run.objects.get(pk=run_id)
     if old.status not in RESTARTABLE:
         raise RunRefused(f"{run_id} is {old.status}; only a finished run can be rerun")
@@ -175,6 +178,7 @@ def rerun(*, run_id: str) -> Run:
         sweep_id=old.sweep_id,
         chat_session_id=old.chat_session_id,
         auto_start=True,
+        created_by_agent=created_by_agent,
     )
 
 

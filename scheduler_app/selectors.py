@@ -8,7 +8,8 @@ from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from agentsys.types import EndState
+from agents_app.models import Agent
+from agentsys.types import AgentRole, EndState
 from events_app.models import Event
 from hosts_app.models import Host, HostStatus
 from scheduler_app import run_log
@@ -109,7 +110,13 @@ def run_page(run_id: str) -> Run | None:
     run.metric_problems = metric_problems(run.agent_id) if run.agent_id else []
     failed = run.status == RunStatus.FAILED or (run.exit_code or 0) != 0
     run.log_error = run_log.last_error_line(run.run_dir) if failed else ""
+    run.creator_is_loop = bool(run.created_by_agent) and _is_research_loop(run.created_by_agent)
     return run
+
+
+def _is_research_loop(agent_id: str) -> bool:
+    """Whether the agent has a loop page to link to."""
+    return Agent.objects.filter(pk=agent_id, role=AgentRole.RESEARCH).exists()
 
 
 def run_duration(run: Run, *, now=None) -> timedelta | None:

@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict
 
 from agentsys.agent import Agent
-from agentsys.research import experiments
+from agentsys.research import experiments, tool_token
 from agentsys.research.llm import ModelGateway, ModelReply, OpenCodeError, OpenCodeGateway
 from agentsys.research.logbook import control_section, iteration_section, reflection_section
 from agentsys.research.reply import ParsedReply, parse_reply
@@ -66,6 +66,7 @@ class ResearchAgent(Agent):
         self.state = state
         self.iteration = state.iteration
         self.gateway: ModelGateway = self.make_gateway()
+        await tool_token.hand_over(self, self.settings.workdir)  # for its MCP run tools
 
     def make_gateway(self) -> ModelGateway:
         return OpenCodeGateway(
@@ -100,6 +101,8 @@ class ResearchAgent(Agent):
                 self._save()
                 await self.gateway.abort(self.state.opencode_session_id)
         finally:
+            if not self.detached:  # detached, it is not over: the next runagentd resumes it
+                tool_token.take_back(self, self.settings.workdir)
             await self.gateway.aclose()
 
     # -- the three steps ---------------------------------------------------------------------

@@ -1,17 +1,22 @@
 """The research-agent MCP server (issue 23, part 1), served over stdio to the LLM inside
 OpenCode: `python -m agentsys.mcp.research_server --workdir DIR`.
 
-The workdir tools (agentsys.mcp.workdir_tools: quick_bash, list_directory) and, given
-AGENTSYS_URL and AGENTSYS_API_TOKEN, the run tools (agentsys.mcp.run_tools: create_run,
-start_run, list_runs, get_run, tail_run_log, wait_run, search_memory) through the REST API.
-Still to come (issue 23): a token of the agent's own, and the agent named as the creator.
-A refusal is an MCP tool error that says why; nothing a caller sends crashes the server.
+The workdir tools (agentsys.mcp.workdir_tools: quick_bash, list_directory) and the run tools
+(agentsys.mcp.run_tools: create_run, start_run, list_runs, get_run, tail_run_log, wait_run,
+search_memory) through the REST API, with the token of the research loop running in the
+workdir: read at each call from the credentials file the loop writes
+(agentsys.mcp.credentials), so the runs land in the loop's sweep with the loop as their
+creator, a new loop's token takes effect without a restart, and with no loop running the run
+tools say so. AGENTSYS_URL and AGENTSYS_API_TOKEN (with AGENTSYS_SWEEP_ID) set a fixed address
+and token instead. A refusal is an MCP tool error that says why; nothing a caller sends
+crashes the server.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from typing import Annotated
 
 from fastmcp import FastMCP
@@ -19,6 +24,7 @@ from fastmcp.exceptions import ToolError
 from pydantic import Field
 
 from agentsys.mcp import command_reaper
+from agentsys.mcp.credentials import NoCredentials, read_credentials
 from agentsys.mcp.run_tools import AgentSysAPI, add_run_tools
 from agentsys.mcp.workdir_tools import (
     MAX_PAGE,
@@ -34,7 +40,7 @@ def build_server(
     workdir: str | os.PathLike,
     *,
     api: AgentSysAPI | None = None,
-    sweep_id: str = "",
+    sweep_id: str | Callable[[], str] = "",
     name: str = "research-agent",
     with_bash: bool = True,
 ) -> FastMCP:
@@ -81,14 +87,31 @@ def _add_quick_bash(server: FastMCP, root: Workdir) -> None:
             raise ToolError(str(refused)) from None
 
 
+def loop_field(workdir: str | os.PathLike, name: str) -> Callable[[], str]:
+    """A callable reading field `name` (url, token, sweep_id) of the credentials of the loop
+    running in `workdir`, at each call; with no loop there (or a broken file), a tool error
+    saying so."""
+
+    def read() -> str:
+        try:
+            return getattr(read_credentials(workdir), name)
+        except NoCredentials as missing:
+            raise ToolError(str(missing)) from None
+
+    return read
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", default=os.environ.get("AGENTSYS_WORKDIR") or os.getcwd())
     args = parser.parse_args(argv)
-    # The run tools need AgentSys's address and a token (AGENTSYS_URL, AGENTSYS_API_TOKEN).
     url, token = os.environ.get("AGENTSYS_URL", ""), os.environ.get("AGENTSYS_API_TOKEN", "")
-    api = AgentSysAPI(url, token) if url and token else None
-    sweep = os.environ.get("AGENTSYS_SWEEP_ID", "")
+    if token:  # a fixed token (a script's, a person's): it needs the address too
+        api = AgentSysAPI(url, token) if url else None
+        sweep: str | Callable[[], str] = os.environ.get("AGENTSYS_SWEEP_ID", "")
+    else:  # the research loop running in the workdir, whichever it is at each call
+        url_now, token_now = loop_field(args.workdir, "url"), loop_field(args.workdir, "token")
+        api, sweep = AgentSysAPI(url_now, token_now), loop_field(args.workdir, "sweep_id")
     server = build_server(args.workdir, api=api, sweep_id=sweep)
     # No quick_bash command outlives its server (agentsys.mcp.command_reaper): those of a
     # server killed outright go now, this one's go when it is stopped or its client leaves.

@@ -27,23 +27,25 @@ RUN_ID = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9
 
 class AgentSysAPI:
     """AgentSys's REST API with one token, or with `token()`, read at each call (a server
-    that serves many callers: each call carries the caller's own). `client` may be given
-    (in-process ones)."""
+    that serves many callers: each call carries the caller's own; a research loop's server:
+    the token of the loop running now). `base_url` likewise. `client` may be given
+    (in-process ones, whose own base URL is used)."""
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Callable[[], str],
         token: str | Callable[[], str],
         client: httpx.AsyncClient | None = None,
     ):
-        self.client = client or httpx.AsyncClient(base_url=base_url, timeout=30.0)
-        self.token = token
+        self.client = client or httpx.AsyncClient(timeout=30.0)
+        self.base_url, self.token = base_url, token
 
     async def call(self, method: str, path: str, **kwargs) -> Any:
-        token = self.token() if callable(self.token) else self.token
+        token = _now(self.token)
+        url = _now(self.base_url).rstrip("/") + path
         headers = {"X-Auth-Token": token}
         try:
-            response = await self.client.request(method, path, headers=headers, **kwargs)
+            response = await self.client.request(method, url, headers=headers, **kwargs)
         except httpx.HTTPError as error:
             raise ToolError(f"AgentSys did not answer at {path}: {error}") from None
         if response.status_code >= 400:
@@ -55,8 +57,15 @@ class AgentSysAPI:
         return response.json()
 
 
-def add_run_tools(server: FastMCP, api: AgentSysAPI, *, sweep_id: str = "") -> None:
-    """Register the run tools on `server`; runs it creates join `sweep_id` unless told."""
+def _now(value: str | Callable[[], str]) -> str:
+    return value() if callable(value) else value
+
+
+def add_run_tools(
+    server: FastMCP, api: AgentSysAPI, *, sweep_id: str | Callable[[], str] = ""
+) -> None:
+    """Register the run tools on `server`; runs it creates join `sweep_id` (or `sweep_id()`,
+    read at each call) unless told."""
 
     @server.tool
     async def create_run(
@@ -70,8 +79,8 @@ def add_run_tools(server: FastMCP, api: AgentSysAPI, *, sweep_id: str = "") -> N
         once. It joins this agent's sweep."""
         body = {"name": name, "command": command, "gpu_required": gpu_required}
         body.update(params=params or {}, auto_start=start)
-        if sweep_id:
-            body["sweep_id"] = sweep_id
+        if sweep := _now(sweep_id):
+            body["sweep_id"] = sweep
         return _run_summary(await api.call("POST", "/api/runs", json=body))
 
     @server.tool

@@ -166,9 +166,12 @@ def test_the_server_runs_over_stdio_as_opencode_starts_it(tmp_path):
             tools = {tool.name for tool in await client.list_tools()}
             listing = await client.call_tool("list_directory", {})
             bash = await client.call_tool("quick_bash", {"command": "cat hello.txt"})
-            return tools, listing.structured_content, bash.structured_content
+            runs = await client.call_tool("list_runs", {}, raise_on_error=False)
+            return tools, listing.structured_content, bash.structured_content, runs
 
-    tools, listing, bash = asyncio.run(go())
-    assert tools == {"quick_bash", "list_directory"}
+    tools, listing, bash, runs = asyncio.run(go())
+    assert {"quick_bash", "list_directory", "create_run", "start_run", "wait_run"} <= tools
+    # No token in its environment: the run tools use the research loop's (none runs here).
+    assert runs.is_error and "no research loop is running in" in runs.content[0].text
     assert listing["entries"] == [{"name": "hello.txt", "type": "file", "size": 2}]
     assert bash["stdout"] == "hi"

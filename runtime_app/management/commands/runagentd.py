@@ -42,6 +42,7 @@ def deployment() -> Deployment:
             idle=float(config.model_idle_timeout),
         ),
         slurm_options=dict(config.slurm_options),
+        api_url=config.api_url,
     )
 
 
