@@ -104,7 +104,12 @@ def record_slurm_state(*, agent_id: str, job_id: int, running: bool, reason: str
     if running and rows.filter(status=RunStatus.QUEUED).update(
         **fields, status=RunStatus.RUNNING, started_at=now, updated_at=now
     ):
-        oplog.run_moved(agent_id=agent_id, status=RunStatus.RUNNING, exit_code=None, error="")
+        # Its log line's reads after the commit: the row is seen running that much sooner.
+        transaction.on_commit(
+            lambda: oplog.run_moved(
+                agent_id=agent_id, status=RunStatus.RUNNING, exit_code=None, error=""
+            )
+        )
         return True
     return bool(rows.update(**fields, updated_at=now))
 

@@ -39,10 +39,11 @@ logger = logging.getLogger("agentsys.executor")
 STOP_WAIT_SECONDS = 60.0  # after scancel, how long a stop waits for SLURM to end the job
 STOP_POLL_SECONDS = 0.5
 # How often a waiting executor looks at its job's files (job.started, job.done): a stat, far
-# cheaper than asking SLURM, and it is how a run shows running as soon as its job does. Often
-# while SLURM would start a job on an idle cluster, then less (200 waiting runs: 2,000 stats/s).
-FILE_LOOK_SECONDS = (0.01, 0.1)
-FILE_LOOK_FAST_FOR = 10.0  # seconds after submit or adoption
+# cheaper than asking SLURM, and it is how a run shows running as soon as its job does. Most
+# often while SLURM starts a job on an idle cluster (under a second), then less, then seldom
+# (200 waiting runs: 2,000 looks/s): (seconds since submit or adoption, the look's interval).
+FILE_LOOKS = ((3.0, 0.003), (10.0, 0.01))
+FILE_LOOK_SLOW = 0.1
 STARTED_FILE = "job.started"
 # The poller reports a job SLURM knows nothing of this many times in a row before the run is
 # given up as lost (a job just submitted is always known; this covers a purged record).
@@ -190,9 +191,10 @@ class SlurmRun:
         poller's news says it waits (with SLURM's reason) or ended, and the job's own files
         say at once that it started (job.started) or ended (job.done), without waiting for a
         poll."""
-        fast_until = time.monotonic() + FILE_LOOK_FAST_FOR
+        since = time.monotonic()
         while True:
-            look = FILE_LOOK_SECONDS[0 if time.monotonic() < fast_until else 1]
+            waited = time.monotonic() - since
+            look = next((every for until, every in FILE_LOOKS if waited < until), FILE_LOOK_SLOW)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._news.wait(), look)
             news = self._news.is_set()
