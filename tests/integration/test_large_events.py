@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 from channels.db import database_sync_to_async
@@ -146,6 +147,12 @@ async def test_receivers_starting_together_share_one_listen_connection(channel_l
     before = await database_sync_to_async(_listen_connections)()
     channels = [await layer.new_channel() for _ in range(3)]
     waiting = [asyncio.ensure_future(layer.receive(channel)) for channel in channels]
+    # The one LISTEN connection opens in the background (slowly on a busy machine): wait for
+    # it, then make sure the three receivers did not open one each.
+    deadline = time.monotonic() + WAIT
+    while await database_sync_to_async(_listen_connections)() == before:
+        assert time.monotonic() < deadline, "no LISTEN connection opened"
+        await asyncio.sleep(0.05)
     await asyncio.sleep(0.5)
     assert await database_sync_to_async(_listen_connections)() == before + 1
     # A message over the NOTIFY limit (sent as a row id), then a small one: each once.
