@@ -87,16 +87,17 @@ def _done(run):
 
 
 def test_params_the_trackers_logged_are_on_the_run_its_api_and_its_page(
-    daemon, workdir, api, client, django_user_model
+    daemon, workdir, api, client, django_user_model, tmp_path_factory
 ):
     mlflow = launch_run(workdir, f"{PY} train_mlflow.py")
     wandb = launch_run(workdir, f"{PY} train_wandb.py")
     # A workdir of its own: tensorboardX names its files without a pid, and of runs started
     # together in one workdir a file whose writer exited before any run looked goes to the
     # run started last (agentsys.metric_sources.ownership), which need not be this one.
-    (workdir / "tb").mkdir()
-    (workdir / "tb" / "train_hparams.py").write_text((workdir / "train_hparams.py").read_text())
-    hparams = launch_run(workdir / "tb", f"{PY} train_hparams.py")
+    # Not a folder inside the first: the other runs' TensorBoard sources would read it too.
+    elsewhere = tmp_path_factory.mktemp("tensorboard-run")
+    (elsewhere / "train_hparams.py").write_text((workdir / "train_hparams.py").read_text())
+    hparams = launch_run(elsewhere, f"{PY} train_hparams.py")
     mlflow, wandb, hparams = _done(mlflow), _done(wandb), _done(hparams)
 
     assert {"lr": 0.1, "optimizer": "sgd", "tag.team": "vision"}.items() <= (
