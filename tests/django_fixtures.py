@@ -188,6 +188,28 @@ def site(chromium):
 
 
 @pytest.fixture
+def site_in_workdir(chromium, workdir):
+    """A daphne whose AGENTSYS_WORKDIR is the module's `workdir` fixture, and a logged-in
+    Chromium page at 1280 px: (base url, browser context, page)."""
+    from django.contrib.auth import get_user_model
+
+    from tests.chromium import PASSWORD, USER, log_in
+    from tests.live_clients import Web
+
+    get_user_model().objects.create_user(USER, password=PASSWORD)
+    web = Web(AGENTSYS_WORKDIR=str(workdir))
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    log_in(page, web.url)
+    yield web.url, context, page
+    # Stopped with the pages still open: what they have in flight must not hold it up.
+    web.stop()
+    assert web.process.returncode == 0, "the web process needed its stop watchdog"
+    context.close()
+
+
+@pytest.fixture
 def daemon():
     """A runagentd with one declared GPU (index 0)."""
     from tests.runtime_harness import DaemonProcess

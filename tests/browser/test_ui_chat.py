@@ -14,28 +14,12 @@ from playwright.sync_api import expect
 
 from agents_app.models import Agent
 from sessions_app.models import ChatMessage, ChatSession
-from tests.chromium import PASSWORD, USER, chat_ready, log_in, screenshot
+from tests.chromium import chat_ready, screenshot
 from tests.helpers import wait_until
-from tests.live_clients import Web
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 OPENING = "Starting a research loop on the learning rate. " * 10  # 20 chunks of 24 chars
 GOAL = "Find the best learning rate for train.py"
-
-
-@pytest.fixture
-def site(chromium, workdir):
-    get_user_model().objects.create_user(USER, password=PASSWORD)
-    web = Web(AGENTSYS_WORKDIR=str(workdir))
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    log_in(page, web.url)
-    yield web.url, context, page
-    # Stopped with the pages still open: what they have in flight must not hold it up.
-    web.stop()
-    assert web.process.returncode == 0, "the web process needed its stop watchdog"
-    context.close()
 
 
 def _script() -> dict:
@@ -57,9 +41,9 @@ def _script() -> dict:
 
 
 def test_a_chat_streams_in_place_spawns_a_loop_seen_live_in_the_tree_and_heals(
-    site, make_daemon, scripted_llm
+    site_in_workdir, make_daemon, scripted_llm
 ):
-    url, context, page = site
+    url, context, page = site_in_workdir
     scripted_llm.load(_script())
     make_daemon()
     tree = context.new_page()  # a second tab: the agents page, open before anything starts
@@ -132,8 +116,8 @@ def test_a_chat_streams_in_place_spawns_a_loop_seen_live_in_the_tree_and_heals(
     screenshot(tree, "research-loop")
 
 
-def test_a_chat_with_a_thousand_messages_opens(site):
-    url, _, page = site
+def test_a_chat_with_a_thousand_messages_opens(site_in_workdir):
+    url, _, page = site_in_workdir
     session = ChatSession.objects.create(title="Long", owner=get_user_model().objects.get())
     ChatMessage.objects.bulk_create(
         ChatMessage(
@@ -146,12 +130,12 @@ def test_a_chat_with_a_thousand_messages_opens(site):
     expect(page.locator("article.msg").last).to_be_in_viewport()  # opened at the bottom
 
 
-def test_a_page_logged_out_meanwhile_says_so_and_stops_reconnecting(site):
+def test_a_page_logged_out_meanwhile_says_so_and_stops_reconnecting(site_in_workdir):
     """A socket refused with 4401 (the login is gone) cannot heal by retrying: the badge says
     why and the page stops knocking."""
     from django.contrib.sessions.models import Session
 
-    url, _, page = site
+    url, _, page = site_in_workdir
     page.goto(f"{url}/chat/")
     page.get_by_role("button", name="New chat").click()
     chat_ready(page)

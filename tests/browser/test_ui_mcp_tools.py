@@ -8,30 +8,16 @@ test-artifacts/screenshots/ (mcp-loop-tools*, mcp-chat-tools)."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
 from agentsys.mcp.opencode_config import merge_servers, server_entries
 from research_app.models import ResearchLoop
-from tests.chromium import PASSWORD, USER, chat_ready, log_in, screenshot
+from tests.chromium import chat_ready, screenshot
 from tests.helpers import wait_until
-from tests.live_clients import TOKEN, Web
+from tests.live_clients import TOKEN
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 LIST = "research-agent_list_directory"
-
-
-@pytest.fixture
-def site(chromium, workdir):
-    get_user_model().objects.create_user(USER, password=PASSWORD)
-    web = Web(AGENTSYS_WORKDIR=str(workdir))
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    log_in(page, web.url)
-    yield web.url, context, page
-    web.stop()
-    context.close()
 
 
 @pytest.fixture
@@ -46,9 +32,9 @@ def _tool(locator, name: str):
 
 
 def test_the_demo_loop_calls_the_mcp_tools_seen_on_its_page_and_in_the_chat(
-    site, make_daemon, demo_model, workdir
+    site_in_workdir, make_daemon, demo_model, workdir
 ):
-    url, context, page = site
+    url, context, page = site_in_workdir
     # Before anything asks OpenCode about this workdir: it reads opencode.json once. The run
     # tools need AgentSys's address and a token (here the test's; an agent's own is to come).
     entries = server_entries(workdir, slurm=False)
