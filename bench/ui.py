@@ -111,7 +111,7 @@ def seed_sweep(runs: int = SWEEP_RUNS) -> str:
     sweep = Sweep.objects.create(name=f"{runs} runs", goal="bench")
     runs = Run.objects.bulk_create(
         Run(
-            id=f"run-bench{i:06d}",  # bulk_create skips the retry on a random id's clash
+            id=f"run-bench{sweep.pk[-6:]}-{i:06d}",  # bulk_create skips a random id's clash retry
             name=f"trial {i}",
             command="python train.py",
             status=RunStatus.DONE,
