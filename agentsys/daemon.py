@@ -119,6 +119,7 @@ class Daemon:
             pid=os.getpid(),
             gpus=[dataclasses.asdict(gpu) for gpu in found],
             slurm=self.slurm_detail,
+            labels=self.settings.labels,
         )
         self._watch_gpus = self.settings.foreign_gpu_min_mb > 0 and any(
             gpu.source != "declared" for gpu in found
@@ -173,6 +174,9 @@ class Daemon:
         if self.chat_enabled:
             for event in await self.db(self.store.chat_interrupt_lost_turns, host_id=self.host_id):
                 await self.publish(event)
+        # Runs the others declared lost with this host while it was down run again here.
+        for event in await self.db(self.store.readopt_lost_runs, host_id=self.host_id):
+            await self.publish(event)
         for record in await self.db(self.store.lost_agents, host_id=self.host_id):
             _kill_leftover_worker(record)
             try:
@@ -296,7 +300,8 @@ class Daemon:
         # Counted from the attempt: a failing database is retried at the heartbeat's pace,
         # not in a tight loop.
         self._last_beat = time.monotonic()
-        await self.db(self.store.record_heartbeat, host_id=self.host_id)
+        if await self.db(self.store.record_heartbeat, host_id=self.host_id):
+            await self.readopt_after_partition()
         if self._watch_gpus:
             try:
                 await self.check_foreign_gpu_use()
@@ -310,6 +315,24 @@ class Daemon:
             self.store.declare_dead_hosts, stale_after=self.settings.dead_host_after
         ):
             await self.publish(event)
+
+    async def readopt_after_partition(self) -> None:
+        """This host was declared dead while its runagentd lived (cut off from the database):
+        its runs were marked lost though they went on here. They say running again; one whose
+        executor is gone meanwhile is re-adopted as after a restart."""
+        logger.warning("%s had been declared dead; re-adopting its runs", self.settings.host_name)
+        for event in await self.db(self.store.readopt_lost_runs, host_id=self.host_id):
+            await self.publish(event)
+            agent_id = event.get("agent_id", "")
+            if agent_id in self.supervisor.hosted:
+                continue
+            record = await self.db(self.store.get_agent, agent_id=agent_id)
+            try:
+                cls = self.registry.resolve(record.cls_path)
+            except Exception as exc:
+                await self._fail(record.id, f"cannot re-adopt: {exc}")
+                continue
+            await self.supervisor.launch(record, cls, resume=True)
 
     async def check_foreign_gpu_use(self) -> list[int]:
         """Mark free GPUs that others' processes hold (so no run is started into an OOM);

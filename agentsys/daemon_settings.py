@@ -12,6 +12,7 @@ from agentsys.deployment import Deployment
 class DaemonSettings:
     host_name: str
     declared_gpus: list[int] | None = None
+    labels: dict = field(default_factory=dict)  # AGENTSYS_HOST_LABELS (agentsys.scheduling)
     heartbeat_interval: float = 5.0
     poll_interval: float = 5.0  # fallback for a lost notification (LISTEN wakes us at once)
     dead_host_after: float = 20.0  # a host silent this long is declared dead

@@ -12,8 +12,9 @@ tested without a database; scheduler_app applies their decisions under row locks
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 
@@ -21,6 +22,7 @@ from typing import Protocol
 class QueuedRequest:
     id: str
     gpu_required: int
+    requires: dict = field(default_factory=dict)  # host labels it needs (see host_meets)
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class HostCapacity:
     alive: bool
     total: int  # enabled GPUs
     free: int  # enabled, not allocated, not held by foreign processes
+    labels: dict = field(default_factory=dict)
 
 
 def waiting_reasons(
@@ -123,10 +126,14 @@ def waiting_reasons(
             down = ", ".join(sorted(h.name for h in hosts)) or "none registered"
             reasons[request.id] = f"No live host (runagentd down; hosts: {down})"
             continue
+        labelled = [h for h in live if host_meets(h.labels, request.requires)]
+        if not labelled:
+            reasons[request.id] = f"No live host has {describe_requires(request.requires)}"
+            continue
         if need == 0:
             reasons[request.id] = "Needs no GPU: the next claim starts it"
             continue
-        fitting = [h for h in live if h.total >= need]
+        fitting = [h for h in labelled if h.total >= need]
         if not fitting:
             largest = max(h.total for h in live)
             dead = [h.name for h in hosts if not h.alive and h.total >= need]
@@ -154,3 +161,114 @@ def waiting_reasons(
             for host in open_hosts:
                 held_by[host.name] = request.id
     return reasons
+
+
+# -- host labels and what a request requires of them --------------------------------------------
+#
+# A host's labels: what it says of itself (AGENTSYS_HOST_LABELS="nvlink=yes,zone=lab-2") over
+# what its GPUs say (gpu_model: the GPUs' name, gpu_memory_gb: the smallest GPU's memory). A
+# request's `requires` names some of them: a number is a minimum (gpu_memory_gb: 40 fits an
+# 80 GB card), a string is found in the host's value whatever its case ("H100" fits
+# "NVIDIA H100 80GB HBM3"), a boolean must be equal.
+
+MAX_REQUIREMENTS = 16
+MAX_LABEL_LENGTH = 63
+MAX_VALUE_LENGTH = 200
+
+
+class InvalidLabels(ValueError):
+    """Labels or requirements that cannot be used (the message says which and why)."""
+
+
+def host_meets(labels: dict, requires: dict) -> bool:
+    return all(_value_meets(labels.get(key), wanted) for key, wanted in requires.items())
+
+
+def _value_meets(have, wanted) -> bool:
+    if have is None:
+        return False
+    if isinstance(wanted, bool) or isinstance(have, bool):
+        return have is wanted or str(have).lower() == str(wanted).lower()
+    if isinstance(wanted, int | float):
+        return isinstance(have, int | float) and have >= wanted
+    return str(wanted).casefold() in str(have).casefold()
+
+
+def describe_requires(requires: dict) -> str:
+    parts = []
+    for key, wanted in sorted(requires.items()):
+        if isinstance(wanted, bool):
+            parts.append(f"{key}={str(wanted).lower()}")
+        elif isinstance(wanted, int | float):
+            parts.append(f"{key}≥{wanted:g}")
+        else:
+            parts.append(f"{key}~{wanted}")
+    return ", ".join(parts) or "no requirement"
+
+
+def validate_requires(value, *, what: str = "requires") -> dict:
+    """A request's requirements as stored, or InvalidLabels naming what is wrong."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidLabels(f"{what} must be an object of label: value, got {type(value).__name__}")
+    if len(value) > MAX_REQUIREMENTS:
+        raise InvalidLabels(f"{what}: at most {MAX_REQUIREMENTS} labels, got {len(value)}")
+    for key, wanted in value.items():
+        _check_label(key, what)
+        if isinstance(wanted, float) and not math.isfinite(wanted):
+            raise InvalidLabels(f"{what}.{key}: a number must be finite")
+        if not isinstance(wanted, bool | int | float | str):
+            raise InvalidLabels(
+                f"{what}.{key}: a string, a number or true/false, got {type(wanted).__name__}"
+            )
+        if isinstance(wanted, str) and not 0 < len(wanted) <= MAX_VALUE_LENGTH:
+            raise InvalidLabels(f"{what}.{key}: 1 to {MAX_VALUE_LENGTH} characters")
+    return dict(value)
+
+
+def _check_label(key, what: str) -> None:
+    if not isinstance(key, str) or not key or len(key) > MAX_LABEL_LENGTH:
+        raise InvalidLabels(f"{what}: a label is 1 to {MAX_LABEL_LENGTH} characters, got {key!r}")
+    if not all(ch.isalnum() or ch in "_.-" for ch in key):
+        raise InvalidLabels(f"{what}: label {key!r} may hold letters, digits, _ . - only")
+
+
+def parse_labels(text: str) -> dict:
+    """AGENTSYS_HOST_LABELS: `name=value` pairs separated by commas; a value that reads as a
+    number is one (gpu_memory_gb=80), true/false are booleans."""
+    labels: dict = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, raw = part.partition("=")
+        key, raw = key.strip(), raw.strip()
+        if not sep or not raw:
+            raise InvalidLabels(f"expected name=value, got {part!r}")
+        _check_label(key, "AGENTSYS_HOST_LABELS")
+        labels[key] = _label_value(raw)
+    return labels
+
+
+def _label_value(raw: str):
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    for kind in (int, float):
+        try:
+            number = kind(raw)
+        except ValueError:
+            continue
+        if math.isfinite(number):
+            return number
+    return raw
+
+
+def gpu_labels(gpus: Sequence[dict]) -> dict:
+    """What a host's GPUs say of it: their model (when they all share one) and the smallest
+    one's memory in whole GB."""
+    labels: dict = {}
+    names = {str(g.get("name") or "") for g in gpus}
+    if len(names) == 1 and (name := names.pop()):
+        labels["gpu_model"] = name
+    memory = [g.get("memory_total_mb") for g in gpus]
+    if memory and all(isinstance(m, int) and m > 0 for m in memory):
+        labels["gpu_memory_gb"] = min(memory) // 1024
+    return labels

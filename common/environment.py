@@ -16,6 +16,8 @@ from urllib.parse import urlparse
 
 import environ
 
+from agentsys.scheduling import InvalidLabels, parse_labels
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -54,6 +56,11 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "RESEARCH_AGENT_USER_AUTH_TOKEN": ("", "API token for scripts (X-Auth-Token or Bearer)"),
     "AGENTSYS_HOST_NAME": ("", "Name this runagentd registers its host under; unset = hostname"),
     "AGENTSYS_GPUS": ("", "Declared GPUs on hosts without NVML: a count (2) or indices (0,1)"),
+    "AGENTSYS_HOST_LABELS": (
+        "",
+        "What runs may require of this host: name=value,... (gpu_model and gpu_memory_gb "
+        "come from its GPUs unless named here)",
+    ),
     "AGENTSYS_SCHEDULER_POLICY": (
         "fifo",
         "GPU queue policy: fifo (first fit) or reserve (no starvation)",
@@ -117,6 +124,7 @@ class Config:
     api_token: str | None
     host_name: str
     gpus: list[int] | None
+    host_labels: dict
     extra_agent_classes: frozenset[str]
     scheduler_policy: str
     foreign_gpu_min_mb: int
@@ -210,6 +218,13 @@ def _gpus(env: environ.Env) -> list[int] | None:
     return sorted(indices)
 
 
+def _host_labels(env: environ.Env) -> dict:
+    try:
+        return parse_labels(_raw(env, "AGENTSYS_HOST_LABELS"))
+    except InvalidLabels as error:
+        raise ConfigError(f"AGENTSYS_HOST_LABELS: {error}") from None
+
+
 def _database_url(env: environ.Env) -> str | None:
     value = _raw(env, "DATABASE_URL")
     if not value:
@@ -283,6 +298,7 @@ def load(environment: dict[str, str] | None = None) -> Config:
         api_token=_raw(env, "RESEARCH_AGENT_USER_AUTH_TOKEN") or None,
         host_name=host_name,
         gpus=_gpus(env),
+        host_labels=_host_labels(env),
         extra_agent_classes=frozenset(_list(env, "AGENTSYS_AGENT_CLASSES")),
         scheduler_policy=_choice(env, "AGENTSYS_SCHEDULER_POLICY", {"fifo", "reserve"}),
         foreign_gpu_min_mb=_int(env, "AGENTSYS_FOREIGN_GPU_MIN_MB", low=0, high=10**7),

@@ -24,6 +24,12 @@ class Host(models.Model):
     last_heartbeat = models.DateTimeField(null=True, blank=True)
     version = models.CharField(max_length=40, blank=True)
     info = models.JSONField(default=dict, blank=True, help_text="Python, CPU count, platform")
+    labels = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="What runs may require of it: AGENTSYS_HOST_LABELS over its GPUs' model "
+        "and memory (agentsys.scheduling)",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -38,6 +38,7 @@ from memory_app.services import write_entry
 from runtime_app.chat_store import DjangoChatStore
 from scheduler_app import lifecycle, oplog, queue
 from scheduler_app import services as host_services
+from scheduler_app.host_down import readopt_runs_of_returned_host, settle_runs_of_dead_host
 from scheduler_app.models import ScheduleRequest
 from scheduler_app.runs import record_slurm_state
 
@@ -124,13 +125,24 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
     # -- hosts -------------------------------------------------------------------------------
 
     def register_host(
-        self, *, name: str, pid: int, gpus: list[dict], slurm: str | None = None
+        self,
+        *,
+        name: str,
+        pid: int,
+        gpus: list[dict],
+        slurm: str | None = None,
+        labels: dict | None = None,
     ) -> int:
-        return host_services.register_host(name=name, pid=pid, gpus=gpus, slurm=slurm).pk
+        return host_services.register_host(
+            name=name, pid=pid, gpus=gpus, slurm=slurm, labels=labels
+        ).pk
 
-    def record_heartbeat(self, *, host_id: int) -> None:
-        host_services.record_heartbeat(host_id=host_id)
+    def record_heartbeat(self, *, host_id: int) -> bool:
+        """True when the host had been declared dead meanwhile (its runs are to be re-adopted:
+        readopt_lost_runs)."""
+        was_dead = host_services.record_heartbeat(host_id=host_id)
         queue.close_agentless_requests()
+        return was_dead
 
     def record_foreign_gpu_use(self, *, host_id: int, processes: list[dict]) -> list[int]:
         return host_services.record_foreign_gpu_use(host_id=host_id, processes=processes)
@@ -140,7 +152,9 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
 
     @transaction.atomic
     def declare_dead_hosts(self, *, stale_after: float) -> list[dict]:
-        """Hosts that stopped heart-beating are dead; the agents they ran are failed."""
+        """Hosts that stopped heart-beating are dead: what was placed on one and never started
+        is queued again, its started runs are lost (scheduler_app.host_down), the other agents
+        it ran are failed."""
         cutoff = timezone.now() - timedelta(seconds=stale_after)
         events = []
         dead = Host.objects.select_for_update(skip_locked=True).filter(
@@ -149,6 +163,8 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
         for host in dead:
             host.status = HostStatus.DEAD
             host.save(update_fields=["status"])
+            for agent_id, kind, payload in settle_runs_of_dead_host(host):
+                events.append(_event(agent_id, kind, payload))
             for agent in Agent.objects.filter(host=host, status__in=LIVE_AGENT_STATUSES):
                 cause = f"host {host.name} stopped heart-beating; its runagentd is gone"
                 event = self.transition(
@@ -317,6 +333,15 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
         )
         Agent.objects.filter(pk__in=[a.pk for a in pending]).update(host_id=host_id)
         return [_record(a) for a in pending]
+
+    @transaction.atomic
+    def readopt_lost_runs(self, *, host_id: int) -> list[dict]:
+        """The runs this host's death left lost say running again; their events. The daemon
+        then re-adopts them (lost_agents lists them again)."""
+        return [
+            _event(agent_id, kind, payload)
+            for agent_id, kind, payload in readopt_runs_of_returned_host(host_id)
+        ]
 
     def lost_agents(self, *, host_id: int) -> list[AgentRecord]:
         """Live agents this host ran before its runagentd died."""

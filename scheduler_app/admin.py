@@ -64,9 +64,10 @@ class HostAdmin(admin.ModelAdmin):
         "last_heartbeat",
         "version",
         "created_at",
+        "labels_view",
         "info_view",
     )
-    exclude = ("info",)
+    exclude = ("info", "labels")
     inlines = [GPUInline]
 
     def has_add_permission(self, request, obj=None):
@@ -74,6 +75,7 @@ class HostAdmin(admin.ModelAdmin):
 
     actions = ["mark_offline"]
     info_view = json_display("info")
+    labels_view = json_display("labels")
 
     @admin.display(boolean=True, description="heart-beating")
     def alive(self, obj):
@@ -146,12 +148,14 @@ class ScheduleRequestAdmin(MachineManagedAdmin):
         "finished_at",
         "gpu_indices",
         "backend",
+        "requires_view",
         "config_view",
     )
-    exclude = ("config",)
+    exclude = ("config", "requires")
     date_hierarchy = "created_at"
     actions = ["cancel"]
     config_view = json_display("config")
+    requires_view = json_display("requires")
 
     @admin.display(description="goal")
     def short_goal(self, obj):
@@ -204,6 +208,7 @@ RUN_MANAGED = (
     "finished_at",
     "updated_at",
     "params_view",
+    "requires_view",
     "executor_options_view",
     "logged_params_view",
     "tracker_urls_view",
@@ -239,9 +244,17 @@ class RunAdmin(admin.ModelAdmin):
     list_filter = ("status", "auto_start")
     search_fields = ("id", "name", "command", "run_dir")
     raw_id_fields = ("sweep", "chat_session")
-    exclude = ("params", "executor_options", "auto_start", "logged_params", "tracker_urls")
+    exclude = (
+        "params",
+        "requires",
+        "executor_options",
+        "auto_start",
+        "logged_params",
+        "tracker_urls",
+    )
     date_hierarchy = "created_at"
     params_view = json_display("params")
+    requires_view = json_display("requires")
     executor_options_view = json_display("executor_options")
     logged_params_view = json_display("logged_params")
     tracker_urls_view = json_display("tracker_urls")

@@ -16,6 +16,7 @@ from accounts_app.auth import agent_of
 from agents_app.models import Agent
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH, compile_pattern
 from agentsys.run_dir import LOG_FILE
+from agentsys.scheduling import validate_requires
 from agentsys.slurm import SlurmError
 from agentsys.slurm import check_options as check_slurm_options
 from agentsys.types import END_STATE_HELP
@@ -120,6 +121,11 @@ class RunIn(Schema):
     ]
     workdir: Annotated[str, StringConstraints(max_length=1000)] = ""
     gpu_required: Annotated[int, Field(strict=True, ge=0, le=1024)] = 0
+    requires: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Host labels it needs: a number is a minimum, a string is found in the "
+        'host\'s value, e.g. {"gpu_model": "H100", "gpu_memory_gb": 40}',
+    )
     params: dict[str, Any] = Field(
         default_factory=dict,
         description="appended as ` --key=value`: option names, scalar values, 64 KiB in all",
@@ -153,6 +159,7 @@ class RunIn(Schema):
     slurm: SlurmOptionsIn | None = Field(None, description="sbatch options (backend slurm)")
 
     _params_fit_a_command_line = field_validator("params")(check_params)
+    _requires_are_labels = field_validator("requires")(validate_requires)
     _metrics_pattern_compiles = field_validator("metrics_pattern")(check_metrics_pattern)
 
     def executor_options(self) -> dict:
@@ -166,6 +173,7 @@ class RunOut(Schema):
     command: str
     workdir: str
     gpu_required: int
+    requires: dict[str, Any] = Field(description="Host labels it needs")
     params: dict[str, Any]
     logged_params: dict[str, Any] = Field(
         description="What the script logged itself: MLflow params and tags (as tag.<name>), "

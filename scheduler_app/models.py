@@ -98,6 +98,8 @@ class ScheduleRequest(models.Model):
     )
     config = models.JSONField(default=dict, blank=True)
     gpu_required = models.PositiveIntegerField(default=0)
+    # Host labels it needs ({"gpu_model": "H100"}): only a host that has them claims it.
+    requires = models.JSONField(default=dict, blank=True)
     # "slurm": SLURM places it (a daemon that runs SLURM submits it, booking no GPU of ours).
     backend = models.CharField(max_length=16, default="subprocess")
     status = models.CharField(
@@ -232,6 +234,11 @@ class Run(models.Model):
         default=dict, blank=True, help_text="Its online tracker runs: {tracker: url}"
     )
     gpu_required = models.PositiveIntegerField(default=0)
+    requires = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Host labels it needs: {"gpu_model": "H100", "gpu_memory_gb": 40}',
+    )
     executor_options = models.JSONField(
         default=dict,
         blank=True,

@@ -7,6 +7,7 @@ lock the host's free GPU rows and the queued requests they consider. A NOTIFY on
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import psycopg
@@ -16,7 +17,14 @@ from django.utils import timezone
 
 from agents_app.models import Agent
 from agentsys.listen import QUEUE_CHANNEL
-from agentsys.scheduling import QueuedRequest, SchedulingPolicy
+from agentsys.scheduling import (
+    InvalidLabels,
+    QueuedRequest,
+    SchedulingPolicy,
+    describe_requires,
+    host_meets,
+    validate_requires,
+)
 from agentsys.types import AgentStatus, RequestStatus
 from common.ids import create_with_unique_id
 from hosts_app.models import Host, HostStatus
@@ -46,10 +54,14 @@ def validate_gpu_required(value) -> int:
 SLURM = "slurm"  # the backend whose requests SLURM places (agentsys.agents.slurm_run)
 
 
-def rejection_reason(gpu_required: int, backend: str = "subprocess") -> str | None:
+def rejection_reason(
+    gpu_required: int, backend: str = "subprocess", requires: dict | None = None
+) -> str | None:
     """Why a request can never run here, or None. Hosts marked dead do not count."""
     if backend == SLURM:
         return _slurm_rejection()
+    if requires:
+        return _labels_rejection(gpu_required, requires)
     if gpu_required == 0:
         return None
     largest = (
@@ -66,6 +78,28 @@ def rejection_reason(gpu_required: int, backend: str = "subprocess") -> str | No
     if largest == 0:
         reason += " (no host has GPUs: declare them with AGENTSYS_GPUS, or configure SLURM)"
     return reason
+
+
+def _labels_rejection(gpu_required: int, requires: dict) -> str | None:
+    """None when some host that is not dead has the labels and the GPUs; else why not, with
+    what each host has."""
+    hosts = list(
+        Host.objects.exclude(status=HostStatus.DEAD)
+        .annotate(n=Count("gpus", filter=Q(gpus__enabled=True)))
+        .values_list("name", "labels", "n")
+    )
+    if any(host_meets(labels or {}, requires) and n >= gpu_required for _, labels, n in hosts):
+        return None
+    have = "; ".join(
+        f"{name}: {n} GPU(s), "
+        + (", ".join(f"{k}={v}" for k, v in sorted(labels.items())) or "no labels")
+        for name, labels, n in hosts
+    )
+    return (
+        f"No host has {describe_requires(requires)}"
+        + (f" with {gpu_required} GPUs" if gpu_required else "")
+        + f" (hosts: {have or 'none registered'}). Declare labels with AGENTSYS_HOST_LABELS"
+    )
 
 
 def _slurm_rejection() -> str | None:
@@ -88,7 +122,11 @@ def submit(*, agent: Agent, gpu_required, config: dict | None = None) -> Schedul
     gpu_required = validate_gpu_required(gpu_required)
     config = config if config is not None else agent.config
     backend = SLURM if config.get("backend") == SLURM else "subprocess"
-    reason = rejection_reason(gpu_required, backend)
+    try:
+        requires = validate_requires(config.get("requires"))
+    except InvalidLabels as error:
+        raise InvalidRequest(str(error)) from None
+    reason = rejection_reason(gpu_required, backend, requires)
     now = timezone.now()
     request = create_with_unique_id(
         ScheduleRequest,
@@ -99,6 +137,7 @@ def submit(*, agent: Agent, gpu_required, config: dict | None = None) -> Schedul
         parent_id=agent.parent_id,
         config=config,
         gpu_required=gpu_required,
+        requires=requires,
         backend=backend,
         status=RequestStatus.REJECTED if reason else RequestStatus.QUEUED,
         rejection_reason=reason or "",
@@ -188,14 +227,28 @@ def _queue_window(cursor, host_id: int, size: int) -> tuple[list[QueuedRequest],
     SQL would steer the planner off the FIFO index) and cancelled at heartbeat."""
     cursor.execute(_QUEUE_WINDOW, {"host": host_id, "size": size}, prepare=True)
     rows = cursor.fetchall()
-    window = [QueuedRequest(r[0], r[1]) for r in rows if r[3] is not None]
+    labels = _json(rows[0][5]) if rows else {}
+    window = []
+    for request_id, gpus, _, agent_id, requires, _ in rows:
+        requires = _json(requires) if requires not in ("{}", {}) else {}
+        # A request this host has not the labels for can never run here: it holds nothing.
+        if agent_id is not None and (not requires or host_meets(labels, requires)):
+            window.append(QueuedRequest(request_id, gpus, requires))
     return window, (rows[0][2] if rows else 0), len(rows)
+
+
+def _json(value) -> dict:
+    """A jsonb column read through Django's connection arrives as text (Django loads JSON
+    itself); anything but an object counts as none."""
+    value = json.loads(value) if isinstance(value, str) else value
+    return value if isinstance(value, dict) else {}
 
 
 _QUEUE_WINDOW = """
     SELECT id, gpu_required,
            (SELECT count(*) FROM scheduler_app_gpu WHERE host_id = %(host)s AND enabled),
-           agent_id
+           agent_id, requires,
+           (SELECT labels FROM scheduler_app_host WHERE id = %(host)s)
     FROM scheduler_app_schedulerequest
     WHERE status = 'queued' AND backend <> 'slurm'
     ORDER BY created_at, id

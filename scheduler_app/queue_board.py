@@ -76,11 +76,12 @@ def queue_rows(hosts: list[HostRow], *, limit: int = QUEUE_SHOWN, now=None) -> l
             alive=h.alive,
             total=sum(1 for g in h.gpus if g.enabled),
             free=h.free,
+            labels=h.host.labels or {},
         )
         for h in hosts
     ]
     reasons = waiting_reasons(
-        [QueuedRequest(r.pk, r.gpu_required) for r in queued],
+        [QueuedRequest(r.pk, r.gpu_required, r.requires or {}) for r in queued],
         capacity,
         settings.AGENTSYS.scheduler_policy,
     )

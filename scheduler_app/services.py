@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from agents_app.models import Agent
 from agents_app.services import AgentCommandRefused, request_agent_command
+from agentsys.scheduling import gpu_labels
 from agentsys.types import CommandKind
 from events_app.events import AGENTS_STREAM, record_event
 from hosts_app.models import Host, HostStatus
@@ -28,10 +29,16 @@ class ServiceError(Exception):
 
 @transaction.atomic
 def register_host(
-    *, name: str, pid: int, gpus: list[dict] | None = None, slurm: str | None = None
+    *,
+    name: str,
+    pid: int,
+    gpus: list[dict] | None = None,
+    slurm: str | None = None,
+    labels: dict | None = None,
 ) -> Host:
     """Mark `name` online for the daemon `pid` and record the GPUs it found (or declared).
-    `slurm`: None when it does not submit to SLURM, else what it found (partitions, nodes)."""
+    `slurm`: None when it does not submit to SLURM, else what it found (partitions, nodes).
+    Its labels: those it declares over what its GPUs say (agentsys.scheduling.gpu_labels)."""
     now = timezone.now()
     host, _ = Host.objects.select_for_update().get_or_create(name=name)
     host.hostname = socket.gethostname()
@@ -47,6 +54,7 @@ def register_host(
         "slurm": slurm is not None,
         "slurm_detail": slurm or "",
     }
+    host.labels = {**gpu_labels(gpus or []), **(labels or {})}
     host.save()
     if gpus is not None:
         sync_gpus(host=host, gpus=gpus)
@@ -76,8 +84,16 @@ def sync_gpus(*, host: Host, gpus: list[dict]) -> None:
             gpu.delete()
 
 
-def record_heartbeat(*, host_id: int) -> None:
-    Host.objects.filter(pk=host_id).update(last_heartbeat=timezone.now(), status=HostStatus.ONLINE)
+def record_heartbeat(*, host_id: int) -> bool:
+    """Returns True when the host had been declared dead (its runagentd was cut off from the
+    database for longer than the others waited)."""
+    now = timezone.now()
+    alive = Host.objects.filter(pk=host_id).exclude(status=HostStatus.DEAD)
+    if alive.update(last_heartbeat=now, status=HostStatus.ONLINE):
+        return False
+    return bool(
+        Host.objects.filter(pk=host_id).update(last_heartbeat=now, status=HostStatus.ONLINE)
+    )
 
 
 def mark_host_offline(*, host_id: int) -> None:

@@ -92,6 +92,7 @@ class Command(BaseCommand):
             DaemonSettings(
                 host_name=options["host_name"],
                 declared_gpus=settings.AGENTSYS.gpus,
+                labels=settings.AGENTSYS.host_labels,
                 heartbeat_interval=options["heartbeat"],
                 poll_interval=options["poll"],
                 stop_grace=options["stop_grace"],
