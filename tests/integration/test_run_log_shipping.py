@@ -187,3 +187,76 @@ def test_a_sigkill_of_runagentd_mid_run_resumes_the_log_with_no_gap_and_no_dupli
     ticks = [line for line in data.decode().splitlines() if line.startswith("tick ")]
     assert ticks == [f"tick {i}" for i in range(len(ticks))]
     assert_contiguous(run)
+
+
+@pytest.fixture
+def remote_run(tmp_path):
+    """A run that ran on gpu-b (its dir not on this disk), as the database has it."""
+    from agents_app.models import Agent
+    from hosts_app.models import Host
+
+    agent = Agent.objects.create(
+        id="executor-remote1",
+        role="executor",
+        cls_path="x",
+        project="p",
+        host=Host.objects.create(name=HOST),
+    )
+    return Run.objects.create(
+        name="r",
+        command="train",
+        agent=agent,
+        run_dir=str(tmp_path / "elsewhere"),
+        status=RunStatus.FAILED,
+        exit_code=3,
+    )
+
+
+def test_a_chunk_is_stored_only_where_the_stored_log_ends(api, remote_run):
+    from scheduler_app.run_log_store import append_log
+
+    assert append_log(run_id=remote_run.pk, offset=0, data=b"alpha\n") == (6, False)
+    assert append_log(run_id=remote_run.pk, offset=0, data=b"alpha\n") == (6, False)  # again
+    assert append_log(run_id=remote_run.pk, offset=2, data=b"pha\nbeta\n") == (6, False)
+    assert append_log(run_id=remote_run.pk, offset=6, data=b"beta\n") == (11, False)
+    assert append_log(run_id=remote_run.pk, offset=11, data=b"[note]\n", capped=True) == (18, True)
+    assert append_log(run_id=remote_run.pk, offset=18, data=b"more\n") == (18, True)
+    assert_contiguous(remote_run)
+    part = api("get", f"/api/runs/{remote_run.pk}/logs?offset=3&limit=6").json()
+    assert part == {
+        "offset": 3,
+        "next_offset": 9,
+        "size": 18,
+        "text": "ha\nbet",
+        "capped": True,
+        "host": HOST,
+    }
+    past = api("get", f"/api/runs/{remote_run.pk}/logs?offset=99").json()
+    assert (past["offset"], past["next_offset"], past["text"]) == (18, 18, "")
+
+
+async def test_a_research_loop_on_another_host_reads_its_experiments_outcome_from_the_database(
+    remote_run, close_db_connections
+):
+    from asgiref.sync import sync_to_async
+
+    from agentsys.agent import Agent
+    from agentsys.research.experiments import _exit_code_and_log
+    from runtime_app.memory_view import DjangoMemoryView
+    from scheduler_app.run_log_store import append_log
+
+    lines = "".join(f"step {i}\n" for i in range(100)) + "ValueError: diverged\n"
+    for start in range(0, len(lines), 256):
+        await sync_to_async(append_log)(
+            run_id=remote_run.pk, offset=start, data=lines[start : start + 256].encode()
+        )
+
+    class Loop(Agent):
+        async def in_memory(self, method, /, **kwargs):  # on asgiref's thread, closed after
+            return await sync_to_async(getattr(self.memory, method))(**kwargs)
+
+    loop = Loop()
+    loop.id, loop.memory = "research-1", DjangoMemoryView("research-1", "research", {})
+    exit_code, tail = await _exit_code_and_log(loop, remote_run.agent_id, Path(remote_run.run_dir))
+    assert exit_code == 3
+    assert tail.splitlines() == [f"step {i}" for i in range(71, 100)] + ["ValueError: diverged"]
