@@ -29,3 +29,7 @@ class Deployment:
     # The web server's address (http://host:port), for what an agent hands its MCP tools;
     # empty: none known, and a research loop's run tools answer that no loop runs there.
     api_url: str = ""
+    # How much of each run's log its executor ships to the database (agentsys.log_shipping)
+    # for a web that cannot read this host's disk; past it, a note says where the rest is.
+    log_db_cap_bytes: int = 64 * 2**20
+    host_name: str = ""  # the host this runagentd registered (AGENTSYS_HOST_NAME)

@@ -111,6 +111,22 @@ class MemoryView(Protocol):
         tracker runs it printed ({tracker: url}) onto its run; False when it has none."""
         ...
 
+    def run_log_position(self) -> tuple[int, bool] | None:
+        """How much of this executor's run log the database holds (bytes, capped), where its
+        LogShipper (agentsys.log_shipping) goes on from; None when it runs no Run."""
+        ...
+
+    def append_run_log(self, *, offset: int, data: bytes, capped: bool = False) -> tuple[int, bool]:
+        """Store `data` at byte `offset` of the run's log, only when that is where the stored
+        log ends (one transaction); returns the stored log's (end, capped) after."""
+        ...
+
+    def run_outcome(self, *, agent_id: str, tail_bytes: int) -> dict | None:
+        """The run executor `agent_id` ran, as the database has it, for a research loop on
+        another host: {"exit_code", "log_tail" (bytes), "cut" (the tail is not the whole
+        log)}; None when there is no such run."""
+        ...
+
     def read_self(self, *, limit: int = 100) -> list[Entry]: ...
 
     def query(self, query: EntryQuery) -> list[Entry]: ...

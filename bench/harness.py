@@ -62,11 +62,14 @@ class BenchSystem:
             embedded.release()
         self.tmp.cleanup()
 
-    def start_daemon(self) -> None:
+    def start_daemon(self, host_name: str = "bench-host") -> None:
+        """runagentd, registered as `host_name`: another than the web's (bench-host) is a
+        GPU host whose disk the web does not share (it serves run logs from the database)."""
         from hosts_app.models import Host
 
-        self.processes.append(self._spawn([sys.executable, "manage.py", "runagentd"]))
-        self._wait(lambda: Host.objects.filter(name="bench-host", status="online").exists())
+        argv = [sys.executable, "manage.py", "runagentd"]
+        self.processes.append(self._spawn(argv, AGENTSYS_HOST_NAME=host_name))
+        self._wait(lambda: Host.objects.filter(name=host_name, status="online").exists())
 
     def start_web(self) -> None:
         import socket
@@ -84,9 +87,13 @@ class BenchSystem:
 
         self._wait(listening)
 
-    def _spawn(self, argv):
+    def _spawn(self, argv, **env):
         return subprocess.Popen(
-            argv, cwd=REPO, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            argv,
+            cwd=REPO,
+            env={**self.env, **env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
 
     @staticmethod

@@ -1,7 +1,9 @@
 """Scheduler figures: submit → running latency through a real runagentd, claim throughput
 with 10^5 finished requests in the table, four hosts claiming from one queue at once
-(claims_per_s_4_hosts), and the drain time of 1,000 queued runs on 2 declared GPUs.
-`python bench/scheduler.py hosts` measures the four-hosts figure alone."""
+(claims_per_s_4_hosts), the drain time of 1,000 queued runs on 2 declared GPUs, and how soon
+a line a run prints on a GPU host is served by a web on another machine (its log shipped
+through PostgreSQL). `python bench/scheduler.py hosts` measures the four-hosts figure alone,
+`python bench/scheduler.py log` the log figure alone."""
 
 import sys
 import time
@@ -180,10 +182,63 @@ def drain_seconds(count: int = 1000) -> float:
     return time.monotonic() - started
 
 
-def main() -> None:
-    system = BenchSystem(gpus="2")
+LOG_TICKS = 80  # lines the run prints, one every 100 ms
+TICKER = (
+    "import time\n"
+    f"for i in range({LOG_TICKS}):\n"
+    "    print(f'tick {i} {time.time():.6f}', flush=True)\n"
+    "    time.sleep(0.1)\n"
+)
+
+
+def log_to_web_ms(system: BenchSystem, token: str) -> list[float]:
+    """Per line a run prints on host gpu-b: from its print to the moment GET
+    /api/runs/{id}/logs on the web (host bench-host, which cannot read gpu-b's disk) returns
+    it. The client polls every 10 ms, from where it stopped, as the run page does."""
+    import httpx
+
+    from scheduler_app import runs
+
+    script = Path(system.tmp.name) / "ticker.py"
+    script.write_text(TICKER)
+    run = runs.create_run(
+        name="ticker", command=f"{sys.executable} -u {script}", gpu_required=0, auto_start=True
+    )
+    url = f"http://127.0.0.1:{system.port}/api/runs/{run.id}/logs"
+    latencies, offset, pending = [], 0, b""
+    deadline = time.monotonic() + 60
+    with httpx.Client(headers={"X-Auth-Token": token}, timeout=10) as client:
+        while len(latencies) < LOG_TICKS and time.monotonic() < deadline:
+            chunk = client.get(url, params={"offset": offset, "limit": 1_000_000}).json()
+            seen = time.time()
+            if chunk["text"] and chunk["host"] != "gpu-b":
+                raise RuntimeError("the log was read from the web's own disk, not shipped")
+            pending += chunk["text"].encode()
+            offset = chunk["next_offset"]
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                printed = float(line.split()[2])
+                latencies.append((seen - printed) * 1000)
+            time.sleep(0.01)
+    if len(latencies) < LOG_TICKS:
+        raise RuntimeError(f"only {len(latencies)} of {LOG_TICKS} lines were served")
+    return latencies[5:]  # the first lines wait for the executor to start shipping
+
+
+def main(log_only: bool = False) -> None:
+    """Every figure; `python bench/scheduler.py log`: log_to_web's alone."""
+    from bench.harness import TOKEN
+    from tests.helpers import free_port
+
+    system = BenchSystem(port=free_port(), gpus="2")
     try:
-        system.start_daemon()
+        system.start_web()
+        system.start_daemon(host_name="gpu-b")
+        latencies = log_to_web_ms(system, TOKEN)
+        report("log_to_web_p50_ms", percentile(latencies, 50), "ms")
+        report("log_to_web_p99_ms", percentile(latencies, 99), "ms")
+        if log_only:
+            return
         submit_to_running(5)  # warm-up
         placed, started = submit_to_running()
         report("submit_to_running_p50_ms", percentile(placed, 50), "ms")
@@ -193,6 +248,8 @@ def main() -> None:
         report("drain_1000_queued_on_2_gpus_s", drain_seconds(), "s")
     finally:
         system.close()
+    if log_only:
+        return
     for gpus in (2, 8):
         report(
             f"claims_per_s_with_1e5_finished_{gpus}_gpu_host", claims_per_second(gpus), "claims/s"
@@ -205,4 +262,4 @@ if __name__ == "__main__":
         BenchSystem()
         report("claims_per_s_4_hosts", claims_per_second_hosts(4), "claims/s")
     else:
-        main()
+        main(log_only=sys.argv[1:] == ["log"])

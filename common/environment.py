@@ -69,6 +69,10 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "256",
         "Leave a GPU alone while processes not started here hold this many MiB on it (0 = off)",
     ),
+    "AGENTSYS_LOG_DB_CAP_MB": (
+        "64",
+        "MiB of each run's log this host ships to the database for webs on other machines",
+    ),
     "AGENTSYS_RUN_BACKEND": (
         "subprocess",
         "Where runs go unless they say: subprocess (this host's GPUs) or slurm (sbatch)",
@@ -141,6 +145,7 @@ class Config:
     model_first_token_timeout: int = 180
     model_response_timeout: int = 600
     model_idle_timeout: int = 120
+    log_db_cap_mb: int = 64  # AGENTSYS_LOG_DB_CAP_MB
 
     @property
     def api_url(self) -> str:
@@ -314,6 +319,7 @@ def load(environment: dict[str, str] | None = None) -> Config:
         model_first_token_timeout=_int(env, "MODEL_FIRST_TOKEN_TIMEOUT", low=1, high=86400),
         model_response_timeout=_int(env, "MODEL_RESPONSE_TIMEOUT", low=1, high=86400),
         model_idle_timeout=_int(env, "MODEL_IDLE_TIMEOUT", low=1, high=86400),
+        log_db_cap_mb=_int(env, "AGENTSYS_LOG_DB_CAP_MB", low=0, high=10**6),
     )
 
 

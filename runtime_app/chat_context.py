@@ -8,8 +8,9 @@ from pathlib import Path
 from django.db.models import Count, Q
 
 from agents_app.models import Agent
-from agentsys.run_dir import ITERATION_LOG_FILE, LOG_FILE, loop_dir_of
+from agentsys.run_dir import ITERATION_LOG_FILE, loop_dir_of
 from agentsys.types import LIVE_AGENT_STATUSES, AgentRole, EntryType
+from scheduler_app import run_log_reader
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 
 HISTORY_MESSAGES = 10
@@ -142,7 +143,8 @@ def child_report(agent_id: str) -> dict:
     run = agent.runs.first()
     if run is not None:
         report["exit_code"] = run.exit_code
-        report["log_tail"] = _tail(Path(run.run_dir) / LOG_FILE, 3000) if run.run_dir else ""
+        # From the database when the run ran on a host whose disk this one cannot see.
+        report["log_tail"] = run_log_reader.tail_text(run, 3000)
         report["metrics"] = _metrics_of(run)
         report["logged_params"] = dict(run.logged_params or {})
         report["tracker_urls"] = dict(run.tracker_urls or {})

@@ -14,7 +14,9 @@ from memory_app import selectors
 from memory_app.context import assemble_context
 from memory_app.models import MemoryEntry
 from memory_app.services import write_entries, write_entry
+from scheduler_app import run_log_reader, run_log_store
 from scheduler_app.metric_series import record_rows
+from scheduler_app.models import Run
 from scheduler_app.runs import record_tracking
 from scheduler_app.services import raise_alert
 
@@ -24,6 +26,7 @@ class DjangoMemoryView:
         self.agent_id, self.role = agent_id, role
         self.scope = {k: scope.get(k) or "" for k in ("project", "session", "sweep", "run")}
         self.limits = ContextLimits()
+        self._log_run: str | None = None  # the run whose log this executor ships
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -66,6 +69,32 @@ class DjangoMemoryView:
             return False  # an executor with no Run row (a research loop's own test harness)
         with _fresh_connection():
             return record_tracking(run_id=self.scope["run"], params=params, urls=urls)
+
+    def run_log_position(self) -> tuple[int, bool] | None:
+        with _fresh_connection():
+            found = run_log_store.log_position(agent_id=self.agent_id)
+        if found is None:
+            return None
+        self._log_run, shipped, capped = found
+        return shipped, capped
+
+    def append_run_log(self, *, offset: int, data: bytes, capped: bool = False) -> tuple[int, bool]:
+        if self._log_run is None:
+            self.run_log_position()
+        if self._log_run is None:
+            raise LookupError(f"{self.agent_id} runs no Run: its log has nowhere to go")
+        with _fresh_connection():
+            return run_log_store.append_log(
+                run_id=self._log_run, offset=offset, data=data, capped=capped
+            )
+
+    def run_outcome(self, *, agent_id: str, tail_bytes: int) -> dict | None:
+        with _fresh_connection():
+            run = Run.objects.filter(agent_id=agent_id).select_related("agent__host").first()
+            if run is None:
+                return None
+            data, cut = run_log_reader.tail(run, tail_bytes)
+            return {"exit_code": run.exit_code, "log_tail": data, "cut": cut}
 
     def msg(self, *, target_id: str, data: dict, tags: list[str] | None = None) -> str:
         """A MESSAGE to another agent: it lands in that agent's inbox."""

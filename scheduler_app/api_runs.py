@@ -15,13 +15,12 @@ from pydantic import ConfigDict, Field, StringConstraints, field_validator, mode
 from accounts_app.auth import agent_of
 from agents_app.models import Agent
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH, compile_pattern
-from agentsys.run_dir import LOG_FILE
 from agentsys.scheduling import validate_requires
 from agentsys.slurm import SlurmError
 from agentsys.slurm import check_options as check_slurm_options
 from agentsys.types import END_STATE_HELP
 from common.api_contract import MAX_OFFSET
-from scheduler_app import queue, runs, services
+from scheduler_app import queue, run_log_reader, runs, services
 from scheduler_app.models import Alert, AlertStatus, Run, RunStatus, Sweep
 
 router = Router()
@@ -210,6 +209,11 @@ class LogChunk(Schema):
     next_offset: int
     size: int
     text: str
+    capped: bool = Field(
+        description="Served from the database, whose copy stopped at the host's "
+        "AGENTSYS_LOG_DB_CAP_MB: the rest is only in run.log on `host`"
+    )
+    host: str = Field(description="The host that ran it; empty when none did yet")
 
 
 class AlertOut(Schema):
@@ -338,22 +342,19 @@ def run_logs(
     offset: int = Query(0, ge=0),
     limit: int = Query(65536, ge=1, le=MAX_LOG_CHUNK),
 ):
-    run = Run.objects.filter(pk=run_id).first()
+    """From run.log where this web shares the disk of the host that ran it, else from what
+    that host shipped to the database (scheduler_app.run_log_reader)."""
+    run = Run.objects.select_related("agent__host").filter(pk=run_id).first()
     if run is None:
         return _no("run", run_id)
-    log = Path(run.run_dir) / LOG_FILE if run.run_dir else None
-    if log is None or not log.is_file():
-        return {"offset": offset, "next_offset": offset, "size": 0, "text": ""}
-    size = log.stat().st_size
-    with open(log, "rb") as handle:
-        handle.seek(min(offset, size))
-        data = handle.read(limit)
-    start = min(offset, size)
+    found = run_log_reader.read_slice(run, offset, limit)
     return {
-        "offset": start,
-        "next_offset": start + len(data),
-        "size": size,
-        "text": data.decode("utf-8", "replace"),
+        "offset": found.offset,
+        "next_offset": found.next_offset,
+        "size": found.size,
+        "text": found.data.decode("utf-8", "replace"),
+        "capped": found.capped,
+        "host": found.host,
     }
 
 

@@ -275,6 +275,18 @@ class Run(models.Model):
     )
     exit_code = models.IntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
+    # run.log as its host shipped it (RunLogChunk): for a web that cannot see that disk.
+    log_shipped_bytes = models.BigIntegerField(
+        default=0,
+        editable=False,
+        help_text="Bytes of run.log stored in the database (a prefix: its chunks are contiguous)",
+    )
+    log_capped = models.BooleanField(
+        default=False,
+        editable=False,
+        help_text="The log's shipping stopped at AGENTSYS_LOG_DB_CAP_MB: the rest is only in "
+        "run.log on the host that ran it",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -291,6 +303,30 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.id})"
+
+
+class RunLogChunk(models.Model):
+    """Bytes [offset, offset + len(data)) of a run's run.log, shipped by the host that runs
+    it (agentsys.log_shipping) so that any web can serve the log. A run's chunks are
+    contiguous from 0 to `Run.log_shipped_bytes`; a capped log's last chunk is a note."""
+
+    id = models.BigAutoField(primary_key=True)
+    # No index of its own: the unique (run, offset) below serves every lookup by run.
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="log_chunks", db_index=False
+    )
+    offset = models.BigIntegerField()
+    data = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            # One chunk per byte position: a write repeated after a lost reply stores nothing.
+            models.UniqueConstraint(fields=["run", "offset"], name="run_log_chunk_offset_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}@{self.offset}"
 
 
 class AlertSeverity(models.TextChoices):

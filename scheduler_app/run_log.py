@@ -29,6 +29,11 @@ def last_error_line(run_dir: str) -> str:
             tail = handle.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
+    return error_line_in(tail)
+
+
+def error_line_in(tail: str) -> str:
+    """The last exception line of a log's tail, else its last line naming an error."""
     lines = [line.strip() for line in tail.splitlines() if line.strip()]
     for pattern in (_EXCEPTION, _ERRORISH):
         for line in reversed(lines):

@@ -12,7 +12,7 @@ from agents_app.models import Agent
 from agentsys.types import AgentRole, EndState
 from events_app.models import Event
 from hosts_app.models import Host, HostStatus
-from scheduler_app import run_log
+from scheduler_app import run_log, run_log_reader
 from scheduler_app.models import (
     GPU,
     MetricSeries,
@@ -101,7 +101,9 @@ def metric_problems(agent_id: str, limit: int = 20) -> list[dict]:
 
 
 def run_page(run_id: str) -> Run | None:
-    run = Run.objects.select_related("sweep", "agent", "chat_session").filter(pk=run_id).first()
+    run = (
+        Run.objects.select_related("sweep", "agent__host", "chat_session").filter(pk=run_id).first()
+    )
     if run is None:
         return None
     _attach_requests([run])
@@ -109,7 +111,12 @@ def run_page(run_id: str) -> Run | None:
     run.alert_list = list(run.alerts.order_by("-created_at")[:50])
     run.metric_problems = metric_problems(run.agent_id) if run.agent_id else []
     failed = run.status == RunStatus.FAILED or (run.exit_code or 0) != 0
-    run.log_error = run_log.last_error_line(run.run_dir) if failed else ""
+    tail = run_log_reader.tail_text(run, run_log.TAIL_BYTES) if failed else ""
+    run.log_error = run_log.error_line_in(tail)
+    run.log_host = run_log_reader.host_of(run)
+    # Served from the database, which stops at the cap: the page says where the rest is.
+    run.log_capped_here = run.log_capped and run_log_reader.local_file(run, run.log_host) is None
+    run.log_cap_mib = run.log_shipped_bytes // 2**20
     run.creator_is_loop = bool(run.created_by_agent) and _is_research_loop(run.created_by_agent)
     return run
 

@@ -31,6 +31,7 @@ from agentsys.agents.run_watchdog import RunWatchdog
 from agentsys.agents.slurm_run import Outcome, SlurmRun, cancel_leftover
 from agentsys.gpu_conflicts import is_gpu_conflict
 from agentsys.ipc import Cmd
+from agentsys.log_shipping import shipping_log
 from agentsys.proctree import (
     MARKER_VARIABLE,
     STOPPED_STATES,
@@ -129,12 +130,15 @@ class ExecutorAgent(Agent):
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # Replaced, not rewritten in place: a re-adopted run's shell may still be reading it.
         _write_atomically(self.run_dir / COMMAND_FILE, command + "\n")
-        if self.slurm_job is not None:
-            outcome = await self._run_on_slurm()
-        elif self.config.get("resume") and (self.run_dir / PID_FILE).exists():
-            outcome = Outcome(await self._adopt())
-        else:
-            outcome = Outcome(await self._run_with_retries(command))
+        # run.log into the database as it grows, for a web on another machine; all of it
+        # stored before the run is said to be over.
+        async with shipping_log(self, self.run_dir / LOG_FILE):
+            if self.slurm_job is not None:
+                outcome = await self._run_on_slurm()
+            elif self.config.get("resume") and (self.run_dir / PID_FILE).exists():
+                outcome = Outcome(await self._adopt())
+            else:
+                outcome = Outcome(await self._run_with_retries(command))
         return await self._report(command, outcome)
 
     async def _run_on_slurm(self) -> Outcome:

@@ -1,6 +1,7 @@
 """A research iteration's experiments: each one an ExecutorAgent child that goes through the
 GPU queue (and so becomes a Run), waited on by its status events, then read back from its run
-directory (exit code, log tail, metrics) for the next prompt.
+directory (exit code, log tail, metrics) for the next prompt; from the database when the run
+ran on a host whose disk this one does not share (its log shipped by agentsys.log_shipping).
 
 An experiment may only run inside the loop's workdir: a `workdir:` that leaves it is refused
 with the reason, which the model reads in its next prompt.
@@ -17,8 +18,14 @@ from pathlib import Path
 from agentsys.memory import EntryQuery
 from agentsys.registry import EXECUTOR_AGENT
 from agentsys.research.reply import ExperimentSpec
-from agentsys.research.results import ExperimentResult, read_log_tail, summarize_metrics
-from agentsys.run_dir import LOG_FILE, METRICS_FILE, read_exit_code, run_dir_of
+from agentsys.research.results import (
+    LOG_TAIL_BYTES,
+    ExperimentResult,
+    log_tail_lines,
+    read_log_tail,
+    summarize_metrics,
+)
+from agentsys.run_dir import EXIT_CODE_FILE, LOG_FILE, METRICS_FILE, read_exit_code, run_dir_of
 from agentsys.types import AgentStatus, EntryType
 
 logger = logging.getLogger("agentsys.research")
@@ -136,13 +143,32 @@ async def _result(agent, record: dict, handle, timed_out: bool) -> ExperimentRes
     if timed_out:
         result.status, result.error = "timed out", "ran past its time limit and was stopped"
     run_dir = run_dir_of(record["workdir"], handle.id)
-    result.exit_code = read_exit_code(run_dir)
-    result.log_tail = await asyncio.to_thread(read_log_tail, run_dir / LOG_FILE)
+    result.exit_code, result.log_tail = await _exit_code_and_log(agent, handle.id, run_dir)
     result.metrics = await _metrics(agent, handle.id, run_dir)
     result.alerts = await _alerts(agent, handle.id)
     if handle.status == AgentStatus.REJECTED and not result.error:
         result.error = "the GPU queue can never place it"
     return result
+
+
+async def _exit_code_and_log(agent, child_id: str, run_dir: Path) -> tuple[int | None, str]:
+    """From the run dir when it is on this disk; else as the database has them: the exit
+    code its executor reported, the log its host shipped."""
+    if await asyncio.to_thread(_on_this_disk, run_dir):
+        log_tail = await asyncio.to_thread(read_log_tail, run_dir / LOG_FILE)
+        return read_exit_code(run_dir), log_tail
+    try:
+        outcome = await agent.in_memory("run_outcome", agent_id=child_id, tail_bytes=LOG_TAIL_BYTES)
+    except Exception:  # the rest of the result still goes to the model
+        logger.exception("%s: could not read the outcome of %s", agent.id, child_id)
+        outcome = None
+    if not outcome:
+        return None, ""
+    return outcome["exit_code"], log_tail_lines(outcome["log_tail"], cut=outcome["cut"])
+
+
+def _on_this_disk(run_dir: Path) -> bool:
+    return (run_dir / EXIT_CODE_FILE).exists() or (run_dir / LOG_FILE).exists()
 
 
 async def _alerts(agent, child_id: str) -> list[str]:

@@ -80,7 +80,10 @@ def _is_number(value) -> bool:
     return isinstance(value, float) or abs(value) < 2**1000
 
 
-def read_log_tail(path: Path, max_lines: int = 30, max_bytes: int = 4000) -> str:
+LOG_TAIL_BYTES = 4000
+
+
+def read_log_tail(path: Path, max_lines: int = 30, max_bytes: int = LOG_TAIL_BYTES) -> str:
     try:
         with path.open("rb") as log:
             log.seek(0, 2)
@@ -89,8 +92,13 @@ def read_log_tail(path: Path, max_lines: int = 30, max_bytes: int = 4000) -> str
             data = log.read()
     except OSError:
         return ""
+    return log_tail_lines(data, cut=size > max_bytes, max_lines=max_lines)
+
+
+def log_tail_lines(data: bytes, *, cut: bool, max_lines: int = 30) -> str:
+    """The last `max_lines` whole lines of a log's tail (`cut`: it does not start the log)."""
     lines = data.decode(errors="replace").splitlines()
-    if size > max_bytes and lines:
+    if cut and lines:
         lines = lines[1:]  # the first one was cut
     return "\n".join(lines[-max_lines:])
 

@@ -138,6 +138,15 @@
     older.disabled = start === 0;
   }
 
+  // A log served from the database stops at its host's cap: say where the rest is.
+  function cappedNote(chunk) {
+    const note = document.getElementById("log-capped");
+    if (!chunk.capped || !note.hidden) return;
+    document.getElementById("log-cap").textContent = `${Math.floor(chunk.size / 1048576)} MiB`;
+    document.getElementById("log-host").textContent = chunk.host;
+    note.hidden = false;
+  }
+
   async function loadLogTail() {
     const probe = await AgentSysLive.getJSON(api(`/logs?offset=${Number.MAX_SAFE_INTEGER}&limit=1`));
     start = Math.max(0, probe.size - CHUNK);
@@ -145,6 +154,7 @@
     log.textContent = chunk.text;
     end = chunk.next_offset;
     sizeNote(chunk.size);
+    cappedNote(chunk);
     log.scrollTop = log.scrollHeight;
   }
 
@@ -156,6 +166,7 @@
       if (follow.checked) log.scrollTop = log.scrollHeight;
     }
     sizeNote(chunk.size);
+    cappedNote(chunk);
     return chunk.next_offset < chunk.size; // more already waiting
   }
 

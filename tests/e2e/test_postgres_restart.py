@@ -35,7 +35,7 @@ from agents_app.services import request_agent_command, request_agent_start
 from agentsys.types import AgentStatus, CommandKind
 from events_app.models import Event
 from hosts_app.models import Host
-from scheduler_app.models import Alert, MetricPoint, Run, RunStatus
+from scheduler_app.models import Alert, MetricPoint, Run, RunLogChunk, RunStatus
 from scheduler_app.runs import create_run
 from tests.helpers import PYTHON, REPO, child_env, pid_alive, wait_until
 from tests.live_clients import TOKEN, Follower, Web
@@ -65,6 +65,7 @@ while not (control / "finish").exists():
     out.write(json.dumps({"_step": step, "loss": loss}) + "\\n")
     out.flush()
     (control / "steps").write_text(str(step))
+    print(f"tick {step}", flush=True)  # its log, shipped to the database through the outage
     time.sleep(0.05)
 sys.exit(int(sys.argv[2]))
 """
@@ -167,6 +168,10 @@ class Training:
 
     def finish(self) -> None:
         (self.control / "finish").touch()
+
+    def shipped_log(self) -> bytes:
+        chunks = RunLogChunk.objects.filter(run=self.run.pk).order_by("offset")
+        return b"".join(bytes(data) for data in chunks.values_list("data", flat=True))
 
 
 @pytest.fixture
@@ -295,6 +300,8 @@ def test_everything_recovers_from_a_restart_and_an_outage(system, postgres, tmp_
     for training in (second, third):
         wait_for(lambda t=training: t.refresh().status == RunStatus.DONE, 15, "runs to end")
         assert training.stored_steps() == training.file_steps()
+    for training in (first, second, third):  # its log in the database: none lost, none twice
+        assert training.shipped_log() == (training.run_dir / "run.log").read_bytes()
     wait_for(lambda: Agent.objects.get(pk=research.id).status == AgentStatus.STOPPED, 10, "stop")
     assert Alert.objects.filter(run=second.run.pk).count() == 1
     assert not Agent.objects.filter(status__in=["idle", "running", "paused"]).exists()

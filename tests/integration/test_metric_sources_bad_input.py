@@ -153,8 +153,15 @@ BACKTRACKING_SCRIPT = textwrap.dedent(
 
 
 @pytest.fixture
-def daemon():
-    process = DaemonProcess("bad-input-host", AGENTSYS_GPUS="", WANDB_SILENT="true")
+def daemon(settings):
+    # This web's own host: it reads run.log from the disk (the database holds only the 1 MB
+    # head of a 200 MB log, tests/integration/test_run_log_shipping.py).
+    process = DaemonProcess(
+        settings.AGENTSYS.host_name,
+        AGENTSYS_GPUS="",
+        WANDB_SILENT="true",
+        AGENTSYS_LOG_DB_CAP_MB="1",
+    )
     yield process
     if process.process.poll() is None:
         process.stop()

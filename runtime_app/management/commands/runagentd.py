@@ -26,7 +26,7 @@ def listen_dsn() -> str:
     return psycopg.conninfo.make_conninfo(**{k: v for k, v in params.items() if v})
 
 
-def deployment() -> Deployment:
+def deployment(host_name: str = "") -> Deployment:
     """What every agent gets from the configuration (agentsys reads no environment)."""
     config = settings.AGENTSYS
     return Deployment(
@@ -43,6 +43,8 @@ def deployment() -> Deployment:
         ),
         slurm_options=dict(config.slurm_options),
         api_url=config.api_url,
+        log_db_cap_bytes=config.log_db_cap_mb * 2**20,
+        host_name=host_name,
     )
 
 
@@ -104,7 +106,7 @@ class Command(BaseCommand):
                 foreign_gpu_min_mb=settings.AGENTSYS.foreign_gpu_min_mb,
                 memory_factory="runtime_app.memory_factory:memory_view",
                 default_workdir=str(settings.AGENTSYS_WORKDIR),
-                deployment=deployment(),
+                deployment=deployment(options["host_name"]),
                 slurm=settings.AGENTSYS.slurm,
                 slurm_max_jobs=settings.AGENTSYS.slurm_max_jobs,
             ),
