@@ -47,8 +47,9 @@ def system_overview() -> dict:
             "runs_running": runs_by_status.get(RunStatus.RUNNING, 0),
             "runs_queued": runs_by_status.get(RunStatus.QUEUED, 0),
             "alerts_open": open_alerts.count(),
-            "gpus_busy": sum(h.busy for h in board_hosts),
-            "gpus_total": sum(h.total for h in board_hosts),
+            # Of the hosts that say they are up: a dead host's GPUs are no one's to use.
+            "gpus_busy": sum(h.busy for h in board_hosts if h.state in ("online", "silent")),
+            "gpus_total": sum(h.total for h in board_hosts if h.state in ("online", "silent")),
         },
         "hosts": board_hosts,
         "queue": queue,

@@ -124,6 +124,16 @@ class HostCard:
         return sum(1 for gpu in self.gpus if not gpu.enabled)
 
     @property
+    def model(self) -> str:
+        """`NVIDIA H100 80GB HBM3 · 80 GB` when every GPU is that one (said once on the card
+        instead of on each row); empty when they differ."""
+        kinds = {(gpu.name, gpu.memory) for gpu in self.gpus}
+        if len(kinds) != 1:
+            return ""
+        name, memory = kinds.pop()
+        return " · ".join(part for part in (name, memory) if part)
+
+    @property
     def gpu_less_more(self) -> int:
         return self.gpu_less_total - len(self.gpu_less_runs)
 

@@ -58,7 +58,7 @@ def a_queued_run(name: str, gpus: int) -> Run:
 
 def _reasons(page: str) -> list[str]:
     """The queue's "Why it waits" cells, top to bottom."""
-    return re.findall(r'<td class="reason">([^<]*)</td>', page)
+    return re.findall(r'<td class="reason"[^>]*>([^<]*)</td>', page)
 
 
 def test_every_page_needs_login(client):
