@@ -5,16 +5,22 @@ those cards, and GET /api/hosts for scripts. Login is needed for all of them."""
 from __future__ import annotations
 
 import re
+import time
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
+from agentsys.types import RequestStatus
 from hosts_app.models import Host, HostStatus
-from scheduler_app.models import GPU
+from scheduler_app.models import GPU, ScheduleRequest
 from tests.integration.test_host_board import PYTHON_ELSEWHERE, a_host, a_run, place
 
 pytestmark = pytest.mark.django_db
+
+# Whatever the fleet and the queue (a read per host or GPU would add 8 or 64): the session,
+# the user, the boards' two reads, the queue's head and counts.
+QUERIES = {"/queue/": 12, "/": 14}
 
 
 @pytest.fixture
@@ -139,3 +145,27 @@ def _request_id(run) -> str:
     from scheduler_app.models import ScheduleRequest
 
     return ScheduleRequest.objects.get(agent_id=run.agent_id).pk
+
+
+def test_the_pages_stay_quick_with_eight_full_hosts_and_a_thousand_queued(
+    browser, django_assert_max_num_queries
+):
+    hosts = [a_host(f"gpu-{n}", gpus=8) for n in range(8)]
+    held = ScheduleRequest.objects.bulk_create(
+        ScheduleRequest(agent_cls_path="x", gpu_required=8, status=RequestStatus.RUNNING, host=h)
+        for h in hosts
+    )
+    for host, request in zip(hosts, held, strict=True):
+        GPU.objects.filter(host=host).update(allocated_to=request)
+    ScheduleRequest.objects.bulk_create(
+        ScheduleRequest(agent_cls_path="x", gpu_required=1 + n % 8) for n in range(1000)
+    )
+    for url in ("/queue/", "/"):
+        browser.get(url)  # warm: templates compiled, the session read once
+        started = time.perf_counter()
+        with django_assert_max_num_queries(QUERIES[url]):
+            page = browser.get(url).content.decode()
+        took = time.perf_counter() - started
+        print(f"GET {url} with 8x8 GPUs busy and 1000 queued: {took * 1000:.0f} ms")
+        assert page.count('class="host-chip online"' if url == "/" else "<article") == 8
+        assert took < 1.5
