@@ -10,6 +10,7 @@ from research_app import selectors as research_selectors
 from research_app.models import ResearchLoop
 from scheduler_app import queue_board
 from scheduler_app import selectors as run_selectors
+from scheduler_app.host_board import host_cards
 from scheduler_app.models import Alert, AlertStatus, MetricSeries, RunStatus
 
 SHOWN = 8
@@ -34,7 +35,7 @@ def system_overview() -> dict:
     runs_by_status = dict(
         run_selectors.Run.objects.order_by().values_list("status").annotate(n=Count("id"))
     )
-    board_hosts = queue_board.host_rows()
+    board_hosts = host_cards()
     queue = queue_board.queue_rows(board_hosts, limit=5)
     loops = ResearchLoop.objects.select_related("agent").filter(
         agent__status__in=LIVE_AGENT_STATUSES
@@ -46,8 +47,9 @@ def system_overview() -> dict:
             "runs_running": runs_by_status.get(RunStatus.RUNNING, 0),
             "runs_queued": runs_by_status.get(RunStatus.QUEUED, 0),
             "alerts_open": open_alerts.count(),
-            "gpus_busy": sum(1 for h in board_hosts for g in h.gpus if g.allocated_to_id),
-            "gpus_total": sum(1 for h in board_hosts for g in h.gpus if g.enabled),
+            # Of the hosts that say they are up: a dead host's GPUs are no one's to use.
+            "gpus_busy": sum(h.busy for h in board_hosts if h.state in ("online", "silent")),
+            "gpus_total": sum(h.total for h in board_hosts if h.state in ("online", "silent")),
         },
         "hosts": board_hosts,
         "queue": queue,

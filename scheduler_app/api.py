@@ -11,7 +11,8 @@ from ninja import Field, Query, Router, Schema, Status
 from agentsys.types import END_STATE_HELP, RequestStatus
 from common.api_contract import MAX_OFFSET
 from scheduler_app import queue as queue_service
-from scheduler_app import selectors, services
+from scheduler_app import services
+from scheduler_app.host_board import GPU_LESS_SHOWN, HostCard, host_cards
 from scheduler_app.models import ScheduleRequest
 
 router = Router()
@@ -24,46 +25,87 @@ class GPUOut(Schema):
     memory_total_mb: int | None
     source: str
     enabled: bool
-    allocated_to: str | None
+    allocated_to: str | None = Field(description="The schedule request holding it")
     held_by_others: list[dict[str, Any]]  # foreign processes: {pid, name, used_mb}
+    state: str = Field(
+        description="busy (a run of ours), foreign (held by others), off (disabled) or free"
+    )
+    run_id: str | None = Field(description="The run holding it, when its request has one")
+    run_name: str
+    holder: str = Field(
+        description='What holds it in words: the run, "held by others: …", "disabled" or "free"'
+    )
+
+
+class RunRefOut(Schema):
+    id: str
+    name: str
 
 
 class HostOut(Schema):
     name: str
     hostname: str
     status: str
+    state: str = Field(
+        description="online, silent (online but no heartbeat for 30 s), offline or dead"
+    )
     alive: bool
     last_heartbeat: datetime | None
+    heartbeat_age_s: float | None
     daemon_pid: int | None
+    gpu_total: int = Field(description="GPUs offered to the queue (enabled)")
+    gpu_free: int = Field(description="Enabled, not booked, not held by others")
     gpus: list[GPUOut]
+    gpu_less_runs: list[RunRefOut] = Field(
+        description=f"Runs placed on it that use no GPU (the first {GPU_LESS_SHOWN})"
+    )
+    gpu_less_total: int
 
 
-@router.get("/hosts", response=list[HostOut], summary="GPU hosts and their GPUs")
+@router.get(
+    "/hosts",
+    response=list[HostOut],
+    summary="GPU hosts (online first), their GPUs and what holds each",
+)
 def list_hosts(request):
-    return [
-        HostOut(
-            name=host.name,
-            hostname=host.hostname,
-            status=host.status,
-            alive=selectors.host_is_alive(host),
-            last_heartbeat=host.last_heartbeat,
-            daemon_pid=host.daemon_pid,
-            gpus=[
-                GPUOut(
-                    index=gpu.index,
-                    name=gpu.name,
-                    uuid=gpu.uuid,
-                    memory_total_mb=gpu.memory_total_mb,
-                    source=gpu.source,
-                    enabled=gpu.enabled,
-                    allocated_to=gpu.allocated_to_id,
-                    held_by_others=gpu.held_by_others,
-                )
-                for gpu in host.gpus.all()
-            ],
-        )
-        for host in selectors.hosts_with_gpus()
-    ]
+    return [_host_out(card) for card in host_cards()]
+
+
+def _host_out(card: HostCard) -> HostOut:
+    host = card.host
+    return HostOut(
+        name=host.name,
+        hostname=host.hostname,
+        status=host.status,
+        state=card.state,
+        alive=card.alive,
+        last_heartbeat=host.last_heartbeat,
+        heartbeat_age_s=(
+            None if card.heartbeat_age is None else card.heartbeat_age.total_seconds()
+        ),
+        daemon_pid=host.daemon_pid,
+        gpu_total=card.total,
+        gpu_free=card.free,
+        gpus=[
+            GPUOut(
+                index=gpu.index,
+                name=gpu.name,
+                uuid=gpu.uuid,
+                memory_total_mb=gpu.memory_total_mb,
+                source=gpu.source,
+                enabled=gpu.enabled,
+                allocated_to=gpu.request_id,
+                held_by_others=gpu.held_by_others,
+                state=gpu.state,
+                run_id=gpu.run_id,
+                run_name=gpu.run_name,
+                holder=gpu.holder,
+            )
+            for gpu in card.gpus
+        ],
+        gpu_less_runs=[RunRefOut(**run) for run in card.gpu_less_runs],
+        gpu_less_total=card.gpu_less_total,
+    )
 
 
 # -- the executor queue -------------------------------------------------------------------------

@@ -1,20 +1,19 @@
-"""Reads for the GPU queue page and the overview: each host's GPUs with what holds them, and
-the queue in claim order with each request's wait and the reason it waits."""
+"""Reads for the GPU queue page and the overview: the host cards (scheduler_app.host_board)
+and the queue in claim order with each request's wait and the reason it waits."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
-from agentsys.scheduling import HostCapacity, QueuedRequest, waiting_reasons
 from agentsys.types import RequestStatus
-from hosts_app.models import Host
+from scheduler_app.host_board import HostCard, host_cards
 from scheduler_app.models import Run, RunStatus, ScheduleRequest
 from scheduler_app.queue import SLURM
-from scheduler_app.selectors import host_is_alive, hosts_with_gpus
+from scheduler_app.wait_reasons import goes_first, wait_reason
 
 QUEUE_SHOWN = 200  # the page lists this many; the count says how many more wait
 
@@ -28,74 +27,37 @@ class QueueRow:
     reason: str
 
 
-@dataclass
-class HostRow:
-    host: Host
-    alive: bool
-    gpus: list = field(default_factory=list)  # GPU rows, each with .holder (Run or None)
-    free: int = 0
-
-
 def _runs_of(requests: list[ScheduleRequest]) -> dict[str, Run]:
     agent_ids = [r.agent_id for r in requests if r.agent_id]
     return {run.agent_id: run for run in Run.objects.filter(agent_id__in=agent_ids)}
 
 
-def host_rows(*, now=None) -> list[HostRow]:
-    """Every host with its GPUs; each GPU names the run (or request) holding it."""
-    now = now or timezone.now()
-    hosts = list(hosts_with_gpus())
-    holders = {
-        r.pk: r for r in ScheduleRequest.objects.filter(allocated_gpus__host__in=hosts).distinct()
-    }
-    runs = _runs_of(list(holders.values()))
-    rows = []
-    for host in hosts:
-        row = HostRow(host=host, alive=host_is_alive(host, now=now))
-        for gpu in host.gpus.all():
-            request = holders.get(gpu.allocated_to_id)
-            gpu.holder_request = request
-            gpu.holder_run = runs.get(request.agent_id) if request else None
-            if gpu.enabled and request is None and not gpu.held_by_others:
-                row.free += 1
-            row.gpus.append(gpu)
-        rows.append(row)
-    return rows
-
-
-def queue_rows(hosts: list[HostRow], *, limit: int = QUEUE_SHOWN, now=None) -> list[QueueRow]:
+def queue_rows(hosts: list[HostCard], *, limit: int = QUEUE_SHOWN, now=None) -> list[QueueRow]:
+    """The head of the queue in claim order, each with why it waits. Its place in line
+    counts only the requests before it that the policy places first (wait_reasons.goes_first):
+    one needing no GPU, going to SLURM or (under fifo) not fitting now takes nothing from it."""
     now = now or timezone.now()
     queued = list(
         ScheduleRequest.objects.filter(status=RequestStatus.QUEUED).order_by("created_at", "id")[
             :limit
         ]
     )
-    capacity = [
-        HostCapacity(
-            name=h.host.name,
-            alive=h.alive,
-            total=sum(1 for g in h.gpus if g.enabled),
-            free=h.free,
-            labels=h.host.labels or {},
-        )
-        for h in hosts
-    ]
-    reasons = waiting_reasons(
-        [QueuedRequest(r.pk, r.gpu_required, r.requires or {}) for r in queued],
-        capacity,
-        settings.AGENTSYS.scheduler_policy,
-    )
     runs = _runs_of(queued)
-    return [
-        QueueRow(
-            position=n,
-            request=r,
-            run=runs.get(r.agent_id),
-            waited=now - r.created_at,
-            reason=reasons[r.pk],
+    policy = settings.AGENTSYS.scheduler_policy
+    rows, ahead = [], 0
+    for n, request in enumerate(queued, 1):
+        reason = wait_reason(request, hosts, ahead=ahead)
+        ahead += goes_first(request, hosts, policy=policy)
+        rows.append(
+            QueueRow(
+                position=n,
+                request=request,
+                run=runs.get(request.agent_id),
+                waited=now - request.created_at,
+                reason=reason,
+            )
         )
-        for n, r in enumerate(queued, 1)
-    ]
+    return rows
 
 
 def in_slurm_queue():
@@ -110,7 +72,7 @@ def in_slurm_queue():
 
 def queue_board() -> dict:
     now = timezone.now()
-    hosts = host_rows(now=now)
+    hosts = host_cards(now=now)
     slurm_waiting = list(in_slurm_queue().order_by("created_at", "id")[:QUEUE_SHOWN])
     for run in slurm_waiting:
         run.waited = now - run.created_at

@@ -54,8 +54,8 @@ def test_overview_and_queue_show_holders_waits_and_cancel_live(site, daemon, tmp
     page.goto(f"{url}/")
     expect(page.locator("#count-running")).to_have_text("1")
     expect(page.locator("#count-queued")).to_have_text("1")
-    expect(page.locator("li.gpu.busy")).to_contain_text("holder resnet")
-    expect(page.get_by_text("Not enough free GPUs: needs 1, ui-host has 0 free")).to_be_visible()
+    expect(page.locator('a.host-chip[data-host="ui-host"]')).to_contain_text("1 of 1 GPU busy")
+    expect(page.get_by_text("no host with 1 free GPU; largest has 0 free")).to_be_visible()
     # No OpenCode in this test: the banner says so (from /api/health), and runagentd is up.
     banner = page.locator("#health-banner")
     expect(banner).to_contain_text("opencode: OPENCODE_URL is not set")
@@ -70,7 +70,7 @@ def test_overview_and_queue_show_holders_waits_and_cancel_live(site, daemon, tmp
     row = page.locator("table.queue tbody tr").first
     expect(row).to_contain_text("waiting vit")
     expect(row.locator("td.reason")).to_have_text(
-        "Not enough free GPUs: needs 1, ui-host has 0 free"
+        "No host with 1 free GPU; largest has 0 free (ui-host: 0 free of 1)"
     )
     expect(page.locator("li.gpu.busy")).to_contain_text("holder resnet")
     screenshot(page, "queue")

@@ -4,15 +4,12 @@ it, how a requirement matches them, and what is refused with the reason."""
 import pytest
 
 from agentsys.scheduling import (
-    HostCapacity,
     InvalidLabels,
-    QueuedRequest,
     describe_requires,
     gpu_labels,
     host_meets,
     parse_labels,
     validate_requires,
-    waiting_reasons,
 )
 
 H100 = {"gpu_model": "NVIDIA H100 80GB HBM3", "gpu_memory_gb": 79, "nvlink": True, "zone": "b"}
@@ -88,17 +85,3 @@ def test_requirements_read_as_a_person_would_write_them():
     assert describe_requires({"gpu_model": "H100", "gpu_memory_gb": 40, "nvlink": True}) == (
         "gpu_memory_gb≥40, gpu_model~H100, nvlink=true"
     )
-
-
-def test_the_queue_page_says_when_no_live_host_has_the_labels():
-    hosts = [
-        HostCapacity("a100", True, 2, 2, {"gpu_model": "A100"}),
-        HostCapacity("h100", False, 8, 8, {"gpu_model": "H100"}),  # down
-    ]
-    queue = [
-        QueuedRequest("wants-h100", 1, {"gpu_model": "H100"}),
-        QueuedRequest("wants-a100", 1, {"gpu_model": "A100"}),
-    ]
-    reasons = waiting_reasons(queue, hosts, "fifo")
-    assert reasons["wants-h100"] == "No live host has gpu_model~H100"
-    assert "free on a100" in reasons["wants-a100"]
