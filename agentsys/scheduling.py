@@ -200,6 +200,7 @@ def gpu_labels(gpus: Sequence[dict]) -> dict:
     """What a host's GPUs say of it: their model (when they all share one) and the smallest
     one's memory in whole GB."""
     labels: dict = {}
+    gpus = [g for g in gpus if g.get("source") != "declared"]  # AGENTSYS_GPUS: nothing known
     names = {str(g.get("name") or "") for g in gpus}
     if len(names) == 1 and (name := names.pop()):
         labels["gpu_model"] = name

@@ -53,6 +53,10 @@ class HostOut(Schema):
     last_heartbeat: datetime | None
     heartbeat_age_s: float | None
     daemon_pid: int | None
+    labels: dict[str, Any] = Field(
+        description="What runs may require of it (a run's `requires`): AGENTSYS_HOST_LABELS "
+        "over its GPUs' gpu_model and gpu_memory_gb"
+    )
     gpu_total: int = Field(description="GPUs offered to the queue (enabled)")
     gpu_free: int = Field(description="Enabled, not booked, not held by others")
     gpus: list[GPUOut]
@@ -84,6 +88,7 @@ def _host_out(card: HostCard) -> HostOut:
             None if card.heartbeat_age is None else card.heartbeat_age.total_seconds()
         ),
         daemon_pid=host.daemon_pid,
+        labels=card.labels,
         gpu_total=card.total,
         gpu_free=card.free,
         gpus=[

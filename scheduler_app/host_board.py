@@ -112,6 +112,20 @@ class HostCard:
         return self.host.labels if isinstance(self.host.labels, dict) else {}
 
     @property
+    def declared_labels(self) -> list[tuple[str, str]]:
+        """Its labels but those the card says already (its GPUs' model and memory)."""
+        names = {gpu.name for gpu in self.gpus}
+        said = {
+            "gpu_model": names.pop() if len(names) == 1 else None,
+            "gpu_memory_gb": self.labels.get("gpu_memory_gb") if self.model else None,
+        }
+        return [
+            (key, str(value).lower() if isinstance(value, bool) else str(value))
+            for key, value in sorted(self.labels.items())
+            if said.get(key) != value
+        ]
+
+    @property
     def total(self) -> int:
         """GPUs offered to the scheduler (a disabled one is shown, not counted)."""
         return sum(1 for gpu in self.gpus if gpu.enabled)

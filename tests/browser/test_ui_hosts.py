@@ -29,7 +29,7 @@ WAITS = "No host with 4 free GPUs; largest has 1 free (gpu-a: 1 free of 2, gpu-b
 def two_hosts():
     started = [
         DaemonProcess("gpu-a", AGENTSYS_GPUS="2"),
-        DaemonProcess("gpu-b", AGENTSYS_GPUS="4"),
+        DaemonProcess("gpu-b", AGENTSYS_GPUS="4", AGENTSYS_HOST_LABELS="nvlink=true,zone=lab-2"),
     ]
     # Declared GPUs have no model or memory: name them as NVML would (registration only
     # writes these at a daemon's start; a heartbeat leaves them).
@@ -86,6 +86,7 @@ def test_the_queue_shows_each_hosts_gpus_and_follows_a_gpu_freed(site, two_hosts
     b = page.locator("#host-gpu-b")
     expect(b.locator(".pill")).to_have_text("online")
     expect(b.locator(".host-count")).to_have_text("1 free of 4")
+    expect(b.locator(".label-chip")).to_have_text(["nvlink=true", "zone=lab-2"])
     for index in range(3):
         expect(b.locator(f'li[data-gpu="{index}"] .holder a')).to_have_text("vit-large lr=3e-4")
     expect(b.locator('li[data-gpu="0"] .holder a')).to_have_attribute("href", f"/runs/{vit.pk}/")

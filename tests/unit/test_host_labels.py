@@ -60,7 +60,8 @@ def test_the_gpus_name_their_model_and_smallest_memory():
     assert gpu_labels(cards) == {"gpu_model": "NVIDIA H100 80GB HBM3", "gpu_memory_gb": 79}
     mixed = [{"name": "A", "memory_total_mb": 40960}, {"name": "B", "memory_total_mb": 81920}]
     assert gpu_labels(mixed) == {"gpu_memory_gb": 40}  # no one model to name
-    assert gpu_labels([{"index": 0, "name": "", "memory_total_mb": None}]) == {}  # declared GPUs
+    declared = {"index": 0, "name": "declared GPU", "memory_total_mb": None, "source": "declared"}
+    assert gpu_labels([declared]) == {}  # AGENTSYS_GPUS says how many, nothing of what
 
 
 @pytest.mark.parametrize(
