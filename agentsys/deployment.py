@@ -1,5 +1,6 @@
 """What the deployment configures for every agent: its model, the OpenCode server and its
-credentials, the model timeouts, the default workdir, and where AgentSys's REST API answers.
+credentials, the model timeouts, the default workdir, where AgentSys's REST API answers, and
+this host's name and folders for the runs it checks out.
 
 agentsys reads no environment: the host reads it once (common/environment.py, Django's
 settings.AGENTSYS) and runagentd passes this in, through the daemon and its supervisor, to
@@ -29,3 +30,9 @@ class Deployment:
     # The web server's address (http://host:port), for what an agent hands its MCP tools;
     # empty: none known, and a research loop's run tools answer that no loop runs there.
     api_url: str = ""
+    # This host's name (AGENTSYS_HOST_NAME), and where its executors check out the code of runs
+    # whose workdir is on another host (agentsys.agents.run_checkout): one folder per run, and
+    # a bare git repository that caches the commits. Empty: under the workdir's .agents/.
+    host_name: str = ""
+    checkouts_dir: str = ""
+    code_cache_dir: str = ""

@@ -268,6 +268,31 @@ class Run(models.Model):
     )
     exit_code = models.IntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
+    # The code it runs (scheduler_app.run_code): the workdir's commit and a patch of what was
+    # not committed, recorded where the run was made; a host that does not see the workdir
+    # checks them out in a folder of its own (code_dir) and runs there.
+    code_commit = models.CharField(max_length=64, blank=True, editable=False)
+    code_patch_digest = models.CharField(
+        max_length=64, blank=True, editable=False, help_text="sha256 of its CodePatch"
+    )
+    code_remote = models.CharField(
+        max_length=1000, blank=True, editable=False, help_text="Where a host fetches the commit"
+    )
+    code_host = models.CharField(
+        max_length=64, blank=True, editable=False, help_text="The host whose disk holds the workdir"
+    )
+    code_subdir = models.CharField(
+        max_length=1000, blank=True, editable=False, help_text="The workdir in its repository"
+    )
+    code_dir = models.CharField(
+        max_length=1000,
+        blank=True,
+        editable=False,
+        help_text="Where it ran, when not in the workdir: a checkout of the host's",
+    )
+    code_error = models.TextField(
+        blank=True, editable=False, help_text="Why its code could not be recorded"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -284,6 +309,33 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.id})"
+
+
+class CodePatch(models.Model):
+    """Uncommitted changes runs recorded (`git diff --binary HEAD` with untracked files),
+    stored once however many runs carry them."""
+
+    digest = models.CharField(primary_key=True, max_length=64, help_text="sha256 of data")
+    data = models.BinaryField()
+    size = models.PositiveIntegerField()
+    files = models.PositiveIntegerField(help_text="How many files it changes")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"patch {self.digest[:12]} ({self.files} files)"
+
+
+class CodeBundle(models.Model):
+    """A commit's history as a git bundle, made once by the host that saw its workdir, for
+    the hosts that must check the commit out and have no remote to fetch it from."""
+
+    commit = models.CharField(primary_key=True, max_length=64)
+    data = models.BinaryField()
+    size = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"bundle of {self.commit[:12]} ({self.size} bytes)"
 
 
 class AlertSeverity(models.TextChoices):

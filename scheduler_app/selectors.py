@@ -9,10 +9,11 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agents_app.models import Agent
+from agentsys.code_snapshot import patch_files
 from agentsys.types import AgentRole, EndState
 from events_app.models import Event
 from hosts_app.models import Host, HostStatus
-from scheduler_app import run_log
+from scheduler_app import run_code, run_log
 from scheduler_app.models import (
     GPU,
     MetricSeries,
@@ -111,7 +112,19 @@ def run_page(run_id: str) -> Run | None:
     failed = run.status == RunStatus.FAILED or (run.exit_code or 0) != 0
     run.log_error = run_log.last_error_line(run.run_dir) if failed else ""
     run.creator_is_loop = bool(run.created_by_agent) and _is_research_loop(run.created_by_agent)
+    _attach_code(run)
     return run
+
+
+PATCH_SHOWN_BYTES = 200_000  # of a run's patch on its page; the API serves the whole of it
+
+
+def _attach_code(run: Run) -> None:
+    """The run's uncommitted changes for its page: how many files, and the patch's start."""
+    patch = run_code.patch_of(run)
+    run.code_files = patch_files(patch)
+    run.code_patch_text = patch[:PATCH_SHOWN_BYTES].decode("utf-8", "replace")
+    run.code_patch_cut = len(patch) > PATCH_SHOWN_BYTES
 
 
 def _is_research_loop(agent_id: str) -> bool:
