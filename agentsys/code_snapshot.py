@@ -173,12 +173,16 @@ def _diff_with_untracked(top: str, index: str, untracked: list[str]) -> bytes:
         return _git(top, *diff, env=env).stdout
 
 
-def bundle(workdir: str | Path, commit: str, *, max_bytes: int = MAX_BUNDLE_BYTES) -> bytes:
-    """The history of `commit`, the workdir's HEAD, as a git bundle. Raises CodeError when it
-    is over `max_bytes` or HEAD has moved on from `commit`."""
+def bundle(
+    workdir: str | Path, commit: str, *, base: str = "", max_bytes: int = MAX_BUNDLE_BYTES
+) -> bytes:
+    """The history of `commit`, the workdir's HEAD, as a git bundle; with `base` (an ancestor
+    of it, see is_ancestor) only what `base` lacks. Raises CodeError when it is over
+    `max_bytes` or HEAD has moved on from `commit`."""
+    since = (f"^{check_commit(base)}",) if base else ()
     with tempfile.TemporaryFile() as out:
         # A bundle needs a ref to name its tip (a bare commit id is refused): HEAD, checked.
-        _git(workdir, "bundle", "create", "-q", "-", "HEAD", stdout=out)
+        _git(workdir, "bundle", "create", "-q", "-", "HEAD", *since, stdout=out)
         size = out.tell()
         if size > max_bytes:
             raise CodeError(
@@ -194,6 +198,11 @@ def bundle(workdir: str | Path, commit: str, *, max_bytes: int = MAX_BUNDLE_BYTE
     return data
 
 
+def is_ancestor(workdir: str | Path, base: str, commit: str) -> bool:
+    found = _git(workdir, "merge-base", "--is-ancestor", base, commit, check=False)
+    return found.returncode == 0
+
+
 def bundle_tips(data: bytes) -> list[str]:
     """The commits a bundle's header names (its refs' tips)."""
     header = data[: data.find(b"\n\n") if b"\n\n" in data else 0].decode(errors="replace")
@@ -203,17 +212,23 @@ def bundle_tips(data: bytes) -> list[str]:
 # -- making the files again ---------------------------------------------------------------------
 
 
+# Loads the stored bundle of a commit: (its data, the commit it was made on top of, "" for
+# a whole history), or None when none is stored.
+BundleLoader = Callable[[str], "tuple[bytes, str] | None"]
+
+
 def materialize(
     cache_dir: str | Path,
     target: str | Path,
     commit: str,
     patch: bytes = b"",
-    bundle: bytes | Callable[[], bytes | None] | None = None,
+    bundle: bytes | BundleLoader | None = None,
     remote: str = "",
 ) -> None:
     """Check `commit` out at `target` (which must not exist) and apply `patch` there. The
-    commit comes from the cache repo at `cache_dir` if it has it, else from `bundle` (bytes,
-    or a callable loading them only when needed) or `remote`."""
+    commit comes from the cache repo at `cache_dir` if it has it, else from `bundle` (a whole
+    history, or a loader called only when needed, following each bundle's base until the
+    cache has it) or `remote`."""
     check_commit(commit)
     cache, target = Path(cache_dir), Path(target)
     cache.mkdir(parents=True, exist_ok=True)
@@ -230,16 +245,12 @@ def materialize(
 
 
 def _fetch(cache: Path, commit: str, bundle, remote: str) -> None:
-    data = bundle() if callable(bundle) else bundle
     errors = []
-    if data:
-        with tempfile.NamedTemporaryFile(dir=cache, suffix=".bundle") as file:
-            file.write(data)
-            file.flush()
-            try:
-                _git(cache, "bundle", "unbundle", file.name)
-            except CodeError as error:
-                errors.append(f"from its bundle: {error}")
+    try:
+        bundled = _unbundle_chain(cache, commit, bundle) if bundle else False
+    except CodeError as error:
+        bundled = True
+        errors.append(f"from its bundle: {error}")
     if remote and not _has_commit(cache, commit):
         check_remote(remote)
         try:
@@ -251,10 +262,33 @@ def _fetch(cache: Path, commit: str, bundle, remote: str) -> None:
             if not _has_commit(cache, commit):
                 errors.append(f"from {remote}: {error}")
     if not _has_commit(cache, commit):
-        if not data and not remote:
+        if not bundled and not remote:
             errors.append("no bundle of it is stored and the run names no code.remote")
         raise CodeError(f"commit {commit[:12]} could not be fetched: {'; '.join(errors)}")
     _git(cache, "update-ref", CACHE_REF + commit, commit)  # kept: gc never drops it
+
+
+def _unbundle_chain(cache: Path, commit: str, bundle) -> bool:
+    """Unbundle `commit`'s bundle, after the bundles of its bases the cache lacks (oldest
+    first); False when no bundle of it is stored."""
+    if not callable(bundle):
+        chain = [bundle]
+    else:
+        chain, wanted = [], commit
+        while wanted and not _has_commit(cache, wanted):
+            found = bundle(wanted)
+            if found is None:
+                if not chain:
+                    return False
+                raise CodeError(f"no bundle of {wanted[:12]}, on which the newer ones build")
+            data, wanted = found
+            chain.append(data)
+    for data in reversed(chain):
+        with tempfile.NamedTemporaryFile(dir=cache, suffix=".bundle") as file:
+            file.write(data)
+            file.flush()
+            _git(cache, "bundle", "unbundle", file.name)
+    return True
 
 
 def _has_commit(cache: Path, commit: str) -> bool:

@@ -134,8 +134,9 @@ class MemoryView(Protocol):
         commit, patch bytes, patch_digest, remote, host, subdir, error); None: no run."""
         ...
 
-    def code_bundle(self, *, commit: str) -> bytes | None:
-        """The stored git bundle of `commit`'s history; None when none is stored."""
+    def code_bundle(self, *, commit: str) -> tuple[bytes, str] | None:
+        """The stored git bundle of `commit` and the commit it builds on ("" when it holds
+        the whole history); None when none is stored."""
         ...
 
     def record_checkout(self, *, code_dir: str, run_dir: str) -> bool:

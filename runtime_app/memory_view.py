@@ -111,7 +111,7 @@ class DjangoMemoryView:
         with _fresh_connection():
             return run_code.code_for_agent(self.agent_id)
 
-    def code_bundle(self, *, commit: str) -> bytes | None:
+    def code_bundle(self, *, commit: str) -> tuple[bytes, str] | None:
         with _fresh_connection():
             return run_code.bundle_of(commit)
 

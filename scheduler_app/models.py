@@ -327,12 +327,27 @@ class CodePatch(models.Model):
 
 class CodeBundle(models.Model):
     """A commit's history as a git bundle, made once by the host that saw its workdir, for
-    the hosts that must check the commit out and have no remote to fetch it from."""
+    the hosts that must check the commit out and have no remote to fetch it from. When an
+    earlier bundle of the same repository holds an ancestor (`base`: a research loop commits
+    every iteration), it holds only what came after it."""
 
     commit = models.CharField(primary_key=True, max_length=64)
+    base = models.CharField(
+        max_length=64, blank=True, help_text="The bundled commit it builds on; empty: all"
+    )
     data = models.BinaryField()
     size = models.PositiveBigIntegerField()
+    host = models.CharField(max_length=64, blank=True, help_text="Where it was made")
+    repository = models.CharField(
+        max_length=1000, blank=True, help_text="The top of the work tree it was made from"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            # The newest bundle of a repository: the base of its next one.
+            models.Index(fields=["host", "repository", "-created_at"], name="code_bundle_repo_idx")
+        ]
 
     def __str__(self) -> str:
         return f"bundle of {self.commit[:12]} ({self.size} bytes)"

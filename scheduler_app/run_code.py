@@ -23,6 +23,7 @@ from agentsys.code_snapshot import (
     bundle,
     check_commit,
     check_remote,
+    is_ancestor,
     patch_digest,
     patch_files,
     take,
@@ -42,7 +43,9 @@ class RecordedCode:
     host: str = ""
     subdir: str = ""
     error: str = ""
+    top: str = ""  # the work tree's top folder, where it was recorded
     bundle: bytes | None = None  # the commit's history, when no row holds it yet
+    bundle_base: str = ""  # the bundled commit `bundle` builds on ("" for all of it)
 
     def fields(self) -> dict:
         return {
@@ -69,13 +72,29 @@ def take_here(workdir: str, *, host: str) -> RecordedCode:
         return RecordedCode(host=host, error=f"its code was not recorded: {error}")
     if snap is None:  # not git: it runs where the workdir is, or nowhere
         return RecordedCode(host=host)
-    code = RecordedCode(commit=snap.commit, patch=snap.patch, host=host, subdir=snap.subdir)
+    code = RecordedCode(
+        commit=snap.commit, patch=snap.patch, host=host, subdir=snap.subdir, top=snap.toplevel
+    )
     if CodeBundle.objects.filter(commit=snap.commit).exists():
         return code
+    base = _base_for(workdir, snap.commit, host=host, top=snap.toplevel)
     try:
-        return _replace(code, bundle=bundle(workdir, snap.commit))
+        data = bundle(workdir, snap.commit, base=base)
     except CodeError as error:  # it still runs here, or from a remote a rerun names
         return _replace(code, error=f"no host but {host} can check it out: {error}")
+    return _replace(code, bundle=data, bundle_base=base)
+
+
+def _base_for(workdir: str, commit: str, *, host: str, top: str) -> str:
+    """The newest bundled commit of this repository that `commit` descends from: its
+    bundle then holds only what came since (a loop's iteration, a few files)."""
+    newest = (
+        CodeBundle.objects.filter(host=host, repository=top)
+        .order_by("-created_at")
+        .values_list("commit", flat=True)
+        .first()
+    )
+    return newest if newest and is_ancestor(workdir, newest, commit) else ""
 
 
 def from_request(code: dict) -> RecordedCode:
@@ -113,7 +132,14 @@ def store_code(code: RecordedCode) -> dict:
         )
         CodePatch.objects.bulk_create([row], ignore_conflicts=True)
     if code.bundle is not None:
-        row = CodeBundle(commit=code.commit, data=code.bundle, size=len(code.bundle))
+        row = CodeBundle(
+            commit=code.commit,
+            base=code.bundle_base,
+            data=code.bundle,
+            size=len(code.bundle),
+            host=code.host,
+            repository=code.top,
+        )
         CodeBundle.objects.bulk_create([row], ignore_conflicts=True)
     return code.fields()
 
@@ -177,9 +203,10 @@ def code_for_agent(agent_id: str) -> dict | None:
     }
 
 
-def bundle_of(commit: str) -> bytes | None:
-    data = CodeBundle.objects.filter(pk=commit).values_list("data", flat=True).first()
-    return bytes(data) if data is not None else None
+def bundle_of(commit: str) -> tuple[bytes, str] | None:
+    """The stored bundle of `commit` and the commit it builds on ("" for a whole history)."""
+    found = CodeBundle.objects.filter(pk=commit).values_list("data", "base").first()
+    return (bytes(found[0]), found[1]) if found is not None else None
 
 
 # -- writes from the executor --------------------------------------------------------------------

@@ -125,7 +125,7 @@ def _check_out(agent, code: dict, target: Path) -> Place:
             target,
             commit,
             code["patch"] or b"",
-            bundle=lambda: memory.code_bundle(commit=commit),
+            bundle=lambda wanted: memory.code_bundle(commit=wanted),
             remote=code["remote"],
         )
     except CodeError as error:

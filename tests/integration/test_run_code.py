@@ -6,6 +6,7 @@ names) in a folder of its own and runs it there. Real runagentd processes, real 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from scheduler_app.models import CodeBundle, CodePatch, Run
 from tests.helpers import wait_until
-from tests.runtime_harness import DaemonProcess
+from tests.runtime_harness import DaemonProcess, events, wait_event
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 IDENTITY = {
@@ -221,3 +222,48 @@ def test_the_run_page_shows_the_commit_the_patch_and_where_it_ran(admin_client, 
     assert "uncommitted changes: 2 files" in page
     assert "+NOTE = &#x27;uncommitted &lt;b&gt;&#x27;" in page  # the patch, escaped
     assert "/srv/gpu-b/.agents/checkouts/x" in page
+
+
+def test_a_restarted_runagentd_re_adopts_the_run_in_its_checkout_without_making_it_again(
+    api, laptop, gpu_b, tmp_path
+):
+    work = project(tmp_path / "laptop-disk" / "project")
+    release = tmp_path / "release"
+    command = f"while [ ! -e {release} ]; do sleep 0.1; done; {TRAIN}"
+    body = {"name": "long", "command": command, "workdir": str(work), "auto_start": True}
+    created = api("post", "/api/runs", body).json()
+    os.rename(tmp_path / "laptop-disk", tmp_path / "laptop-disk-elsewhere")
+    daemon = gpu_b()
+    wait_event(created["agent_id"], "run_started")
+    run = Run.objects.get(pk=created["id"])
+    checkout = Path(run.code_dir)
+    (checkout / "config.py").write_text("LR = 'touched by the running job'\n")
+
+    daemon.stop(signal.SIGKILL)
+    gpu_b()
+    wait_event(run.agent_id, "run_adopted")
+    release.touch()
+    run = ended(run.id)
+
+    assert (run.status, run.code_dir) == ("done", str(checkout))
+    assert "lr touched by the running job" in log_of(run)  # the same checkout, not a new one
+    assert len(events(run.agent_id, "code_checked_out")) == 1
+
+
+def test_each_new_commit_of_a_repository_stores_only_what_came_since(laptop, tmp_path):
+    from scheduler_app import runs
+
+    work = project(tmp_path / "project")
+    (work / "data.bin").write_bytes(os.urandom(300_000))
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "data")
+    first = runs.create_run(name="1", command="true", workdir=str(work))
+    runs.create_run(name="again", command="true", workdir=str(work))  # same commit: no bundle
+    (work / "config.py").write_text("LR = 0.5\n")
+    git(work, "commit", "-qam", "iteration")
+    second = runs.create_run(name="2", command="true", workdir=str(work))
+
+    bundles = {b.commit: b for b in CodeBundle.objects.all()}
+    assert set(bundles) == {first.code_commit, second.code_commit}
+    assert bundles[second.code_commit].base == first.code_commit
+    assert bundles[second.code_commit].size < bundles[first.code_commit].size / 50

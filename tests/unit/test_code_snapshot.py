@@ -188,3 +188,32 @@ def test_remotes_git_can_fetch_from_are_accepted(remote):
 def test_remotes_that_run_commands_or_are_options_are_refused(remote):
     with pytest.raises(CodeError, match="is not a git URL"):
         code_snapshot.check_remote(remote)
+
+
+def test_a_bundle_on_top_of_an_earlier_one_holds_only_what_came_since(tmp_path):
+    """A research loop commits every iteration: each bundle builds on the previous one, and
+    a fresh host follows the chain back to what it has."""
+    work = repo(tmp_path / "work")
+    (work / "data.bin").write_bytes(os.urandom(200_000))  # a history worth not repeating
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "data")
+    stored: dict[str, tuple[bytes, str]] = {}
+    base = ""
+    for step in range(3):
+        commit = git(work, "rev-parse", "HEAD")
+        assert not base or code_snapshot.is_ancestor(work, base, commit)
+        stored[commit] = (code_snapshot.bundle(work, commit, base=base), base)
+        base = commit
+        (work / "config.py").write_text(f"LR = {step}\n")
+        git(work, "commit", "-qam", f"iteration {step}")
+    first, *later = stored.values()
+    assert all(len(data) < len(first[0]) / 20 for data, _ in later)
+
+    last = list(stored)[-1]
+    code_snapshot.materialize(tmp_path / "cache.git", tmp_path / "t", last, bundle=stored.get)
+    assert (tmp_path / "t" / "config.py").read_text() == "LR = 1\n"
+    assert len((tmp_path / "t" / "data.bin").read_bytes()) == 200_000
+
+    del stored[next(iter(stored))]  # the first is lost: the chain cannot be followed
+    with pytest.raises(CodeError, match=r"no bundle of .*, on which the newer ones build"):
+        code_snapshot.materialize(tmp_path / "other.git", tmp_path / "u", last, bundle=stored.get)
