@@ -104,6 +104,8 @@ def take(workdir: str | Path, *, max_patch: int = MAX_PATCH_BYTES) -> Snapshot |
     """The workdir's commit and uncommitted changes; None when it is not in a git work tree
     (or its repository has no commit yet, or ignores the workdir). Raises CodeError when
     the changes are too large to record, or git fails on the repository."""
+    if not _in_a_repository(Path(workdir)):
+        return None  # without starting git (2 ms a run)
     try:
         head = _git(
             workdir,
@@ -135,6 +137,15 @@ def take(workdir: str | Path, *, max_patch: int = MAX_PATCH_BYTES) -> Snapshot |
             f"{_mib(max_patch)} a run records: commit them (or .gitignore large files)"
         )
     return Snapshot(commit=commit, patch=patch, subdir=prefix, toplevel=top)
+
+
+def _in_a_repository(workdir: Path) -> bool:
+    """Whether a `.git` (folder, or a worktree's file) is in the workdir or above it, or the
+    environment names the repository."""
+    if os.environ.get("GIT_DIR"):
+        return True
+    path = workdir.absolute()
+    return any((folder / ".git").exists() for folder in (path, *path.parents))
 
 
 def _ignored(workdir: str | Path) -> bool:

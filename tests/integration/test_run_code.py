@@ -267,3 +267,36 @@ def test_each_new_commit_of_a_repository_stores_only_what_came_since(laptop, tmp
     assert set(bundles) == {first.code_commit, second.code_commit}
     assert bundles[second.code_commit].base == first.code_commit
     assert bundles[second.code_commit].size < bundles[first.code_commit].size / 50
+
+
+def test_a_research_loops_experiment_records_the_code_on_the_loops_host(tmp_path):
+    """Its runagentd sees the loop's workdir: the experiment's run names that host and the
+    commit and changes the iteration left."""
+    from agents_app.services import create_agent
+    from agentsys.agent import Scope
+    from agentsys.store import AgentRecord
+    from agentsys.types import AgentStatus
+    from hosts_app.models import Host
+    from runtime_app.runtime_store import DjangoRuntimeStore
+
+    work = project(tmp_path / "loop-workdir")
+    host = Host.objects.create(name="brain")
+    loop = create_agent(
+        role="research", cls_path="x.Loop", goal="g", config={}, project="p", host_id=host.id
+    )
+    record = AgentRecord(
+        id="executor-exp1",
+        role="executor",
+        cls_path="agentsys.agents.executor.ExecutorAgent",
+        parent_id=loop.id,
+        goal="lr 0.25",
+        config={"command": TRAIN, "workdir": str(work), "experiment": {"iteration": 1}},
+        scope=Scope(project="p"),
+        status=AgentStatus.IDLE,
+    )
+    DjangoRuntimeStore().create_queued_agent(record=record, gpu_required=0)
+
+    run = Run.objects.get(agent_id="executor-exp1")
+    assert (run.code_commit, run.code_host) == (git(work, "rev-parse", "HEAD"), "brain")
+    assert b"+LR = 0.25" in CodePatch.objects.get(pk=run.code_patch_digest).data
+    assert CodeBundle.objects.filter(commit=run.code_commit).exists()
