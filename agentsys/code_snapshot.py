@@ -36,7 +36,8 @@ COMMIT_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 # Where git can fetch from: a URL of a transport that only fetches, scp-like user@host:path,
 # or an absolute path. Not ext:: or fd:: (they run commands), not an option ("-...").
 REMOTE_RE = re.compile(
-    r"^(?:(?:https?|ssh|git|file)://[^\s]+|[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:[^\s]+|/[^\s]*)$"
+    r"^(?:(?:https?|ssh|git|file)://[^\s\x00]+|[\w.-]+@[\w.-]+:[^\s\x00]+|/[^\s\x00]*)$",
+    re.ASCII,
 )
 # `.agents/` anywhere: the runs' files of that workdir, not its code.
 PATHSPEC = (".", ":(exclude,glob)**/.agents/**")

@@ -183,7 +183,8 @@ def test_remotes_git_can_fetch_from_are_accepted(remote):
 
 
 @pytest.mark.parametrize(
-    "remote", ["ext::sh -c touch% /tmp/pwned", "--upload-pack=evil", "relative/path", "fd::3"]
+    "remote",
+    ["ext::sh -c touch% /tmp/pwned", "--upload-pack=evil", "relative/path", "fd::3", "/r\x00.git"],
 )
 def test_remotes_that_run_commands_or_are_options_are_refused(remote):
     with pytest.raises(CodeError, match="is not a git URL"):
