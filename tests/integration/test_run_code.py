@@ -222,6 +222,8 @@ def test_the_run_page_shows_the_commit_the_patch_and_where_it_ran(admin_client, 
     assert "uncommitted changes: 2 files" in page
     assert "+NOTE = &#x27;uncommitted &lt;b&gt;&#x27;" in page  # the patch, escaped
     assert "/srv/gpu-b/.agents/checkouts/x" in page
+    admin = admin_client.get(f"/admin/scheduler_app/run/{run.pk}/change/")
+    assert admin.status_code == 200 and commit in admin.content.decode()  # shown, not editable
 
 
 def test_a_restarted_runagentd_re_adopts_the_run_in_its_checkout_without_making_it_again(
