@@ -1,5 +1,6 @@
 """What the deployment configures for every agent: its model, the OpenCode server and its
-credentials, the model timeouts, the default workdir, and where AgentSys's REST API answers.
+credentials, the model timeouts, the default workdir, where AgentSys's REST API answers, and
+this host's name and folders for the runs it checks out.
 
 agentsys reads no environment: the host reads it once (common/environment.py, Django's
 settings.AGENTSYS) and runagentd passes this in, through the daemon and its supervisor, to
@@ -32,4 +33,9 @@ class Deployment:
     # How much of each run's log its executor ships to the database (agentsys.log_shipping)
     # for a web that cannot read this host's disk; past it, a note says where the rest is.
     log_db_cap_bytes: int = 64 * 2**20
-    host_name: str = ""  # the host this runagentd registered (AGENTSYS_HOST_NAME)
+    # This host's name (AGENTSYS_HOST_NAME), and where its executors check out the code of runs
+    # whose workdir is on another host (agentsys.agents.run_checkout): one folder per run, and
+    # a bare git repository that caches the commits. Empty: under the workdir's .agents/.
+    host_name: str = ""
+    checkouts_dir: str = ""
+    code_cache_dir: str = ""

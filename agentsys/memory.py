@@ -145,6 +145,20 @@ class MemoryView(Protocol):
         self, *, severity: str, message: str, signature: str, data: dict, run_dir: str = ""
     ) -> str: ...
 
+    def run_code(self) -> dict | None:
+        """The code recorded for this executor's run (scheduler_app.run_code.code_for_agent:
+        commit, patch bytes, patch_digest, remote, host, subdir, error); None: no run."""
+        ...
+
+    def code_bundle(self, *, commit: str) -> tuple[bytes, str] | None:
+        """The stored git bundle of `commit` and the commit it builds on ("" when it holds
+        the whole history); None when none is stored."""
+        ...
+
+    def record_checkout(self, *, code_dir: str, run_dir: str) -> bool:
+        """The run runs in a checkout of its code at `code_dir`, its files in `run_dir`."""
+        ...
+
     def issue_api_token(self) -> str:
         """A new API token of this agent's own (its earlier ones revoked), for the REST API
         its MCP tools call; revoked when the agent ends. Returns the token, stored nowhere."""

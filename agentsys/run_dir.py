@@ -29,6 +29,11 @@ A run (one executor) has `.agents/runs/<agent id>/`:
 - mlruns/: the MLflow file store of a run that has no MLFLOW_TRACKING_URI of its own (the
   executor points it here; read by agentsys.metric_sources.mlflow_store).
 
+A run whose workdir is on another host runs in a checkout of its recorded code, made by its
+executor in that host's AGENTSYS_WORKDIR, `.agents/checkouts/<agent id>/`
+(agentsys.agents.run_checkout); its run directory is then inside that checkout, whose
+`.agents/checkout.json` says which commit and patch it holds.
+
 A research loop has `.agents/wild/<agent id>/` (agentsys.research.workspace writes it):
 tasks.md (its plan), iteration_log.md (one section per iteration), state.json (what it needs
 to resume, agentsys.research.state), snapshot.txt (the workdir's files at the last iteration).
@@ -45,6 +50,8 @@ from pathlib import Path
 AGENTS_DIR = ".agents"  # everything of AgentSys's in a workdir
 RUNS_DIR = "runs"
 LOOPS_DIR = "wild"
+CHECKOUTS_DIR = "checkouts"  # a host's checkouts of runs' code (agentsys.agents.run_checkout)
+CHECKOUT_MARK = "checkout.json"  # in a checkout's .agents/: it is complete, and of what
 
 COMMAND_FILE = "command.txt"
 LOG_FILE = "run.log"

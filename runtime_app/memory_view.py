@@ -14,7 +14,7 @@ from memory_app import selectors
 from memory_app.context import assemble_context
 from memory_app.models import MemoryEntry
 from memory_app.services import write_entries, write_entry
-from scheduler_app import run_log_reader, run_log_store
+from scheduler_app import run_code, run_log_reader, run_log_store
 from scheduler_app.metric_series import record_rows
 from scheduler_app.models import Run
 from scheduler_app.runs import record_tracking
@@ -134,6 +134,20 @@ class DjangoMemoryView:
             run_dir=run_dir,
         )
         return alert.id
+
+    def run_code(self) -> dict | None:
+        with _fresh_connection():
+            return run_code.code_for_agent(self.agent_id)
+
+    def code_bundle(self, *, commit: str) -> tuple[bytes, str] | None:
+        with _fresh_connection():
+            return run_code.bundle_of(commit)
+
+    def record_checkout(self, *, code_dir: str, run_dir: str) -> bool:
+        with _fresh_connection():
+            return run_code.record_checkout(
+                agent_id=self.agent_id, code_dir=code_dir, run_dir=run_dir
+            )
 
     def issue_api_token(self) -> str:
         with _fresh_connection():

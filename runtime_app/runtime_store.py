@@ -36,7 +36,7 @@ from events_app.events import AGENTS_STREAM, record_event
 from hosts_app.models import Host, HostStatus
 from memory_app.services import write_entry
 from runtime_app.chat_store import DjangoChatStore
-from scheduler_app import lifecycle, oplog, queue
+from scheduler_app import lifecycle, oplog, queue, run_code
 from scheduler_app import services as host_services
 from scheduler_app.host_down import readopt_runs_of_returned_host, settle_runs_of_dead_host
 from scheduler_app.models import ScheduleRequest
@@ -59,7 +59,13 @@ def _record(agent: Agent) -> AgentRecord:
     )
 
 
-def _run_for_experiment(agent_id: str) -> None:
+def _experiment_code(record: AgentRecord) -> run_code.RecordedCode:
+    """The code of an experiment's workdir, which this runagentd (its loop's host) sees."""
+    host = Agent.objects.filter(pk=record.parent_id).values_list("host__name", flat=True).first()
+    return run_code.take_here(str(record.config.get("workdir", "")), host=host or "")
+
+
+def _run_for_experiment(agent_id: str, code: run_code.RecordedCode) -> None:
     """A research loop's experiment is a Run like any other (in /api/runs, under the loop's
     sweep), whose status then moves with its executor and queue request."""
     from scheduler_app.models import Run, Sweep
@@ -81,6 +87,7 @@ def _run_for_experiment(agent_id: str) -> None:
         chat_session_id=chat_session_id,
         agent=agent,
         run_dir=str(run_dir_of(str(config.get("workdir", "")), agent.id)),
+        **run_code.store_code(code),
     )
     agent.config = {**config, "run_id": run.id}
     agent.run = run.id
@@ -352,20 +359,22 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
 
     # -- the executor queue -------------------------------------------------------------------
 
-    @transaction.atomic
     def create_queued_agent(self, *, record: AgentRecord, gpu_required) -> dict:
         """A new executor and its schedule request, in one transaction: an idle row with no
         host and no request is what an agent started from the web looks like, and any
         daemon would start it at once, without its GPUs. Returns {created, status, reason,
-        event}."""
+        event}. An experiment's code is recorded first, outside the transaction."""
         if "backend" not in record.config:  # where runs go unless they say (the deployment's)
             record = dataclasses.replace(
                 record, config={**record.config, "backend": settings.AGENTSYS.run_backend}
             )
-        created = self.create_agent(record=record)
-        if isinstance(record.config.get("experiment"), dict):
-            _run_for_experiment(created["agent_id"])
-        return {"created": created, **self._submit(created["agent_id"], gpu_required)}
+        experiment = isinstance(record.config.get("experiment"), dict)
+        code = _experiment_code(record) if experiment else None
+        with transaction.atomic():
+            created = self.create_agent(record=record)
+            if code is not None:
+                _run_for_experiment(created["agent_id"], code)
+            return {"created": created, **self._submit(created["agent_id"], gpu_required)}
 
     def _submit(self, agent_id: str, gpu_required) -> dict:
         agent = Agent.objects.get(pk=agent_id)

@@ -199,6 +199,13 @@ RUN_MANAGED = (
     "agent",
     "created_by_agent",
     "run_dir",
+    "code_commit",
+    "code_patch_digest",
+    "code_remote",
+    "code_host",
+    "code_subdir",
+    "code_dir",
+    "code_error",
     "slurm_job_id",
     "wait_reason",
     "exit_code",
@@ -334,3 +341,6 @@ class MetricPointAdmin(MachineManagedAdmin):
     show_full_result_count = False
     ordering = ("series", "step")
     raw_id_fields = ("series",)
+
+
+from scheduler_app import admin_stored_bytes  # noqa: E402,F401  (registers its admins)

@@ -9,18 +9,20 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from django.db import transaction
+from django.http import HttpResponse
 from ninja import Query, Router, Schema, Status
 from pydantic import ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from accounts_app.auth import agent_of
 from agents_app.models import Agent
+from agentsys.code_snapshot import MAX_PATCH_BYTES, CodeError, check_commit, check_remote
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH, compile_pattern
 from agentsys.scheduling import validate_requires
 from agentsys.slurm import SlurmError
 from agentsys.slurm import check_options as check_slurm_options
 from agentsys.types import END_STATE_HELP
 from common.api_contract import MAX_OFFSET
-from scheduler_app import queue, run_log_reader, runs, services
+from scheduler_app import queue, run_code, run_log_reader, runs, services
 from scheduler_app.models import Alert, AlertStatus, Run, RunStatus, Sweep
 
 router = Router()
@@ -111,6 +113,39 @@ def check_metrics_pattern(pattern: str | None) -> str | None:
     return pattern
 
 
+class RunCodeIn(Schema):
+    """The code a run runs, for a script whose workdir is on another machine."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    commit: str = Field(description="The full git commit id (40 hex digits)", max_length=64)
+    remote: _optional(str, max_length=1000) = Field(
+        None,
+        description="Where a host fetches the commit (a git URL or an absolute path); needed "
+        "unless an earlier run stored the commit's bundle",
+    )
+    patch: _optional(str, max_length=MAX_PATCH_BYTES) = Field(
+        None, description="Uncommitted changes, as `git diff --binary HEAD` writes them"
+    )
+
+    @field_validator("commit")
+    @classmethod
+    def _a_commit_id(cls, commit: str) -> str:
+        return _said(check_commit, commit)
+
+    @field_validator("remote")
+    @classmethod
+    def _a_git_url(cls, remote: str | None) -> str | None:
+        return remote and _said(check_remote, remote)
+
+
+def _said(check, value: str) -> str:
+    try:
+        return check(value)
+    except CodeError as error:
+        raise ValueError(str(error)) from None
+
+
 class RunIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
@@ -156,6 +191,11 @@ class RunIn(Schema):
         "places it and its GPUs). Unset: AGENTSYS_RUN_BACKEND",
     )
     slurm: SlurmOptionsIn | None = Field(None, description="sbatch options (backend slurm)")
+    code: RunCodeIn | None = Field(
+        None,
+        description="The git commit (and uncommitted patch) to run, when the workdir is not on "
+        "the server's disk; unset: recorded from the workdir where the server sees it",
+    )
 
     _params_fit_a_command_line = field_validator("params")(check_params)
     _requires_are_labels = field_validator("requires")(validate_requires)
@@ -164,6 +204,16 @@ class RunIn(Schema):
     def executor_options(self) -> dict:
         """What goes to the run's executor: the options given, without the unset ones."""
         return self.dict(include=EXECUTOR_OPTIONS, exclude_none=True)
+
+
+class RunCodeOut(Schema):
+    commit: str = Field(description="The workdir's git commit when it was made; empty: none")
+    remote: str = Field(description="Where a host fetches the commit; empty: its stored bundle")
+    patch_digest: str = Field(description="sha256 of its uncommitted changes; empty: none")
+    has_patch: bool
+    host: str = Field(description="The host whose disk holds the workdir; empty: unknown")
+    dir: str = Field(description="Where it ran when not in the workdir: a host's checkout")
+    error: str = Field(description="Why its code could not be recorded")
 
 
 class RunOut(Schema):
@@ -202,6 +252,11 @@ class RunOut(Schema):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    code: RunCodeOut = Field(description="The code it runs (GET /api/runs/{id}/patch: its patch)")
+
+    @staticmethod
+    def resolve_code(run: Run) -> dict:
+        return run_code.summary(run)
 
 
 class LogChunk(Schema):
@@ -245,7 +300,8 @@ def _no(kind: str, key: str):
     tags=["runs"],
 )
 def create_run(request, payload: RunIn):
-    if payload.workdir and not Path(payload.workdir).is_dir():
+    # With its code named, the workdir is on the script's machine and hosts check it out.
+    if payload.workdir and payload.code is None and not Path(payload.workdir).is_dir():
         return Status(422, {"detail": f"workdir: {payload.workdir} is not a directory"})
     fields = payload.dict(exclude=EXECUTOR_OPTIONS)
     agent_id = agent_of(request)
@@ -296,6 +352,27 @@ def list_runs(
 def get_run(request, run_id: str):
     run = Run.objects.filter(pk=run_id).first()
     return run if run is not None else _no("run", run_id)
+
+
+@router.get(
+    "/runs/{run_id}/patch",
+    response={200: str, 404: ErrorOut},
+    summary="The run's uncommitted changes (a git patch; empty when it had none)",
+    openapi_extra={
+        "responses": {
+            "200": {
+                "description": "`git apply --binary` applies it onto the run's code.commit",
+                "content": {"text/x-diff": {"schema": {"type": "string"}}},
+            }
+        }
+    },
+    tags=["runs"],
+)
+def run_patch(request, run_id: str):
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None:
+        return _no("run", run_id)
+    return HttpResponse(run_code.patch_of(run), content_type="text/x-diff; charset=utf-8")
 
 
 def _run_action(run_id: str, action):

@@ -287,6 +287,31 @@ class Run(models.Model):
         help_text="The log's shipping stopped at AGENTSYS_LOG_DB_CAP_MB: the rest is only in "
         "run.log on the host that ran it",
     )
+    # The code it runs (scheduler_app.run_code): the workdir's commit and a patch of what was
+    # not committed, recorded where the run was made; a host that does not see the workdir
+    # checks them out in a folder of its own (code_dir) and runs there.
+    code_commit = models.CharField(max_length=64, blank=True, editable=False)
+    code_patch_digest = models.CharField(
+        max_length=64, blank=True, editable=False, help_text="sha256 of its CodePatch"
+    )
+    code_remote = models.CharField(
+        max_length=1000, blank=True, editable=False, help_text="Where a host fetches the commit"
+    )
+    code_host = models.CharField(
+        max_length=64, blank=True, editable=False, help_text="The host whose disk holds the workdir"
+    )
+    code_subdir = models.CharField(
+        max_length=1000, blank=True, editable=False, help_text="The workdir in its repository"
+    )
+    code_dir = models.CharField(
+        max_length=1000,
+        blank=True,
+        editable=False,
+        help_text="Where it ran, when not in the workdir: a checkout of the host's",
+    )
+    code_error = models.TextField(
+        blank=True, editable=False, help_text="Why its code could not be recorded"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -327,6 +352,48 @@ class RunLogChunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}@{self.offset}"
+
+
+class CodePatch(models.Model):
+    """Uncommitted changes runs recorded (`git diff --binary HEAD` with untracked files),
+    stored once however many runs carry them."""
+
+    digest = models.CharField(primary_key=True, max_length=64, help_text="sha256 of data")
+    data = models.BinaryField()
+    size = models.PositiveIntegerField()
+    files = models.PositiveIntegerField(help_text="How many files it changes")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"patch {self.digest[:12]} ({self.files} files)"
+
+
+class CodeBundle(models.Model):
+    """A commit's history as a git bundle, made once by the host that saw its workdir, for
+    the hosts that must check the commit out and have no remote to fetch it from. When an
+    earlier bundle of the same repository holds an ancestor (`base`: a research loop commits
+    every iteration), it holds only what came after it."""
+
+    commit = models.CharField(primary_key=True, max_length=64)
+    base = models.CharField(
+        max_length=64, blank=True, help_text="The bundled commit it builds on; empty: all"
+    )
+    data = models.BinaryField()
+    size = models.PositiveBigIntegerField()
+    host = models.CharField(max_length=64, blank=True, help_text="Where it was made")
+    repository = models.CharField(
+        max_length=1000, blank=True, help_text="The top of the work tree it was made from"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            # The newest bundle of a repository: the base of its next one.
+            models.Index(fields=["host", "repository", "-created_at"], name="code_bundle_repo_idx")
+        ]
+
+    def __str__(self) -> str:
+        return f"bundle of {self.commit[:12]} ({self.size} bytes)"
 
 
 class AlertSeverity(models.TextChoices):

@@ -12,7 +12,7 @@ from agents_app.services import create_agent
 from agentsys.registry import EXECUTOR_AGENT
 from agentsys.run_dir import run_dir_of
 from agentsys.types import AgentRole
-from scheduler_app import lifecycle, oplog, queue
+from scheduler_app import lifecycle, oplog, queue, run_code
 from scheduler_app.models import Run, RunStatus, ScheduleRequest, Sweep
 
 # Never started (a cancelled run never ran; a rejected one may fit a host that joined since).
@@ -31,7 +31,6 @@ class RunRefused(Exception):
     """The run cannot do that now (the message says why)."""
 
 
-@transaction.atomic
 def create_run(
     *,
     name: str,
@@ -45,24 +44,40 @@ def create_run(
     auto_start: bool = False,
     executor_options: dict | None = None,
     created_by_agent: str = "",
+    code: dict | None = None,
+    code_fallback: run_code.RecordedCode = run_code.NOTHING,
 ) -> Run:
+    """A new run. Its code is recorded here when this host sees its workdir (its git commit
+    and uncommitted changes), or is the `code` a script sent ({commit, remote, patch}); a
+    rerun whose workdir is not seen here keeps its run's (`code_fallback`)."""
     queue.validate_gpu_required(gpu_required)
-    _check_references(sweep_id=sweep_id, chat_session_id=chat_session_id)
-    executor_options = _with_sweep_pattern(executor_options or {}, sweep_id)
-    run = Run.objects.create(
-        name=name,
-        command=command,
-        workdir=workdir or str(settings.AGENTSYS_WORKDIR),
-        gpu_required=gpu_required,
-        requires=requires or {},
-        params=params or {},
-        executor_options=executor_options,
-        sweep_id=sweep_id,
-        chat_session_id=chat_session_id,
-        auto_start=auto_start,
-        created_by_agent=created_by_agent,
-    )
-    return start_run(run_id=run.id) if auto_start else run
+    workdir = workdir or str(settings.AGENTSYS_WORKDIR)
+    try:
+        recorded = run_code.from_request(code) if code else None
+    except run_code.CodeRefused as error:
+        raise queue.InvalidRequest(str(error)) from None
+    if recorded is None:  # the git runs before the transaction holds anything
+        recorded = run_code.take_here(workdir, host=settings.AGENTSYS.host_name)
+        if not recorded.host:
+            recorded = code_fallback
+    with transaction.atomic():
+        _check_references(sweep_id=sweep_id, chat_session_id=chat_session_id)
+        executor_options = _with_sweep_pattern(executor_options or {}, sweep_id)
+        run = Run.objects.create(
+            name=name,
+            command=command,
+            workdir=workdir,
+            gpu_required=gpu_required,
+            requires=requires or {},
+            params=params or {},
+            executor_options=executor_options,
+            sweep_id=sweep_id,
+            chat_session_id=chat_session_id,
+            auto_start=auto_start,
+            created_by_agent=created_by_agent,
+            **run_code.store_code(recorded),
+        )
+        return start_run(run_id=run.id) if auto_start else run
 
 
 def _with_sweep_pattern(options: dict, sweep_id: str | None) -> dict:
@@ -188,6 +203,7 @@ def rerun(*, run_id: str, created_by_agent: str = "") -> Run:
         chat_session_id=old.chat_session_id,
         auto_start=True,
         created_by_agent=created_by_agent,
+        code_fallback=run_code.carried_over(old),
     )
 
 

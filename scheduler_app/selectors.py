@@ -9,10 +9,11 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agents_app.models import Agent
+from agentsys.code_snapshot import patch_files
 from agentsys.types import AgentRole, EndState
 from events_app.models import Event
 from hosts_app.models import Host, HostStatus
-from scheduler_app import run_log, run_log_reader
+from scheduler_app import run_code, run_log, run_log_reader
 from scheduler_app.models import (
     GPU,
     MetricSeries,
@@ -118,7 +119,19 @@ def run_page(run_id: str) -> Run | None:
     run.log_capped_here = run.log_capped and run_log_reader.local_file(run, run.log_host) is None
     run.log_cap_mib = run.log_shipped_bytes // 2**20
     run.creator_is_loop = bool(run.created_by_agent) and _is_research_loop(run.created_by_agent)
+    _attach_code(run)
     return run
+
+
+PATCH_SHOWN_BYTES = 200_000  # of a run's patch on its page; the API serves the whole of it
+
+
+def _attach_code(run: Run) -> None:
+    """The run's uncommitted changes for its page: how many files, and the patch's start."""
+    patch = run_code.patch_of(run)
+    run.code_files = patch_files(patch)
+    run.code_patch_text = patch[:PATCH_SHOWN_BYTES].decode("utf-8", "replace")
+    run.code_patch_cut = len(patch) > PATCH_SHOWN_BYTES
 
 
 def _is_research_loop(agent_id: str) -> bool:

@@ -10,7 +10,17 @@ from events_app.events import record_event
 from hosts_app.models import Host
 from memory_app.models import MemoryEntry
 from scheduler_app.metric_series import record_rows
-from scheduler_app.models import GPU, Alert, GPUSource, Run, ScheduleRequest, Sweep
+from scheduler_app.models import (
+    GPU,
+    Alert,
+    CodeBundle,
+    CodePatch,
+    GPUSource,
+    Run,
+    RunLogChunk,
+    ScheduleRequest,
+    Sweep,
+)
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 
 
@@ -55,6 +65,9 @@ def one_of_everything() -> dict:
         run=run, agent_id=l3.id, message="High loss", choices=["acknowledge", "stop"]
     )
     record_rows(agent_id=l3.id, run_id=run.pk, rows=[{"_step": 1, "loss": 0.5}])
+    RunLogChunk.objects.create(run=run, offset=0, data=b"epoch 1 loss 0.5 demo\n")
+    CodePatch.objects.create(digest="d" * 64, data=b"+lr = 0.1  # demo\n", size=18, files=1)
+    CodeBundle.objects.create(commit="c" * 40, data=b"# v2 git bundle", size=15, host="gpu-box")
     memory = MemoryEntry.objects.create(
         type=EntryType.REFLECTION,
         agent_id=l1.id,

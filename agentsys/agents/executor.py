@@ -12,8 +12,10 @@ reported stopped; pausing it SIGSTOPs them all. When the command ends, whatever 
 running in the background is ended the same way, so its GPUs are free when they are released.
 
 Its files are in its run directory, `<workdir>/.agents/runs/<agent id>/` (agentsys.run_dir
-says what each holds). With backend "slurm" the same wrapper runs as a SLURM batch job instead
-(agentsys.agents.slurm_run): SLURM places it, and stop and pause go through SLURM.
+says what each holds); on a host that does not see the workdir, the workdir is a checkout of
+the run's recorded code (agentsys.agents.run_checkout). With backend "slurm" the same wrapper
+runs as a SLURM batch job instead (agentsys.agents.slurm_run): SLURM places it, and stop and
+pause go through SLURM.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 
 from agentsys.agent import Agent, PauseRefused
 from agentsys.agents.executor_options import options_from
+from agentsys.agents.run_checkout import place_of, run_dir_for
 from agentsys.agents.run_watchdog import RunWatchdog
 from agentsys.agents.slurm_run import Outcome, SlurmRun, cancel_leftover
 from agentsys.gpu_conflicts import is_gpu_conflict
@@ -80,7 +83,8 @@ class ExecutorAgent(Agent):
         self.processes = RunProcesses(marker="")  # nothing yet: a pause before the start
 
     async def on_start(self) -> None:
-        self.workdir = _workdir(self.config)
+        # The workdir, or a checkout of the run's recorded code on a host that lacks it.
+        self.workdir = (await place_of(self)).cwd
         self.run_dir = run_dir_of(self.workdir, self.id)
         self.retry_policy, thresholds = options_from(self.config)
         self.watchdog = RunWatchdog(self, self.run_dir, self.config, thresholds)
@@ -349,11 +353,11 @@ class ExecutorAgent(Agent):
         the run's processes end before its end is recorded and its GPUs go to another."""
         backend = config.get("backend", "subprocess")
         if backend == "slurm":
-            await cancel_leftover(run_dir_of(_workdir(config), agent_id))
+            await cancel_leftover(run_dir_for(config, agent_id))
             return
         if backend != "subprocess":
             return  # no process of its own
-        pid, started = read_pid_file(run_dir_of(_workdir(config), agent_id)) or (0, "")
+        pid, started = read_pid_file(run_dir_for(config, agent_id)) or (0, "")
         processes = RunProcesses(agent_id, pid, int(started or 0) if pid else 0)
         survivors = await processes.terminate(grace=0)
         if survivors:
@@ -389,10 +393,6 @@ class ExecutorAgent(Agent):
 
     async def on_monitor(self, *, final: bool = False) -> None:
         await self.watchdog.look(final=final)
-
-
-def _workdir(config: dict) -> Path:
-    return Path(config.get("workdir") or os.getcwd())
 
 
 def _write_atomically(path: Path, text: str) -> None:

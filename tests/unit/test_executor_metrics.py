@@ -57,6 +57,9 @@ class OutageMemory:
     def raise_alert(self, **_):
         return "alert"
 
+    def run_code(self):
+        return None  # no code recorded: the executor runs in its workdir
+
 
 class EventLog:
     """The runtime's side of emit_event: the events an agent sent."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import psycopg
 from django.conf import settings
@@ -12,6 +13,7 @@ from django.db import connection
 from agentsys.daemon import Daemon, DaemonSettings
 from agentsys.deployment import Deployment
 from agentsys.opencode import Timeouts
+from agentsys.run_dir import AGENTS_DIR, CHECKOUTS_DIR
 from agentsys.slurm_poller import SlurmUnavailable
 from common.db_outage import stop_waiting
 from common.environment import ConfigError, check_host_name
@@ -30,6 +32,9 @@ def deployment(host_name: str = "") -> Deployment:
     """What every agent gets from the configuration (agentsys reads no environment)."""
     config = settings.AGENTSYS
     return Deployment(
+        host_name=host_name or config.host_name,
+        checkouts_dir=str(Path(settings.AGENTSYS_WORKDIR) / AGENTS_DIR / CHECKOUTS_DIR),
+        code_cache_dir=str(Path(settings.AGENTSYS_HOME) / "code-cache.git"),
         workdir=str(config.workdir or ""),
         model_provider=config.model_provider,
         model_id=config.model_id,
@@ -44,7 +49,6 @@ def deployment(host_name: str = "") -> Deployment:
         slurm_options=dict(config.slurm_options),
         api_url=config.api_url,
         log_db_cap_bytes=config.log_db_cap_mb * 2**20,
-        host_name=host_name,
     )
 
 
