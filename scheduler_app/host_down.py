@@ -4,13 +4,13 @@ A host that stops heart-beating may be gone, or only cut off from the database w
 runs go on. So nothing of it is re-run elsewhere behind its back:
 - a run placed on it that never started (its executor still idle) goes back to the queue,
   where any host that fits takes it;
-- a run that started is `lost` with "host down", its GPUs left booked on that host, and its
-  request left `running`: that pair (a lost executor under a running request) is how its
-  return finds what to re-adopt. No other path leaves it so: every end closes the request
-  (scheduler_app.lifecycle).
-When its runagentd is back (restarted, or its database connection is), those executors and
-their runs say `running` again and the executor re-adopts the process (or records the exit
-code it left meanwhile): the record is corrected, never silently re-run.
+- a run that started is `lost` with "host down" (its executor, request and run alike, its GPUs
+  free: the host takes no runs while it is dead). The error's "host down" prefix on a lost
+  executor of the host is how its return finds what to re-adopt.
+When its runagentd is back (restarted, or its database connection is), those executors,
+requests and runs say `running` again on the GPUs they had, and the executor re-adopts the
+process (or records the exit code it left meanwhile): the record is corrected, never silently
+re-run.
 """
 
 from __future__ import annotations
@@ -71,6 +71,9 @@ def _requeue(agent: Agent, request: ScheduleRequest, host: Host) -> tuple[str, s
 def _lose(agent: Agent, host: Host) -> tuple[str, str, dict]:
     error, now = host_down_error(host), timezone.now()
     Agent.objects.filter(pk=agent.pk).update(status=AgentStatus.LOST, error=error, finished_at=now)
+    requests = ScheduleRequest.objects.filter(agent_id=agent.pk, status=RequestStatus.RUNNING)
+    GPU.objects.filter(allocated_to__in=requests).update(allocated_to=None, allocated_at=None)
+    requests.update(status=RequestStatus.LOST, finished_at=now)
     ended = Run.objects.filter(agent_id=agent.pk, status__in=RunStatus.open()).update(
         status=RunStatus.LOST, error=error, finished_at=now, updated_at=now
     )
@@ -81,22 +84,33 @@ def _lose(agent: Agent, host: Host) -> tuple[str, str, dict]:
 
 
 def readopt_runs_of_returned_host(host_id: int) -> list[tuple[str, str, dict]]:
-    """The executors lost with their host (see the module's docstring) run again on it: they
-    and their runs say `running`, for their runagentd to re-adopt. Call in a transaction."""
+    """The executors lost with their host (see the module's docstring) run again on it: they,
+    their requests (on the GPUs they had) and their runs say `running`, for their runagentd
+    to re-adopt. Call in a transaction."""
     rows = dict(
-        Agent.objects.select_for_update(of=("self",))
+        Agent.objects.select_for_update()
         .filter(
             host_id=host_id,
             role=AgentRole.EXECUTOR,
             status=AgentStatus.LOST,
-            schedule_request__status=RequestStatus.RUNNING,
+            error__startswith=f"{HOST_DOWN}:",
         )
         .values_list("pk", "parent_id")
     )
-    lost = list(rows)
-    if not lost:
+    if not rows:
         return []
+    lost = list(rows)
     Agent.objects.filter(pk__in=lost).update(status=AgentStatus.RUNNING, error="", finished_at=None)
+    for request in ScheduleRequest.objects.select_for_update().filter(
+        agent_id__in=lost, status=RequestStatus.LOST
+    ):
+        # Its GPUs were freed with it; nobody else takes a dead host's GPUs, but the host's
+        # own claim may have run first after a cut-off: a GPU taken since stays the taker's.
+        GPU.objects.filter(
+            host_id=host_id, index__in=request.gpu_indices, allocated_to__isnull=True
+        ).update(allocated_to=request, allocated_at=timezone.now())
+        request.status, request.finished_at = RequestStatus.RUNNING, None
+        request.save(update_fields=["status", "finished_at"])
     Run.objects.filter(agent_id__in=lost, status=RunStatus.LOST).update(
         status=RunStatus.RUNNING, error="", finished_at=None, updated_at=timezone.now()
     )

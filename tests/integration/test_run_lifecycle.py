@@ -175,16 +175,31 @@ def test_a_deleted_agent_cancels_its_queued_run(host, tmp_path):
     assert Run.objects.get(pk=run.pk).status == RunStatus.CANCELLED
 
 
-def test_a_dead_host_fails_run_request_and_agent_and_frees_the_gpus(host, tmp_path):
+def test_a_dead_host_loses_run_request_and_agent_frees_the_gpus_and_its_return_undoes_it(
+    host, tmp_path
+):
     run = queued_run(tmp_path)
     claim(host)
     store.transition(
         agent_id=run.agent_id, status=AgentStatus.RUNNING, kind="started", payload={}, pid=1
     )
+    booked = list(GPU.objects.filter(allocated_to__isnull=False).values_list("index", flat=True))
     Host.objects.filter(pk=host.pk).update(last_heartbeat=timezone.now() - timedelta(minutes=5))
     store.declare_dead_hosts(stale_after=20)
-    assert states(run) == ("failed", "failed", "failed")
+    assert states(run) == ("lost", "lost", "lost")
+    assert Run.objects.get(pk=run.pk).error.startswith("host down: ")
     assert not GPU.objects.filter(allocated_to__isnull=False).exists()
+    _check_agreement()
+
+    assert store.record_heartbeat(host_id=host.pk) is True  # it was declared dead meanwhile
+    [event] = store.readopt_lost_runs(host_id=host.pk)
+    assert event["kind"] == "readopted"
+    assert states(run) == ("running", "running", "running")
+    assert Run.objects.get(pk=run.pk).error == ""
+    again = GPU.objects.filter(allocated_to__isnull=False).values_list("index", flat=True)
+    assert list(again) == booked  # on the GPUs it had
+    assert store.record_heartbeat(host_id=host.pk) is False
+    assert store.readopt_lost_runs(host_id=host.pk) == []  # once
 
 
 # Every shared end word applies to runs, except the one for a chat reply cut off mid-stream.
