@@ -6,6 +6,8 @@ links to the cards. Screenshots at 1280 px and 390 px."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
@@ -13,6 +15,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from hosts_app.models import Host, HostStatus
+from scheduler_app import runs
 from scheduler_app.models import GPU, GPUSource, Run, RunStatus
 from scheduler_app.runs import stop_run
 from tests.chromium import off_the_page_thread, screenshot
@@ -132,3 +135,53 @@ def test_the_queue_shows_each_hosts_gpus_and_follows_a_gpu_freed(site, two_hosts
     expect(page.locator("a.host-chip")).to_have_count(3)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     screenshot(page, "overview-hosts-390")
+
+
+TRAIN = """\
+import json, time
+from pathlib import Path
+lr = json.loads(Path("config.json").read_text())["lr"]
+for step in range(8):
+    print(f"step {step} lr {lr} loss {lr / (step + 1):.4f}", flush=True)
+    time.sleep(0.1)
+print("trained")
+"""
+
+
+def _git(repo, *args) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def test_a_run_on_another_host_shows_its_code_and_its_shipped_log(site, two_hosts, tmp_path):
+    """The web (another host name than gpu-b's) shows the log gpu-b shipped, and the commit
+    and uncommitted change gpu-b checked out: the workdir was moved away before it started."""
+    url, page = site
+    repo = tmp_path / "project"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "train.py").write_text(TRAIN)
+    (repo / "config.json").write_text('{"lr": 0.1}\n')
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=ada", "-c", "user.email=a@lab", "commit", "-qm", "lr 0.1")
+    (repo / "config.json").write_text('{"lr": 0.3}\n')
+    run = runs.create_run(
+        name="lr 0.3 on gpu-b",
+        command=f"{sys.executable} train.py",
+        workdir=str(repo),
+        gpu_required=1,
+        requires={"nvlink": True},
+    )
+    repo.rename(tmp_path / "moved-away")
+    runs.start_run(run_id=run.pk)
+    assert run_ended(run).status == RunStatus.DONE
+
+    page.goto(f"{url}/runs/{run.pk}/")
+    expect(page.locator("#log")).to_contain_text("step 7 lr 0.3 loss 0.0375")
+    expect(page.locator("#run-code")).to_contain_text(run.code_commit[:12])
+    expect(page.locator("#run-code")).to_contain_text("a checkout of this commit")
+    page.locator("#run-patch summary").click()
+    expect(page.locator("#run-patch pre")).to_contain_text('+{"lr": 0.3}')
+    screenshot(page, "run-on-gpu-b")
+    page.set_viewport_size({"width": 390, "height": 844})
+    screenshot(page, "run-on-gpu-b-390")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
