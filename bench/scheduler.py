@@ -51,12 +51,10 @@ def claims_per_second(gpus: int, queued: int = 2000, ended: int = 100_000) -> fl
     only the claims are timed. `ended` old requests (done) sit in the table throughout."""
     from django.db import transaction
 
-    from agents_app.models import Agent
     from agentsys.scheduling import FifoFirstFit
     from agentsys.types import AgentStatus, RequestStatus
-    from hosts_app.models import Host
     from scheduler_app import lifecycle, queue
-    from scheduler_app.models import GPU, ScheduleRequest
+    from scheduler_app.models import ScheduleRequest
 
     missing = ended - ScheduleRequest.objects.filter(id__startswith="sched-old").count()
     ScheduleRequest.objects.bulk_create(
@@ -66,16 +64,8 @@ def claims_per_second(gpus: int, queued: int = 2000, ended: int = 100_000) -> fl
         ),
         batch_size=5000,
     )
-    host = Host.objects.create(name=f"claim-bench-{gpus}")
-    GPU.objects.bulk_create(GPU(host=host, index=i, source="declared") for i in range(gpus))
-    agents = Agent.objects.bulk_create(
-        Agent(id=f"executor-c{gpus}x{i:06d}", role="executor", cls_path="x", project="b")
-        for i in range(queued)
-    )
-    ScheduleRequest.objects.bulk_create(
-        ScheduleRequest(id=f"sched-c{gpus}x{i:06d}", agent=a, agent_cls_path="x", gpu_required=1)
-        for i, a in enumerate(agents)
-    )
+    host = _host_with_gpus(f"claim-bench-{gpus}", gpus)
+    _queue_one_gpu_requests(f"c{gpus}x", queued)
     _settle()
     claimed, spent, policy = 0, 0.0, FifoFirstFit()
     while claimed < queued:
@@ -89,6 +79,30 @@ def claims_per_second(gpus: int, queued: int = 2000, ended: int = 100_000) -> fl
     return claimed / spent
 
 
+def _host_with_gpus(name: str, gpus: int):
+    from hosts_app.models import Host
+    from scheduler_app.models import GPU
+
+    host = Host.objects.create(name=name)
+    GPU.objects.bulk_create(GPU(host=host, index=i, source="declared") for i in range(gpus))
+    return host
+
+
+def _queue_one_gpu_requests(prefix: str, count: int) -> None:
+    """`count` queued 1-GPU requests, each with its executor agent row."""
+    from agents_app.models import Agent
+    from scheduler_app.models import ScheduleRequest
+
+    agents = Agent.objects.bulk_create(
+        Agent(id=f"executor-{prefix}{i:06d}", role="executor", cls_path="x", project="b")
+        for i in range(count)
+    )
+    ScheduleRequest.objects.bulk_create(
+        ScheduleRequest(id=f"sched-{prefix}{i:06d}", agent=a, agent_cls_path="x", gpu_required=1)
+        for i, a in enumerate(agents)
+    )
+
+
 def claims_per_second_hosts(hosts: int = 4, gpus: int = 8, queued: int = 4000) -> float:
     """`hosts` processes, each a host's claimer as runagentd runs it, claim 1-GPU requests
     from one queue at once, each releasing what it took before claiming again (as runs end);
@@ -97,23 +111,8 @@ def claims_per_second_hosts(hosts: int = 4, gpus: int = 8, queued: int = 4000) -
 
     from django.db import connections
 
-    from agents_app.models import Agent
-    from hosts_app.models import Host
-    from scheduler_app.models import GPU, ScheduleRequest
-
-    host_ids = []
-    for n in range(hosts):
-        host = Host.objects.create(name=f"claim-bench-host-{n}")
-        GPU.objects.bulk_create(GPU(host=host, index=i, source="declared") for i in range(gpus))
-        host_ids.append(host.pk)
-    agents = Agent.objects.bulk_create(
-        Agent(id=f"executor-h{hosts}x{i:06d}", role="executor", cls_path="x", project="b")
-        for i in range(queued)
-    )
-    ScheduleRequest.objects.bulk_create(
-        ScheduleRequest(id=f"sched-h{hosts}x{i:06d}", agent=a, agent_cls_path="x", gpu_required=1)
-        for i, a in enumerate(agents)
-    )
+    host_ids = [_host_with_gpus(f"claim-bench-host-{n}", gpus).pk for n in range(hosts)]
+    _queue_one_gpu_requests(f"h{hosts}x", queued)
     _settle()
     connections.close_all()  # each claimer opens its own, as each runagentd does
     context = multiprocessing.get_context("fork")
