@@ -75,7 +75,7 @@ def start_research(
     goal, workdir = _checked(goal, max_iterations, wait_seconds, autonomy_level, workdir)
     # The chat model through the foreign key: the chat app sits above this one.
     chat_sessions = ResearchLoop._meta.get_field("chat_session").related_model.objects
-    if chat_session_id and not chat_sessions.filter(pk=chat_session_id).exists():
+    if chat_session_id is not None and not chat_sessions.filter(pk=chat_session_id).exists():
         raise ResearchRefused(f"chat_session_id: no chat session {chat_session_id!r}")
     agentsys = settings.AGENTSYS
     # The model and the OpenCode server are the host's (runagentd's environment): each host

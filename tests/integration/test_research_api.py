@@ -62,6 +62,7 @@ def test_a_loops_metrics_pattern_is_its_sweeps_and_its_experiments(api, workdir)
         ({"autonomy_level": "reckless"}, "autonomy_level"),
         ({"workdir": "/no/such/dir"}, "workdir"),
         ({"chat_session_id": "nope"}, "chat_session_id"),
+        ({"chat_session_id": ""}, "chat_session_id"),  # not "none given": a 500 once
         ({"unknown": 1}, "unknown"),
         ({"metrics_pattern": "cost (?P<cost"}, "metrics_pattern does not compile"),
         ({"metrics_pattern": r"cost (\S+)"}, "metrics_pattern has no named group"),
