@@ -79,12 +79,15 @@ def create_runs(request, payload: RunBatchIn):
 
 
 def _refusal(bad: list[run_batch.BadRun], total: int) -> dict:
-    indices = sorted({b.index for b in bad})
-    where = ", ".join(map(str, indices[:10])) + (", ..." if len(indices) > 10 else "")
-    first = f"{bad[0].field}: {bad[0].detail}" if bad[0].field else bad[0].detail
+    """The 422: every fault under `errors`, the first few in words (what a script prints, or
+    an MCP tool hands its model)."""
+    said = [f"run {b.index}" + (f" {b.field}" if b.field else "") + f": {b.detail}" for b in bad]
+    more = f"; and {len(said) - 5} more" if len(said) > 5 else ""
+    count = len({b.index for b in bad})
     return {
-        "detail": f"{len(indices)} of {total} runs cannot be made (index {where}), so none "
-        f"was; run {bad[0].index}: {first}",
+        "detail": f"{count} of {total} runs cannot be made, so none was: "
+        + "; ".join(said[:5])
+        + more,
         "errors": [b.as_dict() for b in bad],
     }
 

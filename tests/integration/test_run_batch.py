@@ -95,7 +95,8 @@ def test_every_bad_run_is_named_by_its_index_and_nothing_is_made(api, host, work
     assert "greater than or equal to 0" in body["errors"][0]["detail"]
     assert body["errors"][1]["detail"] == "no sweep 'sweep-nope'"
     assert "is not a directory" in body["errors"][2]["detail"]
-    assert body["detail"].startswith("3 of 1000 runs cannot be made (index 0, 500, 999)")
+    assert body["detail"].startswith("3 of 1000 runs cannot be made, so none was: run 0 gpu")
+    assert "; run 500 sweep_id: no sweep 'sweep-nope'; run 999 workdir: " in body["detail"]
     assert nothing_made()
 
 
@@ -116,6 +117,16 @@ def test_a_run_that_is_no_object_or_has_unknown_keys_is_named(api, workdir):
     runs = [{"name": "ok", "command": "true"}, "true", {"name": "x", "command": "t", "gpus": 1}]
     errors = api("post", BATCH, {"runs": runs}).json()["errors"]
     assert [(e["index"], e["field"]) for e in errors] == [(1, ""), (2, "gpus")]
+    assert nothing_made()
+
+
+def test_a_body_over_the_servers_limit_is_413_saying_so(api, workdir, settings):
+    assert settings.DATA_UPLOAD_MAX_MEMORY_SIZE >= 16 * 1024 * 1024  # 1,000 runs of 16 KiB
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 100_000
+    runs = [{"name": f"r{i}", "command": "echo " + "x" * 200} for i in range(1000)]
+    response = api("post", BATCH, {"runs": runs})
+    assert response.status_code == 413
+    assert "over the 97 KiB this server takes" in response.json()["detail"]
     assert nothing_made()
 
 
