@@ -8,6 +8,7 @@ target's inbox, read at its next context assembly.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Protocol
 
@@ -24,7 +25,7 @@ from agentsys.types import (
     SteerUrgency,
     new_agent_id,
 )
-from common.ids import create_with_unique_id
+from common.ids import create_with_unique_id, fresh_ids
 from memory_app.services import write_entry
 
 MAX_STEER_CONTEXT = 20_000
@@ -154,7 +155,8 @@ def create_agent(
     host_id: int | None = None,
     first_id: str | None = None,
 ) -> Agent:
-    """Insert a new agent row, idle: the one place an agent is created. Its id is
+    """Insert a new agent row, idle: the one place an agent is created (create_agents, for
+    many at once, beside it). Its id is
     `{role}-{uuid8}` (`first_id`, when the caller picked one already, unless it is taken); a
     clash gets a fresh one. The caller does what makes it start (a NOTIFY, the GPU queue, a
     daemon hosting it) and records its events."""
@@ -173,6 +175,17 @@ def create_agent(
         parent_id=parent_id,
         chat_session_id=chat_session_id,
         host_id=host_id,
+    )
+
+
+def create_agents(rows: list[dict]) -> list[Agent]:
+    """create_agent for many agents at once (a batch of runs): one INSERT, in `rows`' order
+    (each row create_agent's keywords, but `first_id`), the ids drawn as create_agent draws
+    them, none taken."""
+    fields = [{**row, "role": str(row["role"])} for row in rows]
+    ids = fresh_ids(Agent, [functools.partial(new_agent_id, row["role"]) for row in fields])
+    return Agent.objects.bulk_create(
+        Agent(id=agent_id, **row) for agent_id, row in zip(ids, fields, strict=True)
     )
 
 

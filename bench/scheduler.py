@@ -2,8 +2,11 @@
 with 10^5 finished requests in the table, four hosts claiming from one queue at once
 (claims_per_s_4_hosts), the drain time of 1,000 queued runs on 2 declared GPUs, and how soon
 a line a run prints on a GPU host is served by a web on another machine (its log shipped
-through PostgreSQL). `python bench/scheduler.py hosts` measures the four-hosts figure alone,
-`python bench/scheduler.py log` the log figure alone."""
+through PostgreSQL), and how fast runs are submitted: one POST /api/runs/batch of 1,000
+runs (batch_submit_1000_ms), 300 POST /api/runs from 20 clients at once
+(submit_runs_per_s_20_clients). `python bench/scheduler.py hosts` measures the four-hosts
+figure alone, `python bench/scheduler.py log` the log figure alone, `python
+bench/scheduler.py submit` the two submission figures alone."""
 
 import sys
 import time
@@ -181,6 +184,82 @@ def drain_seconds(count: int = 1000) -> float:
     return time.monotonic() - started
 
 
+def _project(system: BenchSystem) -> str:
+    """A script's project: a small git work tree with an uncommitted change, so that each run
+    made records its code (commit and patch), as a real one does."""
+    import subprocess
+
+    path = Path(system.tmp.name) / "project"
+    path.mkdir()
+    identity = ["-c", "user.name=bench", "-c", "user.email=bench@bench"]
+    (path / "train.py").write_text("print('train')\n")
+    for args in (["init", "-q"], ["add", "-A"], [*identity, "commit", "-qm", "first"]):
+        subprocess.run(["git", *args], cwd=path, check=True, capture_output=True)
+    (path / "train.py").write_text("print('train, edited')\n")
+    return str(path)
+
+
+def _true_runs(count: int, prefix: str) -> list[dict]:
+    return [{"name": f"{prefix}{i}", "command": "true"} for i in range(count)]
+
+
+def batch_submit_ms(system: BenchSystem, token: str, project: str, samples: int = 3) -> float:
+    """One POST /api/runs/batch of 1,000 `true` runs with auto_start through the real web,
+    request to its 201 (the median of `samples`, after a warm-up)."""
+    import httpx
+
+    url = f"http://127.0.0.1:{system.port}/api/runs/batch"
+    took = []
+    with httpx.Client(headers={"X-Auth-Token": token}, timeout=300) as client:
+        for n in range(samples + 1):
+            body = {"auto_start": True, "workdir": project, "runs": _true_runs(1000, f"b{n}-")}
+            started = time.perf_counter()
+            response = client.post(url, json=body)
+            took.append((time.perf_counter() - started) * 1000)
+            if response.status_code != 201 or len(response.json()) != 1000:
+                raise RuntimeError(f"batch refused: {response.status_code} {response.text[:300]}")
+    return sorted(took[1:])[len(took[1:]) // 2]
+
+
+def submit_runs_per_s(system: BenchSystem, token: str, project: str, clients: int = 20) -> float:
+    """300 POST /api/runs (`true`, auto_start) from `clients` threads at once: runs per
+    second until the last 201."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    url = f"http://127.0.0.1:{system.port}/api/runs"
+    runs = [{**run, "auto_start": True, "workdir": project} for run in _true_runs(300, "s")]
+    local = threading.local()  # a client (its connection) per thread
+
+    def post(run: dict) -> None:
+        if not hasattr(local, "client"):
+            local.client = httpx.Client(headers={"X-Auth-Token": token}, timeout=120)
+        response = local.client.post(url, json=run)
+        if response.status_code != 201:
+            raise RuntimeError(f"run refused: {response.status_code} {response.text[:300]}")
+
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(post, [{**run, "name": f"warm{i}"} for i, run in enumerate(runs[:40])]))
+        started = time.perf_counter()
+        list(pool.map(post, runs))
+        return len(runs) / (time.perf_counter() - started)
+
+
+def submit_figures(system: BenchSystem, token: str) -> None:
+    """The two submission figures, on the web alone (no runagentd runs what they queue);
+    the runs they made are deleted after, so no daemon started later runs them."""
+    from agents_app.models import Agent
+    from scheduler_app.models import Run, ScheduleRequest
+
+    project = _project(system)
+    report("batch_submit_1000_ms", batch_submit_ms(system, token, project), "ms")
+    report("submit_runs_per_s_20_clients", submit_runs_per_s(system, token, project), "runs/s")
+    for model in (ScheduleRequest, Run, Agent):
+        model.objects.all().delete()
+
+
 LOG_TICKS = 80  # lines the run prints, one every 100 ms
 TICKER = (
     "import time\n"
@@ -224,14 +303,19 @@ def log_to_web_ms(system: BenchSystem, token: str) -> list[float]:
     return latencies[5:]  # the first lines wait for the executor to start shipping
 
 
-def main(log_only: bool = False) -> None:
-    """Every figure; `python bench/scheduler.py log`: log_to_web's alone."""
+def main(log_only: bool = False, submit_only: bool = False) -> None:
+    """Every figure; `python bench/scheduler.py log`: log_to_web's alone; `... submit`: the
+    submission figures alone."""
     from bench.harness import TOKEN
     from tests.helpers import free_port
 
     system = BenchSystem(port=free_port(), gpus="2")
     try:
         system.start_web()
+        if not log_only:
+            submit_figures(system, TOKEN)
+        if submit_only:
+            return
         system.start_daemon(host_name="gpu-b")
         latencies = log_to_web_ms(system, TOKEN)
         report("log_to_web_p50_ms", percentile(latencies, 50), "ms")
@@ -247,7 +331,7 @@ def main(log_only: bool = False) -> None:
         report("drain_1000_queued_on_2_gpus_s", drain_seconds(), "s")
     finally:
         system.close()
-    if log_only:
+    if log_only or submit_only:
         return
     for gpus in (2, 8):
         report(
@@ -261,4 +345,4 @@ if __name__ == "__main__":
         BenchSystem()
         report("claims_per_s_4_hosts", claims_per_second_hosts(4), "claims/s")
     else:
-        main(log_only=sys.argv[1:] == ["log"])
+        main(log_only=sys.argv[1:] == ["log"], submit_only=sys.argv[1:] == ["submit"])

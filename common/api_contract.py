@@ -44,9 +44,9 @@ COMMON_ERRORS = {
     "422": "Invalid input (body, path or query), or a query parameter the route does not take",
     "503": "The database is unreachable; retry after the Retry-After seconds",
 }
-# What an agent's token may change: make, start, stop and rerun runs, and make sweeps (a
-# path as requested, or as the schema writes it: `/api/runs/{run_id}/start`).
-AGENT_WRITES = re.compile(r"/api/(runs|sweeps|runs/[^/]+/(start|stop|rerun))/?")
+# What an agent's token may change: make (one or a batch), start, stop and rerun runs, and
+# make sweeps (a path as requested, or as the schema writes it: `/api/runs/{run_id}/start`).
+AGENT_WRITES = re.compile(r"/api/(runs|runs/batch|sweeps|runs/[^/]+/(start|stop|rerun))/?")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 AGENT_REFUSED = (
     "An agent's token may read, make, start, stop and rerun runs and make sweeps, nothing else"

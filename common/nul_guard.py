@@ -6,13 +6,26 @@ from __future__ import annotations
 
 import json
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 
 
 class RejectNulCharacters(MiddlewareMixin):
     def process_request(self, request: HttpRequest):
-        where = nul_location(request)
+        try:
+            where = nul_location(request)
+        except RequestDataTooBig:  # the first to read the body says why, not a bare 400
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            return JsonResponse(
+                {
+                    "detail": f"The request body is over the {limit // 1024} KiB this server "
+                    "takes (DATA_UPLOAD_MAX_MEMORY_SIZE): send less at once, e.g. fewer runs "
+                    "per POST /api/runs/batch"
+                },
+                status=413,
+            )
         if where is None:
             return None
         return JsonResponse(

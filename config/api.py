@@ -22,6 +22,7 @@ from memory_app.api import router as memory_router
 from research_app.api import router as research_router
 from scheduler_app.api import router as scheduler_router
 from scheduler_app.api_metrics import router as metrics_router
+from scheduler_app.api_run_batch import router as run_batch_router
 from scheduler_app.api_runs import router as runs_router
 from scheduler_app.api_sweeps import router as sweeps_router
 from sessions_app.api import router as sessions_router
@@ -65,6 +66,7 @@ api.add_router("", models_router)
 api.add_router("", skills_router, tags=["skills"])
 api.add_router("", scheduler_router, tags=["hosts"])
 api.add_router("", metrics_router)  # before runs: /runs/metrics is not a run id
+api.add_router("", run_batch_router)  # before runs too: /runs/batch
 api.add_router("", runs_router)
 api.add_router("", sweeps_router)
 api.add_router("/agents", agents_router, tags=["agents"])

@@ -306,7 +306,7 @@ def create_run(request, payload: RunIn):
     fields = payload.dict(exclude=EXECUTOR_OPTIONS)
     agent_id = agent_of(request)
     if agent_id and fields["sweep_id"] is None:
-        fields["sweep_id"] = _sweep_of_agent(agent_id)
+        fields["sweep_id"] = sweep_of_agent(agent_id)
     try:
         run = runs.create_run(
             **fields,
@@ -318,7 +318,7 @@ def create_run(request, payload: RunIn):
     return Status(201, run)
 
 
-def _sweep_of_agent(agent_id: str) -> str | None:
+def sweep_of_agent(agent_id: str) -> str | None:
     """The sweep of agent `agent_id` (a research loop's), where the runs it makes go."""
     sweep = Agent.objects.filter(pk=agent_id).values_list("sweep", flat=True).first()
     return sweep if sweep and Sweep.objects.filter(pk=sweep).exists() else None

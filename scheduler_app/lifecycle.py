@@ -4,8 +4,9 @@ Whatever moves one of them (the claim, the executor's start and end, a cancel fr
 the admin or a stopped parent, a deleted agent, a host declared dead) goes through a function
 here, inside one transaction, so no reader ever sees a run `queued` behind a `cancelled`
 request or a `done` request under a run that says something else. Once it ends, all three say
-the same word (agentsys.types.EndState). `queue.submit` (queued or rejected) and
-`queue.claim` (running, in its placement statement) are the other two.
+the same word (agentsys.types.EndState). `queue.submit` (queued or rejected; for a batch of
+runs, `run_batch.create_runs` writes the same three rows at once) and `queue.claim` (running,
+in its placement statement) are the other two.
 """
 
 from __future__ import annotations

@@ -114,6 +114,15 @@ def _slurm_rejection() -> str | None:
     )
 
 
+def route(config: dict) -> tuple[str, dict]:
+    """The backend and the host labels of an executor's request, from its config."""
+    backend = SLURM if config.get("backend") == SLURM else "subprocess"
+    try:
+        return backend, validate_requires(config.get("requires"))
+    except InvalidLabels as error:
+        raise InvalidRequest(str(error)) from None
+
+
 @transaction.atomic
 def submit(*, agent: Agent, gpu_required, config: dict | None = None) -> ScheduleRequest:
     """Queue an executor agent (its row already created, IDLE). Impossible requests are
@@ -121,11 +130,7 @@ def submit(*, agent: Agent, gpu_required, config: dict | None = None) -> Schedul
     forever; a run of the agent becomes QUEUED with its request (scheduler_app.lifecycle)."""
     gpu_required = validate_gpu_required(gpu_required)
     config = config if config is not None else agent.config
-    backend = SLURM if config.get("backend") == SLURM else "subprocess"
-    try:
-        requires = validate_requires(config.get("requires"))
-    except InvalidLabels as error:
-        raise InvalidRequest(str(error)) from None
+    backend, requires = route(config)
     reason = rejection_reason(gpu_required, backend, requires)
     now = timezone.now()
     request = create_with_unique_id(

@@ -12,6 +12,7 @@ before the run's transaction opens."""
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -61,9 +62,10 @@ class RecordedCode:
 NOTHING = RecordedCode()
 
 
-def take_here(workdir: str, *, host: str) -> RecordedCode:
+def take_here(workdir: str, *, host: str, bundled: Collection[str] = ()) -> RecordedCode:
     """The code of a workdir this process sees (`host` is this machine's name); nothing
-    when it does not see it. A work tree too large to record is said in `error`."""
+    when it does not see it. A work tree too large to record is said in `error`. No bundle
+    is made of a commit in `bundled` (a batch of runs stores one already)."""
     if not workdir or not os.path.isdir(workdir):
         return NOTHING
     try:
@@ -75,7 +77,7 @@ def take_here(workdir: str, *, host: str) -> RecordedCode:
     code = RecordedCode(
         commit=snap.commit, patch=snap.patch, host=host, subdir=snap.subdir, top=snap.toplevel
     )
-    if CodeBundle.objects.filter(commit=snap.commit).exists():
+    if snap.commit in bundled or CodeBundle.objects.filter(commit=snap.commit).exists():
         return code
     base = _base_for(workdir, snap.commit, host=host, top=snap.toplevel)
     try:

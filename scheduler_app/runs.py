@@ -86,18 +86,23 @@ def _with_sweep_pattern(options: dict, sweep_id: str | None) -> dict:
     options, so a rerun does the same)."""
     if not sweep_id:
         return options
-    sweep = (
-        Sweep.objects.filter(pk=sweep_id)
-        .values("metrics_pattern", "run_backend", "slurm_options")
-        .first()
-    )
-    if sweep is None:
-        return options
-    inherited = {
-        "metrics_pattern": sweep["metrics_pattern"],
-        "backend": sweep["run_backend"],
-        "slurm": sweep["slurm_options"],
+    return inherit_options(options, sweep_options(Sweep.objects.filter(pk=sweep_id)).get(sweep_id))
+
+
+def sweep_options(sweeps) -> dict[str, dict]:
+    """What the runs of each of `sweeps` (a queryset) take from it, by sweep id."""
+    rows = sweeps.values_list("pk", "metrics_pattern", "run_backend", "slurm_options")
+    return {
+        pk: {"metrics_pattern": pattern, "backend": backend, "slurm": slurm}
+        for pk, pattern, backend, slurm in rows
     }
+
+
+def inherit_options(options: dict, inherited: dict | None) -> dict:
+    """A run's executor options over what its sweep gives (sweep_options), the sweep's unset
+    ones left out."""
+    if not inherited:
+        return options
     return {**{k: v for k, v in inherited.items() if v}, **options}
 
 
@@ -144,9 +149,7 @@ def _check_references(*, sweep_id: str | None, chat_session_id: str | None) -> N
 
 @transaction.atomic
 def start_run(*, run_id: str) -> Run:
-    """Queue an ExecutorAgent for the run. Its `executor_options` (retries, thresholds,
-    backend) go into the executor's config; the run's own fields (command, workdir, params,
-    GPUs) always win over them."""
+    """Queue an ExecutorAgent for the run (executor_of says its config)."""
     run = Run.objects.select_for_update().get(pk=run_id)
     if run.status not in STARTABLE:
         raise RunRefused(
@@ -155,11 +158,26 @@ def start_run(*, run_id: str) -> Run:
         )
     # Never the current directory (the checkout): a run made in the admin has no workdir.
     run.workdir = run.workdir or str(settings.AGENTSYS_WORKDIR)
-    agent = create_agent(
-        role=AgentRole.EXECUTOR,
-        cls_path=EXECUTOR_AGENT,
-        goal=run.name,
-        config={
+    agent = create_agent(**executor_of(run))
+    run.agent = agent
+    run.run_dir = str(run_dir_of(run.workdir, agent.id))
+    run.exit_code, run.error, run.started_at, run.finished_at = None, "", None, None
+    run.save()
+    queue.submit(agent=agent, gpu_required=run.gpu_required)  # the run is queued or rejected
+    run.refresh_from_db()
+    oplog.run_queued(run)
+    return run
+
+
+def executor_of(run: Run) -> dict:
+    """create_agent's keywords for the executor of `run` (its workdir set): its
+    `executor_options` (retries, thresholds, backend) go into the executor's config; the
+    run's own fields (command, workdir, params, GPUs) always win over them."""
+    return {
+        "role": AgentRole.EXECUTOR,
+        "cls_path": EXECUTOR_AGENT,
+        "goal": run.name,
+        "config": {
             # A run that names no backend goes where the deployment sends runs.
             "backend": settings.AGENTSYS.run_backend,
             **run.executor_options,
@@ -170,18 +188,10 @@ def start_run(*, run_id: str) -> Run:
             "requires": run.requires,
             "run_id": run.id,
         },
-        project=settings.AGENTSYS.project,
-        run=run.id,
-        chat_session_id=run.chat_session_id,
-    )
-    run.agent = agent
-    run.run_dir = str(run_dir_of(run.workdir, agent.id))
-    run.exit_code, run.error, run.started_at, run.finished_at = None, "", None, None
-    run.save()
-    queue.submit(agent=agent, gpu_required=run.gpu_required)  # the run is queued or rejected
-    run.refresh_from_db()
-    oplog.run_queued(run)
-    return run
+        "project": settings.AGENTSYS.project,
+        "run": run.id,
+        "chat_session_id": run.chat_session_id,
+    }
 
 
 @transaction.atomic

@@ -1,6 +1,7 @@
-"""The run tools of AgentSys's MCP servers (issue 23, parts 1 and 4): create, start, list,
-read, tail and wait for runs, and search memory, through AgentSys's own REST API with a token,
-so a tool does exactly what the API does for a script (its checks, its 4xx in words).
+"""The run tools of AgentSys's MCP servers (issue 23, parts 1 and 4): create (one or a batch,
+issue 25), start, list, read, tail and wait for runs, and search memory, through AgentSys's own
+REST API with a token, so a tool does exactly what the API does for a script (its checks, its
+4xx in words).
 
 What an agent that must not block needs: `wait_run` returns at the run's end or its timeout
 (≤ 300 s), never later; `tail_run_log` reads at most the last 256 KiB. Every refusal, of the
@@ -17,12 +18,26 @@ from typing import Annotated, Any
 import httpx
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 LIVE = {"queued", "running", "paused"}
 MAX_WAIT_S = 300.0
 TAIL_BYTES = 256 * 1024
 RUN_ID = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_-]+$")]
+
+
+MAX_BATCH = 1000  # runs per POST /api/runs/batch
+
+
+class RunSpec(BaseModel):
+    """One run of create_runs: what create_run takes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    command: Annotated[str, Field(min_length=1, max_length=20_000)]
+    params: dict[str, str | int | float | bool] | None = None
+    gpu_required: Annotated[int, Field(ge=0, le=1024)] = 0
 
 
 class AgentSysAPI:
@@ -82,6 +97,19 @@ def add_run_tools(
         if sweep := _now(sweep_id):
             body["sweep_id"] = sweep
         return _run_summary(await api.call("POST", "/api/runs", json=body))
+
+    @server.tool
+    async def create_runs(
+        runs: Annotated[list[RunSpec], Field(min_length=1, max_length=MAX_BATCH)],
+        start: bool = False,
+    ) -> list[dict]:
+        """Make many runs in one call (up to 1,000), all of them or none: a bad one is named
+        by its index. `start` queues them at once, in the list's order. They join this
+        agent's sweep."""
+        body = {"runs": [run.model_dump(exclude_none=True) for run in runs], "auto_start": start}
+        if sweep := _now(sweep_id):
+            body["sweep_id"] = sweep
+        return [_run_summary(run) for run in await api.call("POST", "/api/runs/batch", json=body)]
 
     @server.tool
     async def start_run(run_id: RUN_ID) -> dict:

@@ -6,7 +6,7 @@ import pytest
 from django.db import IntegrityError
 
 from agents_app.models import Agent
-from common.ids import create_with_unique_id
+from common.ids import create_with_unique_id, fresh_ids
 
 pytestmark = pytest.mark.django_db
 
@@ -27,3 +27,18 @@ def test_other_integrity_errors_are_not_retried():
             Agent, lambda: f"executor-{next(counter):08d}", role=None, cls_path="x", project="p"
         )
     assert next(counter) == 1  # tried once
+
+
+def test_ids_for_a_batch_are_neither_taken_nor_twice():
+    Agent.objects.create(id="executor-00000000", role="executor", cls_path="x", project="p")
+    drawn = iter(["executor-00000000", "executor-00000002", "executor-00000002"])
+    spare = itertools.count(3)
+
+    def draw():
+        return next(drawn, None) or f"executor-{next(spare):08d}"
+
+    assert fresh_ids(Agent, [draw] * 3) == [
+        "executor-00000003",  # the taken one, drawn again
+        "executor-00000002",
+        "executor-00000004",  # the same as the one before it, drawn again
+    ]

@@ -103,6 +103,22 @@ def test_bad_arguments_are_tool_errors_saying_why(tools, tool, arguments, words)
     assert words in result.content[0].text
 
 
+def test_create_runs_makes_a_batch_in_the_agents_sweep_or_names_the_bad_run(tools):
+    runs = [{"name": f"r{i}", "command": "true", "params": {"seed": i}} for i in range(3)]
+    made = ok(tools("create_runs", runs=runs))["result"]
+    assert [(r["name"], r["status"], r["params"]) for r in made] == [
+        (f"r{i}", "ready", {"seed": i}) for i in range(3)
+    ]
+    assert set(Run.objects.values_list("sweep_id", flat=True)) == {tools.sweep.pk}
+    started = ok(tools("create_runs", runs=runs[:2], start=True))["result"]
+    assert [r["status"] for r in started] == ["queued", "queued"]  # no runagentd yet
+    refused = tools(
+        "create_runs", runs=[runs[0], {"name": "x", "command": "t", "params": {"a b": 1}}]
+    )
+    assert refused.is_error and "run 1 params:" in refused.content[0].text
+    assert Run.objects.count() == 5
+
+
 def test_a_revoked_token_is_refused(tools):
     from accounts_app.models import ApiToken
 

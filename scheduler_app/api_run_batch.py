@@ -1,0 +1,113 @@
+"""POST /api/runs/batch: up to 1,000 runs in one request, all made or none
+(scheduler_app.run_batch). Each run is what POST /api/runs takes; a bad one is named by its
+index in the list, with every other bad one, in one 422."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from ninja import Router, Schema, Status
+from pydantic import ConfigDict, Field, SkipValidation, StringConstraints, ValidationError
+
+from accounts_app.auth import agent_of
+from scheduler_app import run_batch
+from scheduler_app.api_runs import EXECUTOR_OPTIONS, RunIn, RunOut, sweep_of_agent
+
+router = Router()
+DEFAULTED = ("sweep_id", "workdir", "auto_start")  # what the batch may say for all its runs
+
+
+class RunBatchIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    # The runs' schema is RunIn's; each is checked here (_parsed), so that a bad one is named
+    # by its index, with all the others, instead of pydantic's first error in the list.
+    runs: Annotated[
+        list[SkipValidation[RunIn]],
+        Field(
+            min_length=1,
+            max_length=run_batch.MAX_RUNS,
+            description="Each what POST /api/runs takes; made (and queued) in this order",
+        ),
+    ]
+    sweep_id: str | None = Field(None, description="The sweep of the runs that name none")
+    workdir: Annotated[str, StringConstraints(max_length=1000)] | None = Field(
+        None, description="The workdir of the runs that name none"
+    )
+    auto_start: bool | None = Field(None, description="auto_start of the runs that do not say")
+
+
+class BatchErrorOut(Schema):
+    detail: str
+    errors: list[dict[str, Any]] = Field(
+        description="Each fault of a run: {index (in `runs`), field, detail}; of a malformed "
+        "body: {loc, msg}"
+    )
+
+
+@router.post(
+    "/runs/batch",
+    response={201: list[RunOut], 422: BatchErrorOut},
+    summary="Create (and start) many runs at once: all of them, or none",
+    description="Runs are created in the list's order, and with auto_start queued in it (the "
+    "queue is first in, first out). `sweep_id`, `workdir` and `auto_start` at the top apply to "
+    "each run that does not have the key. With an agent's token, runs that name no sweep join "
+    "the agent's.",
+    tags=["runs"],
+)
+def create_runs(request, payload: RunBatchIn):
+    defaults = payload.dict(include=set(DEFAULTED), exclude_none=True)
+    agent_id = agent_of(request)
+    agent_sweep = sweep_of_agent(agent_id) if agent_id else None
+    items, bad, dirs = [], [], {}
+    for index, raw in enumerate(payload.runs):
+        raw = {**defaults, **raw} if isinstance(raw, dict) else raw
+        fields, faults = _parsed(index, raw, dirs)
+        bad += faults
+        if fields is not None:
+            if agent_id and fields["sweep_id"] is None:
+                fields["sweep_id"] = agent_sweep
+            items.append((index, fields))
+    try:
+        if bad:  # what no schema sees of the others too, so that one answer lists all
+            raise run_batch.BatchRefused(bad + run_batch.check_runs(items))
+        made = run_batch.create_runs([f for _, f in items], created_by_agent=agent_id)
+    except run_batch.BatchRefused as refused:
+        return Status(422, _refusal(refused.bad, len(payload.runs)))
+    return Status(201, made)
+
+
+def _refusal(bad: list[run_batch.BadRun], total: int) -> dict:
+    """The 422: every fault under `errors`, the first few in words (what a script prints, or
+    an MCP tool hands its model)."""
+    said = [f"run {b.index}" + (f" {b.field}" if b.field else "") + f": {b.detail}" for b in bad]
+    more = f"; and {len(said) - 5} more" if len(said) > 5 else ""
+    count = len({b.index for b in bad})
+    return {
+        "detail": f"{count} of {total} runs cannot be made, so none was: "
+        + "; ".join(said[:5])
+        + more,
+        "errors": [b.as_dict() for b in bad],
+    }
+
+
+def _parsed(index: int, raw, dirs: dict) -> tuple[dict | None, list[run_batch.BadRun]]:
+    """One run of the batch as create_run's keywords, or its faults (`dirs`: which
+    workdirs are directories, asked once each)."""
+    if not isinstance(raw, dict):
+        return None, [run_batch.BadRun(index, "", "a run is an object, as POST /api/runs takes")]
+    try:
+        run = RunIn.model_validate(raw)
+    except ValidationError as error:
+        return None, [
+            run_batch.BadRun(index, ".".join(str(p) for p in e["loc"]), e["msg"])
+            for e in error.errors()
+        ]
+    # With its code named, the workdir is on the script's machine and hosts check it out.
+    if run.workdir and run.code is None and run.workdir not in dirs:
+        dirs[run.workdir] = Path(run.workdir).is_dir()
+    if run.workdir and run.code is None and not dirs[run.workdir]:
+        return None, [run_batch.BadRun(index, "workdir", f"{run.workdir} is not a directory")]
+    fields = run.dict(exclude=EXECUTOR_OPTIONS)
+    return {**fields, "executor_options": run.executor_options()}, []
