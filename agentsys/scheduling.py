@@ -198,7 +198,7 @@ def _label_value(raw: str):
 
 def gpu_labels(gpus: Sequence[dict]) -> dict:
     """What a host's GPUs say of it: their model (when they all share one) and the smallest
-    one's memory in whole GB."""
+    one's memory in whole GB (10^9 bytes)."""
     labels: dict = {}
     gpus = [g for g in gpus if g.get("source") != "declared"]  # AGENTSYS_GPUS: nothing known
     names = {str(g.get("name") or "") for g in gpus}
@@ -206,5 +206,7 @@ def gpu_labels(gpus: Sequence[dict]) -> dict:
         labels["gpu_model"] = name
     memory = [g.get("memory_total_mb") for g in gpus]
     if memory and all(isinstance(m, int) and m > 0 for m in memory):
-        labels["gpu_memory_gb"] = min(memory) // 1024
+        # In the GB cards are sold by (10^9 bytes), so that a run asking for 80 fits an "80GB"
+        # H100: NVML says 81559 MiB, 79 GiB but 85 GB. A T4 sold as 16GB has 15360 MiB.
+        labels["gpu_memory_gb"] = min(memory) * 2**20 // 10**9
     return labels

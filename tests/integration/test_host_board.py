@@ -215,7 +215,7 @@ def test_the_board_reads_eight_hosts_and_a_thousand_queued_runs_in_a_few_queries
 def test_a_run_that_requires_labels_counts_only_the_hosts_that_have_them():
     h100 = a_host("gpu-h100", gpus=2)
     a100 = a_host("gpu-a100", gpus=4)
-    Host.objects.filter(pk=h100.pk).update(labels={"gpu_model": H100, "gpu_memory_gb": 79})
+    Host.objects.filter(pk=h100.pk).update(labels={"gpu_model": H100, "gpu_memory_gb": 85})
     Host.objects.filter(pk=a100.pk).update(labels={"gpu_model": "A100", "gpu_memory_gb": 40})
     holder = a_run("holder", gpus=2, requires={"gpu_model": "H100"})
     place(holder, h100, [0, 1])

@@ -125,9 +125,9 @@ def test_the_overview_strip_links_each_host_to_its_card(browser, fleet):
 
 
 def test_the_hosts_api_says_what_holds_each_gpu(api, fleet):
-    Host.objects.filter(name="gpu-b").update(labels={"gpu_memory_gb": 79, "nvlink": True})
+    Host.objects.filter(name="gpu-b").update(labels={"gpu_memory_gb": 85, "nvlink": True})
     hosts = api("get", "/api/hosts").json()
-    assert hosts[1]["labels"] == {"gpu_memory_gb": 79, "nvlink": True}
+    assert hosts[1]["labels"] == {"gpu_memory_gb": 85, "nvlink": True}
     assert [h["name"] for h in hosts] == ["gpu-a", "gpu-b", "gpu-old"]
     b = hosts[1]
     assert (b["state"], b["alive"], b["gpu_free"], b["gpu_total"]) == ("online", True, 1, 3)

@@ -57,9 +57,11 @@ def test_the_gpus_name_their_model_and_smallest_memory():
         {"name": "NVIDIA H100 80GB HBM3", "memory_total_mb": 81559},
         {"name": "NVIDIA H100 80GB HBM3", "memory_total_mb": 81559},
     ]
-    assert gpu_labels(cards) == {"gpu_model": "NVIDIA H100 80GB HBM3", "gpu_memory_gb": 79}
-    mixed = [{"name": "A", "memory_total_mb": 40960}, {"name": "B", "memory_total_mb": 81920}]
-    assert gpu_labels(mixed) == {"gpu_memory_gb": 40}  # no one model to name
+    # What NVML said of a real H100 (the device check): "80GB" as sold, so 80 fits it.
+    assert gpu_labels(cards) == {"gpu_model": "NVIDIA H100 80GB HBM3", "gpu_memory_gb": 85}
+    t4 = {"name": "Tesla T4", "memory_total_mb": 15360}  # sold as 16GB
+    mixed = [{"name": "A", "memory_total_mb": 40960}, t4]
+    assert gpu_labels(mixed) == {"gpu_memory_gb": 16}  # no one model to name; the smallest
     declared = {"index": 0, "name": "declared GPU", "memory_total_mb": None, "source": "declared"}
     assert gpu_labels([declared]) == {}  # AGENTSYS_GPUS says how many, nothing of what
 
