@@ -3,7 +3,8 @@ with 10^5 finished requests in the table, four hosts claiming from one queue at 
 (claims_per_s_4_hosts), the drain time of 1,000 queued runs on 2 declared GPUs, and how soon
 a line a run prints on a GPU host is served by a web on another machine (its log shipped
 through PostgreSQL). `python bench/scheduler.py hosts` measures the four-hosts figure alone,
-`python bench/scheduler.py log` the log figure alone."""
+`python bench/scheduler.py log` the log figure alone, `python bench/scheduler.py drain [N]`
+the submit latencies and the drain of N (default 1,000) queued runs alone."""
 
 import sys
 import time
@@ -224,6 +225,22 @@ def log_to_web_ms(system: BenchSystem, token: str) -> list[float]:
     return latencies[5:]  # the first lines wait for the executor to start shipping
 
 
+def drain_only(count: int) -> None:
+    """The submit → running figures and the drain, without the log and claim figures."""
+    system = BenchSystem(gpus="2")
+    try:
+        system.start_daemon()
+        submit_to_running(5)  # warm-up
+        placed, started = submit_to_running()
+        report("submit_to_running_p50_ms", percentile(placed, 50), "ms")
+        report("submit_to_running_p99_ms", percentile(placed, 99), "ms")
+        report("submit_to_executor_started_p50_ms", percentile(started, 50), "ms")
+        report("submit_to_executor_started_p99_ms", percentile(started, 99), "ms")
+        report(f"drain_{count}_queued_on_2_gpus_s", drain_seconds(count), "s")
+    finally:
+        system.close()
+
+
 def main(log_only: bool = False) -> None:
     """Every figure; `python bench/scheduler.py log`: log_to_web's alone."""
     from bench.harness import TOKEN
@@ -257,7 +274,9 @@ def main(log_only: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["hosts"]:  # the several-hosts figure alone (a minute, not several)
+    if sys.argv[1:2] == ["drain"]:
+        drain_only(int(sys.argv[2]) if sys.argv[2:] else 1000)
+    elif sys.argv[1:] == ["hosts"]:  # the several-hosts figure alone (a minute, not several)
         BenchSystem()
         report("claims_per_s_4_hosts", claims_per_second_hosts(4), "claims/s")
     else:
