@@ -25,12 +25,16 @@ class BenchSystem:
         self.env = {
             **{k: v for k, v in os.environ.items() if k != "DATABASE_URL"},
             "AGENTSYS_HOME": str(Path(self.tmp.name) / "home"),
+            # Where runs run: made here, as `make run` makes its demo workspace (a workdir that
+            # is not on the host, with no commit to check out, fails the run).
+            "AGENTSYS_WORKDIR": str(Path(self.tmp.name) / "workdir"),
             "AGENTSYS_AGENT_CLASSES": AGENT_CLASSES,
             "RESEARCH_AGENT_USER_AUTH_TOKEN": TOKEN,
             "AGENTSYS_HOST_NAME": "bench-host",
             "LOG_LEVEL": "WARNING",
             "AGENTSYS_GPUS": gpus,
         }
+        Path(self.env["AGENTSYS_WORKDIR"]).mkdir()
         os.environ.update(self.env)
         os.environ.pop("DATABASE_URL", None)
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
