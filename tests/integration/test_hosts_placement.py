@@ -19,7 +19,10 @@ from tests.helpers import wait_until
 from tests.runtime_harness import DaemonProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-HEARTBEAT, DEAD_AFTER = 0.5, 2.0
+# Short, for the tests of a host's death; the others keep the default (20 s): on a loaded
+# machine a live daemon's loop can miss beats for seconds, and a host declared dead while it
+# still starts a placement it took is a race these tests do not ask for.
+HEARTBEAT, DEAD_AFTER = 0.5, 4.0
 
 
 @pytest.fixture
@@ -32,12 +35,11 @@ def workdir(tmp_path, settings):
 def hosts(workdir):
     started: list[DaemonProcess] = []
 
-    def start(name: str, gpus: int, labels: str = "", *args: str) -> DaemonProcess:
+    def start(name: str, gpus: int, labels: str = "", dead_after: float = 20.0) -> DaemonProcess:
         daemon = DaemonProcess(
             name,
             "--dead-after",
-            str(DEAD_AFTER),
-            *args,
+            str(dead_after),
             AGENTSYS_GPUS=str(gpus),
             AGENTSYS_HOST_LABELS=labels,
             AGENTSYS_WORKDIR=str(workdir),
@@ -122,8 +124,8 @@ def test_runs_go_to_the_host_with_their_gpus_and_labels(hosts, workdir):
 
 
 def test_a_dead_host_loses_its_runs_requeues_its_placements_and_readopts_on_return(hosts, workdir):
-    doomed = hosts("doomed", 2, "site=a")
-    hosts("survivor", 1, "site=b")
+    doomed = hosts("doomed", 2, "site=a", DEAD_AFTER)
+    hosts("survivor", 1, "site=b", DEAD_AFTER)
     flag_long, flag_blocker = workdir / "long.flag", workdir / "blocker.flag"
     long = _run("long", workdir, _until_flag(flag_long), site="a")
     blocker = _run("blocker", workdir, _until_flag(flag_blocker), site="b")
@@ -141,7 +143,7 @@ def test_a_dead_host_loses_its_runs_requeues_its_placements_and_readopts_on_retu
     lost = _status(long, RunStatus.LOST, timeout=DEAD_AFTER + 10)
     down_after = time.monotonic() - killed_at
     assert Host.objects.get(name="doomed").status == HostStatus.DEAD
-    assert down_after <= DEAD_AFTER + 4 * HEARTBEAT + 1.5, down_after
+    assert down_after <= DEAD_AFTER + 4 * HEARTBEAT + 3, down_after
     assert lost.error.startswith("host down: doomed stopped heart-beating")
     assert Run.objects.get(pk=waiting.pk).status == RunStatus.QUEUED  # back in the queue
     assert Event.objects.filter(agent_id=lost.agent_id, kind="lost").exists()
@@ -152,7 +154,9 @@ def test_a_dead_host_loses_its_runs_requeues_its_placements_and_readopts_on_retu
     assert _host_of(done) == "survivor"
     assert Event.objects.filter(agent_id=done.agent_id, kind="run_started").count() == 1
 
-    hosts("doomed", 2, "site=a")  # back: the run it was running still runs, and is re-adopted
+    hosts(
+        "doomed", 2, "site=a", DEAD_AFTER
+    )  # back: the run it was running still runs, and is re-adopted
     _status(long, RunStatus.RUNNING, timeout=15)
     assert Event.objects.filter(agent_id=lost.agent_id, kind="readopted").exists()
     flag_long.write_text("go")
@@ -163,8 +167,8 @@ def test_a_dead_host_loses_its_runs_requeues_its_placements_and_readopts_on_retu
 
 
 def test_a_host_cut_off_past_the_bound_gets_its_runs_back_when_it_beats_again(hosts, workdir):
-    frozen = hosts("frozen", 1)
-    hosts("watcher", 0)
+    frozen = hosts("frozen", 1, "", DEAD_AFTER)
+    hosts("watcher", 0, "", DEAD_AFTER)
     flag = workdir / "frozen.flag"
     run = _run("through the cut", workdir, _until_flag(flag))
     _command_started(run)
