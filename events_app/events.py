@@ -61,9 +61,7 @@ def _next_seq(stream: str) -> int:
         return cursor.fetchone()[0]
 
 
-# No savepoint: inside a caller's transaction (a status change) it would cost two more round
-# trips per event, and nothing here fails in a way a caller recovers from (issue 25).
-@transaction.atomic(savepoint=False)
+@transaction.atomic
 def record_event(
     *,
     stream: str,
