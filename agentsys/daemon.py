@@ -25,7 +25,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 from agentsys import slurm_poller
 from agentsys.daemon_settings import DaemonSettings
-from agentsys.listen import DB_RETRY_FIRST, DB_RETRY_MAX, listen_for_work
+from agentsys.listen import (
+    AGENTS_CHANNEL,
+    COMMANDS_CHANNEL,
+    DB_RETRY_FIRST,
+    DB_RETRY_MAX,
+    QUEUE_CHANNEL,
+    listen_for_work,
+)
 from agentsys.registry import AgentClassRegistry
 from agentsys.store import CommandRecord, RuntimeStore, StoreUnavailable
 from agentsys.supervisor import Supervisor
@@ -52,6 +59,10 @@ class Daemon:
         self.registry = AgentClassRegistry(settings.allowed_classes)
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
+        # What woke the loop: the NOTIFY channels heard since the last step, or everything
+        # (None) after a poll, a reconnect or a wake from inside runagentd. A step looks only
+        # where there is news: a freed GPU costs one claim, not five queries (issue 25).
+        self._news: set[str] | None = None
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentsys-db")
         # Chat replies stream on a thread (and connection) of their own: a token never
         # queues behind heartbeats, claims and agent events.
@@ -104,7 +115,7 @@ class Daemon:
             "database back after %.1fs; catching up", self._db_back_at - self._db_down_since
         )
         self._db_down_since = None
-        self._wake.set()  # what was missed (commands, queued work) is looked at at once
+        self.wake_all()  # what was missed (commands, queued work) is looked at at once
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -159,7 +170,7 @@ class Daemon:
             from agentsys.chat.daemon_port import DaemonChatPort
 
             self.supervisor.chat_port = DaemonChatPort(
-                store=self.store, db=self.db, publish=self.publish, wake=self._wake.set
+                store=self.store, db=self.db, publish=self.publish, wake=self.wake_all
             )
         return self.supervisor
 
@@ -374,7 +385,18 @@ class Daemon:
 
     def request_stop(self) -> None:
         self._stopping.set()
+        self.wake_all()
+
+    def wake_all(self) -> None:
+        """Wake the loop for a step that looks at everything."""
+        self._news = None
         self._wake.set()
+
+    def _heard(self, channel: str | None) -> None:
+        if channel is None:
+            self._news = None
+        elif self._news is not None:
+            self._news.add(channel)
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -394,13 +416,16 @@ class Daemon:
                     "slurm-poller",
                 )
             listener = asyncio.create_task(
-                listen_for_work(self.settings.listen_dsn, self._wake, self._stopping),
+                listen_for_work(self.settings.listen_dsn, self._wake, self._stopping, self._heard),
                 name="listen",
             )
             while not self._stopping.is_set():
-                await self._step()
-                with contextlib.suppress(TimeoutError):
+                news, self._news = self._news, set()
+                await self._step(news)
+                try:
                     await asyncio.wait_for(self._wake.wait(), self._sleep_seconds())
+                except TimeoutError:
+                    self._news = None  # the fallback poll looks at everything
                 self._wake.clear()
         finally:
             if listener is not None:
@@ -414,19 +439,26 @@ class Daemon:
         next_beat = self._last_beat + self.settings.heartbeat_interval - time.monotonic()
         return max(0.01, min(poll, next_beat))
 
-    async def _step(self) -> None:
+    async def _step(self, news: set[str] | None = None) -> None:
+        """One pass over the work; `news`: only what those NOTIFY channels announced (None:
+        everything)."""
         # A failure must not kill the daemon: log it and try again on the next step. (A
         # database outage waits inside `db`; it ends a step only when the daemon stops.)
         try:
-            await self.deliver_commands()
+            if news is None or COMMANDS_CHANNEL in news:
+                await self.deliver_commands()
             # Queued runs before the rest: a run waits on nothing else here, and each step
             # before it is a round trip to the database (issue 22: ~8 ms of every start).
-            await self.schedule()
-            await self.claim_agents()
-            if self.chat_enabled:
-                from agentsys.chat.daemon_port import dispatch_turns
+            if news is None or QUEUE_CHANNEL in news:
+                await self.schedule()
+            else:
+                await self.supervisor.tell_parents_of_finished_children()
+            if news is None or AGENTS_CHANNEL in news:
+                await self.claim_agents()
+                if self.chat_enabled:
+                    from agentsys.chat.daemon_port import dispatch_turns
 
-                await dispatch_turns(self)
+                    await dispatch_turns(self)
             if time.monotonic() - self._last_beat >= self.settings.heartbeat_interval:
                 await self.heartbeat()
         except StoreUnavailable:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 logger = logging.getLogger("agentsys.daemon")
 
@@ -17,9 +18,17 @@ DB_RETRY_FIRST = 0.1  # seconds; doubled after each failure...
 DB_RETRY_MAX = 1.0  # ...up to this: everything resumes within about a second of the DB
 
 
-async def listen_for_work(dsn: str | None, wake: asyncio.Event, stopping: asyncio.Event) -> None:
+async def listen_for_work(
+    dsn: str | None,
+    wake: asyncio.Event,
+    stopping: asyncio.Event,
+    heard: Callable[[str | None], None] | None = None,
+) -> None:
     """Set `wake` on every notification until `stopping`; reconnect on failure (a restarted
-    database) with backoff, saying so once per outage. No dsn: nothing to do (poll only)."""
+    database) with backoff, saying so once per outage. No dsn: nothing to do (poll only).
+    `heard` is told each notification's channel first (None: anything may have been missed,
+    as after connecting), so the daemon looks only where there is news."""
+    heard = heard or _ignore
     if not dsn:
         return
     import psycopg
@@ -33,8 +42,10 @@ async def listen_for_work(dsn: str | None, wake: asyncio.Event, stopping: asynci
                 if lost:
                     logger.info("LISTEN connection back")
                 delay, lost = DB_RETRY_FIRST, False
-                wake.set()  # catch up on what arrived while we were not listening
-                async for _ in conn.notifies():
+                heard(None)  # catch up on what arrived while we were not listening
+                wake.set()
+                async for notification in conn.notifies():
+                    heard(notification.channel)
                     wake.set()
         except asyncio.CancelledError:
             raise
@@ -45,3 +56,7 @@ async def listen_for_work(dsn: str | None, wake: asyncio.Event, stopping: asynci
             lost = True
             await asyncio.sleep(delay)
             delay = min(delay * 2, DB_RETRY_MAX)
+
+
+def _ignore(channel: str | None) -> None:
+    return None

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 
+from django.db.models import F
+
 logger = logging.getLogger("agentsys.ops")
 
 
@@ -21,15 +23,20 @@ def run_queued(run) -> None:
 
 def run_moved(*, agent_id: str, status: str, exit_code: int | None, error: str) -> None:
     """After a run followed its executor to `status` (same transaction)."""
-    from scheduler_app.models import Run, ScheduleRequest
+    if not logger.isEnabledFor(logging.INFO):  # the query below is only for this line
+        return
+    from scheduler_app.models import Run
 
-    run = Run.objects.filter(agent_id=agent_id).values("id", "name").first()
+    run = (
+        Run.objects.filter(agent_id=agent_id)
+        .values("id", "name", "agent__schedule_request__gpu_indices")
+        .annotate(host_name=F("agent__schedule_request__host__name"))
+        .first()
+    )
     if run is None:
         return
-    request = ScheduleRequest.objects.filter(agent_id=agent_id).values("gpu_indices", "host__name")
-    placed = request.first() or {}
-    gpus = ",".join(str(i) for i in placed.get("gpu_indices") or []) or "none"
-    where = f"on {placed.get('host__name') or '?'}, GPUs {gpus}"
+    gpus = ",".join(str(i) for i in run["agent__schedule_request__gpu_indices"] or []) or "none"
+    where = f"on {run['host_name'] or '?'}, GPUs {gpus}"
     if status == "running":
         logger.info("run %s (%s) started %s", run["id"], run["name"], where)
         return
