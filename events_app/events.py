@@ -61,7 +61,9 @@ def _next_seq(stream: str) -> int:
         return cursor.fetchone()[0]
 
 
-@transaction.atomic
+# No savepoint: inside a caller's transaction (a status change) it would cost two more round
+# trips per event, and nothing here fails in a way a caller recovers from (issue 25).
+@transaction.atomic(savepoint=False)
 def record_event(
     *,
     stream: str,

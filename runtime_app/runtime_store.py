@@ -94,6 +94,9 @@ def _run_for_experiment(agent_id: str, code: run_code.RecordedCode) -> None:
     agent.save(update_fields=["config", "run"])
 
 
+_MOVED_FIELDS = ["status", "pid", "started_at", "finished_at", "error", "result", "updated_at"]
+
+
 def _event(agent_id: str, kind: str, payload: dict) -> dict:
     event = record_event(
         stream=AGENTS_STREAM, kind=kind, agent_id=agent_id, payload=payload, publish_live=False
@@ -252,7 +255,7 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
             # An agent's result is its own JSON: a NaN in it (a run's last loss) is stored by name.
             agent.finished_at, agent.error, agent.result = now, error, json_safe(result)
             revoke_agent_tokens(agent_id=agent_id)  # its API token dies with it
-        agent.save()
+        agent.save(update_fields=_MOVED_FIELDS)  # not the whole row (its config, its goal)
         if status == AgentStatus.FAILED:
             write_entry(
                 type=EntryType.CONTEXT,
