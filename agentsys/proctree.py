@@ -86,7 +86,10 @@ class RunProcesses:
         run; after `grace` seconds SIGKILL whatever is left, again and again, until none is.
         Returns the pids that outlived `kill_wait` seconds of SIGKILL (none, but for a
         process stuck in the kernel)."""
-        await self._signal(signal.SIGTERM)
+        if not await self._signal(signal.SIGTERM):
+            # None: nothing to wake or wait for. Every worker and every run ends here, and
+            # each scan of /proc costs milliseconds on a busy host (issue 25).
+            return []
         await self._signal(signal.SIGCONT)
         if await self._gone_within(grace):
             return []
