@@ -6,7 +6,8 @@ through PostgreSQL), and how fast runs are submitted: one POST /api/runs/batch o
 runs (batch_submit_1000_ms), 300 POST /api/runs from 20 clients at once
 (submit_runs_per_s_20_clients). `python bench/scheduler.py hosts` measures the four-hosts
 figure alone, `python bench/scheduler.py log` the log figure alone, `python
-bench/scheduler.py submit` the two submission figures alone."""
+bench/scheduler.py submit` the two submission figures alone, `python bench/scheduler.py
+drain [N]` the submit latencies and the drain of N (default 1,000) queued runs alone."""
 
 import sys
 import time
@@ -303,6 +304,22 @@ def log_to_web_ms(system: BenchSystem, token: str) -> list[float]:
     return latencies[5:]  # the first lines wait for the executor to start shipping
 
 
+def drain_only(count: int) -> None:
+    """The submit → running figures and the drain, without the log and claim figures."""
+    system = BenchSystem(gpus="2")
+    try:
+        system.start_daemon()
+        submit_to_running(5)  # warm-up
+        placed, started = submit_to_running()
+        report("submit_to_running_p50_ms", percentile(placed, 50), "ms")
+        report("submit_to_running_p99_ms", percentile(placed, 99), "ms")
+        report("submit_to_executor_started_p50_ms", percentile(started, 50), "ms")
+        report("submit_to_executor_started_p99_ms", percentile(started, 99), "ms")
+        report(f"drain_{count}_queued_on_2_gpus_s", drain_seconds(count), "s")
+    finally:
+        system.close()
+
+
 def main(log_only: bool = False, submit_only: bool = False) -> None:
     """Every figure; `python bench/scheduler.py log`: log_to_web's alone; `... submit`: the
     submission figures alone."""
@@ -341,7 +358,9 @@ def main(log_only: bool = False, submit_only: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["hosts"]:  # the several-hosts figure alone (a minute, not several)
+    if sys.argv[1:2] == ["drain"]:
+        drain_only(int(sys.argv[2]) if sys.argv[2:] else 1000)
+    elif sys.argv[1:] == ["hosts"]:  # the several-hosts figure alone (a minute, not several)
         BenchSystem()
         report("claims_per_s_4_hosts", claims_per_second_hosts(4), "claims/s")
     else:
