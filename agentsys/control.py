@@ -43,7 +43,11 @@ class SupervisorControls:
         grace = float(hosted.record.config.get("stop_grace", self.stop_grace))
         if hosted.local is not None:
             await hosted.local.stop()
-            await wait_set(hosted.exited, grace)
+            if not await wait_set(hosted.exited, grace):
+                # Nothing to kill but its work: an executor's run ends here, so its GPUs are
+                # not released while it still runs on them.
+                logger.error("%s did not stop within %ss", agent_id, grace)
+                await hosted.cls.end_leftovers(hosted.id, hosted.record.config)
             return
         session = RunProcesses.session_of(hosted.pid)  # named while its leader lives
         hosted.channel.send({"t": Cmd.STOP})
@@ -77,11 +81,15 @@ class SupervisorControls:
         if event is not None:
             await self.publish(event)
 
-    async def end_work_of(self, hosted) -> None:
+    async def end_work_of(self, hosted, *, ended_itself: bool = False) -> None:
         """An agent's end is about to be recorded: what it started must not outlive that.
         An executor's run (in a session of its own) ends here if its worker did not end it;
-        a worker that died (killed, crashed) ended none of the shells in its session."""
+        a worker that died (killed, crashed) ended none of the shells in its session.
+        `ended_itself`: an agent inside runagentd that finished (done) ended its work."""
         if hosted.process is None:
+            if hosted.local is not None and not ended_itself:
+                # An agent inside runagentd that failed may have left its work running.
+                await hosted.cls.end_leftovers(hosted.id, hosted.record.config)
             return
         await hosted.cls.end_leftovers(hosted.id, hosted.record.config)
         if hosted.process.exitcode is not None:
@@ -147,10 +155,11 @@ class SupervisorControls:
                 hosted.leave_row = True
                 signal_group(hosted.pid, signal.SIGKILL)
             elif hosted.cls.resumable and hosted.local is not None:
-                # A chat's L1 agent: its row stays live, so the next runagentd resumes it
-                # and it still reports the research it started (which also outlives us).
+                # A chat's L1 agent, an executor: its row stays live, so the next runagentd
+                # resumes it (the chat still reports the research it started; the executor
+                # re-adopts its run, which goes on meanwhile: detached, it is not killed).
                 hosted.leave_row = True
-                await hosted.local.stop()
+                await hosted.local.detach()
             elif hosted.channel is not None:
                 hosted.stop_requested = True
                 hosted.channel.send({"t": Cmd.STOP})

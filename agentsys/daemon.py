@@ -23,7 +23,7 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from agentsys import slurm_poller
+from agentsys import orphans, slurm_poller
 from agentsys.daemon_settings import DaemonSettings
 from agentsys.listen import (
     AGENTS_CHANNEL,
@@ -189,12 +189,14 @@ class Daemon:
         for event in await self.db(self.store.readopt_lost_runs, host_id=self.host_id):
             await self.publish(event)
         for record in await self.db(self.store.lost_agents, host_id=self.host_id):
-            _kill_leftover_worker(record)
             try:
                 cls = self.registry.resolve(record.cls_path)
             except Exception as exc:
+                _kill_leftover_worker(record)
                 await self._fail(record.id, f"cannot restart: {exc}")
                 continue
+            if cls.hosting != "local":  # a local one's pid was the previous runagentd's
+                _kill_leftover_worker(record)
             if record.status == AgentStatus.IDLE:
                 await self.supervisor.launch(record, cls)
             elif cls.resumable:
@@ -368,18 +370,9 @@ class Daemon:
         return changed
 
     def reap_orphans(self) -> int:
-        """Reap descendants re-parented to us (we are a subreaper): shells whose worker died."""
-        reaped = 0
-        while True:
-            try:
-                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            except ChildProcessError:
-                return reaped
-            if info is None or info.si_pid in self._known_children:
-                return reaped
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(info.si_pid, 0)
-                reaped += 1
+        """Reap descendants re-parented to us (we are a subreaper): shells whose worker died.
+        Children someone awaits (the runs executors started here) are left to them."""
+        return orphans.reap(keep=self._known_children)
 
     # -- the loop ---------------------------------------------------------------------------
 

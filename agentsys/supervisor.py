@@ -25,7 +25,7 @@ from agentsys.registry import AgentClassRegistry
 from agentsys.slurm_poller import JOB_EVENTS
 from agentsys.store import AgentRecord, RuntimeStore, StoreUnavailable
 from agentsys.types import AgentRole, AgentStatus, new_agent_id
-from agentsys.worker import WorkerSpec, run_worker
+from agentsys.worker import WorkerSpec, jsonable, run_worker
 
 logger = logging.getLogger("agentsys.supervisor")
 
@@ -176,7 +176,7 @@ class Supervisor(SupervisorControls):
             agent.wire(
                 agent_id=record.id,
                 goal=record.goal,
-                config=record.config,
+                config={**record.config, "resume": True} if resume else record.config,
                 scope=record.scope,
                 link=LocalLink(self, hosted),
             )
@@ -223,7 +223,7 @@ class Supervisor(SupervisorControls):
             agent.status, agent.error = AgentStatus.FAILED, f"{type(exc).__name__}: {exc}"
             status = agent.status
         if status == AgentStatus.DONE:
-            message = {"t": Ev.DONE, "result": None}
+            message = {"t": Ev.DONE, "result": jsonable(agent.result)}  # as a worker's
         elif status == AgentStatus.STOPPED:
             message = {"t": Ev.STOPPED}
         else:
@@ -320,7 +320,9 @@ class Supervisor(SupervisorControls):
             status, payload = AgentStatus.STOPPED, {}
         else:
             status, payload = AgentStatus.FAILED, {"error": message.get("error", "")}
-        await self.end_work_of(hosted)  # before its GPUs are released
+        await self.end_work_of(
+            hosted, ended_itself=status == AgentStatus.DONE
+        )  # before its GPUs are released
         await self._transition(
             hosted.id,
             status,
@@ -408,7 +410,12 @@ class Supervisor(SupervisorControls):
 
     async def _record(self, agent_id: str, kind: str, payload: dict) -> None:
         await self.publish(
-            await self.db(self.store.record_event, agent_id=agent_id, kind=kind, payload=payload)
+            await self.db(
+                self.store.record_event,
+                agent_id=agent_id,
+                kind=kind,
+                payload=payload,
+            )
         )
 
 

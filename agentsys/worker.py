@@ -151,7 +151,7 @@ async def _serve(spec: WorkerSpec, channel: PipeChannel) -> None:
 
 def _terminal_message(agent: Agent, status: AgentStatus) -> dict:
     if status == AgentStatus.DONE:
-        return {"t": Ev.DONE, "result": _jsonable(agent.result)}
+        return {"t": Ev.DONE, "result": jsonable(agent.result)}
     if status == AgentStatus.STOPPED:
         return {"t": Ev.STOPPED}
     return {"t": Ev.FAILED, "error": agent.error or "failed", "traceback": agent.error_traceback}
@@ -223,7 +223,7 @@ def _force_exit() -> None:
     os._exit(1)
 
 
-def _jsonable(value):
+def jsonable(value):
     try:
         return json.loads(json.dumps(value, default=str))
     except (TypeError, ValueError):

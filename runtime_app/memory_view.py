@@ -10,6 +10,7 @@ from accounts_app.services import issue_agent_token
 from agentsys.context import memory_bank_lines
 from agentsys.memory import ContextLimits, Entry, EntryQuery
 from agentsys.types import EntryType
+from common.db_outage import is_database_unavailable
 from memory_app import selectors
 from memory_app.context import assemble_context
 from memory_app.models import MemoryEntry
@@ -184,12 +185,16 @@ class DjangoMemoryView:
 
 
 class _fresh_connection:
-    """Agents call from worker threads that outlive a broken connection: drop it after."""
+    """Agents call from threads that outlive a broken connection: drop it after an error.
+    A healthy one is kept: executors run inside runagentd, and a new connection for each
+    write (Django's CONN_MAX_AGE=0 outside requests) cost a PostgreSQL backend per metrics
+    batch and per result (issue 25)."""
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        if not connection.in_atomic_block:  # inside a caller's transaction it is theirs
-            connection.close_if_unusable_or_obsolete()
+    def __exit__(self, exc_type, exc, traceback):
+        broken = connection.errors_occurred or is_database_unavailable(exc)
+        if broken and not connection.in_atomic_block:  # in a caller's transaction: theirs
+            connection.close()
         return False

@@ -244,7 +244,12 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
         # was cancelled, and one whose run left no exit code is lost: it says so too.
         asked = status
         status = lifecycle.follow_agent(
-            agent_id=agent_id, status=asked, result=result, error=error, previous=agent.status
+            agent_id=agent_id,
+            status=asked,
+            result=result,
+            error=error,
+            previous=agent.status,
+            backend=queue.SLURM if agent.config.get("backend") == queue.SLURM else "subprocess",
         )
         kind = str(status) if kind == str(asked) else kind
         oplog.agent_moved(agent, old=agent.status, new=status)

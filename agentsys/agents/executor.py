@@ -16,6 +16,9 @@ says what each holds); on a host that does not see the workdir, the workdir is a
 the run's recorded code (agentsys.agents.run_checkout). With backend "slurm" the same wrapper
 runs as a SLURM batch job instead (agentsys.agents.slurm_run): SLURM places it, and stop and
 pause go through SLURM.
+
+It runs inside runagentd (`hosting = "local"`): whatever it does that blocks (files, /proc,
+the database) goes to a thread, never onto runagentd's event loop.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import os
 import shlex
 from pathlib import Path
 
+from agentsys import orphans
 from agentsys.agent import Agent, PauseRefused
 from agentsys.agents.executor_options import options_from
 from agentsys.agents.run_checkout import place_of, run_dir_for
@@ -77,6 +81,10 @@ class ExecutorAgent(Agent):
     allowed_children = frozenset({AgentRole.SIDECAR})
     monitor_interval = 3.0
     resumable = True
+    # Inside runagentd, not a worker process of its own: an executor mostly waits on its
+    # run, which has a session of its own and outlives runagentd either way; a worker per
+    # run cost ~40 ms of fork, Django and a database connection at every start (issue 25).
+    hosting = "local"
 
     def __init__(self) -> None:
         super().__init__()
@@ -254,7 +262,10 @@ class ExecutorAgent(Agent):
         (self.run_dir / EXIT_CODE_FILE).unlink(missing_ok=True)
         try:
             process = await self._launch(attempt)
-            await process.wait()
+            try:
+                await process.wait()
+            finally:
+                orphans.no_longer_awaited(process.pid)
             # The command is over; what it left running in the background is not the next
             # run's to share the GPU with.
             await self._end_processes(grace=KILL_WAIT_SECONDS)
@@ -294,6 +305,7 @@ class ExecutorAgent(Agent):
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,  # outlives this worker; its session is the run
             )
+        orphans.awaited(process.pid)  # runagentd's child: its reaper must leave it to asyncio
         self.run_pid = process.pid
         # With the pid, the start time names one process, even after the pid is reused.
         info = process_info(process.pid)

@@ -65,7 +65,9 @@ class MetricsWatch:
                 if source.name in FALLBACK_SOURCES and self._structured_seen:
                     continue
                 try:
-                    rows = source.peek()
+                    # Off the event loop: it reads files (a TensorBoard event file, an MLflow
+                    # store), and executors run inside runagentd.
+                    rows = await asyncio.to_thread(source.peek)
                 except Exception as error:  # a reader's bug must not starve the others
                     logger.exception("metrics source %s failed", source.name)
                     self._broken(source, error)

@@ -280,8 +280,9 @@ def test_a_run_killed_with_runagentd_and_no_exit_code_is_lost(daemons, tmp_path)
     assert not GPU.objects.filter(allocated_to__isnull=False).exists()
 
 
-def test_sigkill_of_the_worker_alone_re_adopts_the_run_and_its_metrics(daemons, tmp_path):
-    daemons("solo", "1")
+def test_sigkill_of_runagentd_mid_run_re_adopts_the_run_and_its_metrics(daemons, tmp_path):
+    # The executor runs inside runagentd: killing it loses the executor, not the run.
+    daemon = daemons("solo", "1")
     writer = (
         f'{PY} -c "import json,os,time\n'
         "for i in range(30):\n"
@@ -289,14 +290,16 @@ def test_sigkill_of_the_worker_alone_re_adopts_the_run_and_its_metrics(daemons, 
         "    f.write(json.dumps({'_step': i, 'loss': 1.0}) + '\\n'); f.close(); time.sleep(0.2)\""
     )
     run = launch_run(tmp_path, writer, gpu_required=1)
-    wait_event(run.agent_id, "metrics", timeout=20)  # some rows stored by the first worker
+    wait_event(run.agent_id, "metrics", timeout=20)  # some rows stored by the first executor
     command_pid = int((Path(Run.objects.get(pk=run.pk).run_dir) / "job.pid").read_text().split()[0])
-    os.kill(Agent.objects.get(pk=run.agent_id).pid, signal.SIGKILL)
-    wait_event(run.agent_id, "worker_restarted", timeout=10)
+    daemon.stop(signal.SIGKILL)
     assert pid_alive(command_pid)
+    daemons("solo", "1")
+    wait_event(run.agent_id, "resumed_after_restart", timeout=10)
     run = run_ended(run)
     assert (run.status, run.exit_code) == (RunStatus.DONE, 0)
     assert len(events(run.agent_id, "run_adopted")) == 1
+    assert len(events(run.agent_id, "run_started")) == 1  # never started twice
     loss = MetricSeries.objects.get(run=run, key="loss")
     steps = sorted(MetricPoint.objects.filter(series=loss).values_list("step", flat=True))
     assert steps == list(range(30))  # none lost, none stored twice

@@ -92,8 +92,10 @@ def test_pause_suspends_the_run_resume_continues_it_and_stop_ends_it_paused(api,
         assert GPU.objects.filter(allocated_to__isnull=False).count() == 1  # still booked
         assert api("get", f"/api/runs/{run.pk}").json()["status"] == "paused"
 
-        # Its worker dies while paused: the new one re-adopts the run, still paused.
-        os.kill(Agent.objects.get(pk=agent_id).pid, signal.SIGKILL)
+        # runagentd (its executor with it) dies while paused: the next re-adopts the run,
+        # still paused.
+        daemon.stop(signal.SIGKILL)
+        daemon = DaemonProcess("pause-host", AGENTSYS_GPUS="1")
         wait_event(agent_id, "run_adopted")
         wait_until(lambda: len(events(agent_id, "run_paused")) == 2, 10)
         wait_until(lambda: api_status(api, agent_id) == "paused", 10)
