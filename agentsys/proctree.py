@@ -60,7 +60,13 @@ class RunProcesses:
         for info in all_processes():
             if info.pid == own or info.state in ("Z", "X"):
                 continue
-            if self._in_session(info) or (self.marker and _has_marker(info.pid, self.marker_entry)):
+            if self._in_session(info) or (
+                # Only a process younger than the run can have inherited its marker: no need
+                # to read the environment of every older process on a busy host.
+                self.marker
+                and info.start_time >= self.leader_start
+                and _has_marker(info.pid, self.marker_entry)
+            ):
                 found.append(info)
         return found
 

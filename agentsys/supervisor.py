@@ -121,7 +121,14 @@ class Supervisor(SupervisorControls):
 
     async def _submit(self, record: AgentRecord, parent_id: str | None) -> str:
         """Executors go through the GPU queue, whoever spawns them; the id stays the same from
-        queued to done. The row and its request are stored together."""
+        queued to done. The row and its request are stored together. An experiment its loop
+        launches again after a restart (same launch) is the one already spawned."""
+        experiment = record.config.get("experiment")
+        if parent_id and isinstance(experiment, dict) and experiment.get("launch"):
+            found = await self.db(self.store.find_child, parent_id=parent_id, experiment=experiment)
+            if found:
+                self.watched[found] = parent_id  # ended or not, its parent is told
+                return found
         outcome = await self.db(
             self.store.create_queued_agent,
             record=record,

@@ -384,6 +384,15 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
                 _run_for_experiment(created["agent_id"], code)
             return {"created": created, **self._submit(created["agent_id"], gpu_required)}
 
+    def find_child(self, *, parent_id: str, experiment: dict) -> str | None:
+        """The child of `parent_id` spawned for `experiment` ({research_agent_id, iteration,
+        index, launch}), if there is one."""
+        return (
+            Agent.objects.filter(parent_id=parent_id, config__experiment=experiment)
+            .values_list("id", flat=True)
+            .first()
+        )
+
     def _submit(self, agent_id: str, gpu_required) -> dict:
         agent = Agent.objects.get(pk=agent_id)
         request = queue.submit(agent=agent, gpu_required=gpu_required)

@@ -20,6 +20,7 @@ from dataclasses import asdict
 
 from agentsys.agent import Agent
 from agentsys.research import experiments, tool_token
+from agentsys.research.experiments import new_launch_id
 from agentsys.research.llm import ModelGateway, ModelReply, OpenCodeError, OpenCodeGateway
 from agentsys.research.logbook import control_section, iteration_section, reflection_section
 from agentsys.research.reply import ParsedReply, parse_reply
@@ -144,6 +145,11 @@ class ResearchAgent(Agent):
             n, parsed = progress["iteration"], parse_reply(progress.get("reply", ""))
             launched, model_s = progress["children"], progress.get("model_s", 0.0)
             before = self.workspace.load_snapshot() or {}
+        elif progress.get("reply") is not None:  # resumed while it launched them
+            n, parsed = progress["iteration"], parse_reply(progress["reply"])
+            model_s = progress.get("model_s", 0.0)
+            before = self.workspace.load_snapshot() or {}
+            launched = await self._launch(n, parsed, progress)
         else:
             n = self.state.iteration + 1
             self.state.in_progress = progress = {"iteration": n, "started_at": time.time()}
@@ -164,17 +170,13 @@ class ResearchAgent(Agent):
             if parsed.plan:
                 self.state.plan = parsed.plan
                 self.workspace.write_tasks(parsed.plan)
-            launched = await experiments.launch(
-                self,
-                parsed.experiments,
-                root=self.settings.workdir,
-                iteration=n,
-                run_options=self._run_options(),
-            )
+            # Kept before any experiment is spawned: a restart from here on launches these
+            # (finding those already spawned), never asks the model again.
             progress.update(
-                reply=reply.text, model_s=model_s, children=launched, tools=reply.tool_calls
+                reply=reply.text, model_s=model_s, tools=reply.tool_calls, launch=new_launch_id()
             )
-            self._save()  # from here on, a restart waits for these instead of re-running them
+            self._save()
+            launched = await self._launch(n, parsed, progress)
         waited = time.monotonic()
         results = await experiments.wait_for(
             self, launched, timeout=self.settings.experiment_timeout_s
@@ -182,6 +184,19 @@ class ResearchAgent(Agent):
         experiments_s = time.monotonic() - waited if launched else 0.0
         await self._finish_iteration(n, parsed, results, before, model_s, experiments_s)
         await self._pause_after(parsed.promise, ran_experiments=bool(launched))
+
+    async def _launch(self, n: int, parsed: ParsedReply, progress: dict) -> list[dict]:
+        launched = await experiments.launch(
+            self,
+            parsed.experiments,
+            root=self.settings.workdir,
+            iteration=n,
+            run_options=self._run_options(),
+            launch=progress.get("launch", ""),
+        )
+        progress["children"] = launched
+        self._save()  # from here on, a restart waits for these instead of launching them
+        return launched
 
     async def _finish_iteration(
         self,

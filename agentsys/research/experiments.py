@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 from pathlib import Path
 
@@ -46,13 +47,24 @@ def resolve_workdir(root: Path, requested: str | None) -> Path:
     return candidate
 
 
+def new_launch_id() -> str:
+    return secrets.token_hex(6)
+
+
 async def launch(
-    agent, specs: list[ExperimentSpec], *, root: Path, iteration: int, run_options: dict
+    agent,
+    specs: list[ExperimentSpec],
+    *,
+    root: Path,
+    iteration: int,
+    run_options: dict,
+    launch: str = "",
 ) -> list[dict]:
     """Spawn one executor per spec; returns one record per spec: {goal, command, parameters,
     gpu_required, workdir, child_id} or, for one that could not start, {..., error}.
     `run_options`: the loop's executor options for every experiment (its metrics_pattern,
-    backend and SLURM options)."""
+    backend and SLURM options). `launch` names this launch: launched again under the same
+    name (after a restart), an experiment already spawned is found, not spawned twice."""
     launched = []
     for index, spec in enumerate(specs, start=1):
         record = {
@@ -79,6 +91,7 @@ async def launch(
                         "research_agent_id": agent.id,
                         "iteration": iteration,
                         "index": index,
+                        **({"launch": launch} if launch else {}),
                     },
                 },
             )

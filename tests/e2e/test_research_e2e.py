@@ -4,6 +4,7 @@ subprocesses that write agent_metrics.jsonl, go through the GPU queue and show u
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -55,6 +56,17 @@ REFLECTION = """<reflection>The larger learning rate converged faster on this pr
 - a plain lesson without a tag
 </memories>
 <continue>no</continue>"""
+
+
+SLOW_ITERATION_2 = """<experiments>
+- goal: a slow check
+  command: sleep 4; echo finished-ok
+  workdir: .
+  parameters: {}
+  gpu_required: 0
+</experiments>
+<promise>DONE</promise>
+<summary>Ran the slow check.</summary>"""
 
 
 def _turn(match: str, text: str, **extra) -> dict:
@@ -265,15 +277,7 @@ def test_runagentd_killed_during_iteration_2_resumes_it_and_readopts_its_run(
     api, workdir, make_daemon, scripted_llm
 ):
     daemon = make_daemon()
-    long_run = """<experiments>
-- goal: a slow check
-  command: sleep 4; echo finished-ok
-  workdir: .
-  parameters: {}
-  gpu_required: 0
-</experiments>
-<promise>DONE</promise>
-<summary>Ran the slow check.</summary>"""
+    long_run = SLOW_ITERATION_2
     scripted_llm.load(
         {
             "turns": [
@@ -305,6 +309,50 @@ def test_runagentd_killed_during_iteration_2_resumes_it_and_readopts_its_run(
     assert Run.objects.filter(command__startswith="sleep 4").count() == 1
     slow.refresh_from_db()
     assert slow.status == "done" and slow.exit_code == 0
+    assert detail["history"][-1]["promise"] == "REFLECT_STOP"
+
+
+def test_runagentd_killed_between_spawning_an_experiment_and_saving_it_asks_nothing_twice(
+    api, workdir, make_daemon, scripted_llm
+):
+    """The loop saves an iteration's reply before spawning its experiments, and the ids once
+    spawned; a kill in between (its state holds the reply, not the ids) must neither ask the
+    model again nor run the experiment twice: the restarted loop finds the one it spawned."""
+    from agentsys.research.workspace import Workspace
+
+    daemon = make_daemon()
+    scripted_llm.load(
+        {
+            "turns": [
+                _turn(r"agentsys-prompt: planning", PLAN),
+                _turn(r"Iteration 1 of", ITERATION_1),
+                _turn(r"Iteration 2 of", SLOW_ITERATION_2),
+                _turn(r"agentsys-prompt: reflection", REFLECTION),
+            ]
+        }
+    )
+    loop_id = start_loop(api, workdir)
+    wait_until(
+        lambda: Run.objects.filter(command__startswith="sleep 4", status="running").exists(),
+        90,
+        interval=0.1,
+        message="iteration 2's run to be running",
+    )
+    daemon.stop(signal.SIGKILL)
+    state_path = Workspace(workdir, loop_id).state_path
+    state = json.loads(state_path.read_text())
+    assert state["in_progress"]["children"]  # saved once spawned...
+    del state["in_progress"]["children"]  # ...but the kill came first
+    state_path.write_text(json.dumps(state))
+    make_daemon()
+    agent = wait_finished(loop_id)
+    assert agent.status == "done", agent.error
+    prompts = prompts_seen(scripted_llm)
+    assert sum("Iteration 2 of" in p for p in prompts) == 1
+    slow = Run.objects.get(command__startswith="sleep 4")  # one run, not two
+    assert (slow.status, slow.exit_code) == ("done", 0)
+    detail = api("get", f"/api/research/{loop_id}").json()
+    assert _iteration_steps(detail) == [1, 2]
     assert detail["history"][-1]["promise"] == "REFLECT_STOP"
 
 
