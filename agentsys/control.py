@@ -172,3 +172,4 @@ class SupervisorControls:
         await asyncio.gather(*(wait_set(h.exited, 1.0) for h in self.hosted.values()))
         # Shells the workers started that ignored the signals their worker got.
         await asyncio.gather(*(session.terminate(grace=0) for session in sessions))
+        await self.spare.close()

@@ -41,6 +41,7 @@ from agentsys.types import AgentStatus, CommandKind, SteerUrgency
 logger = logging.getLogger("agentsys.daemon")
 
 _PR_SET_CHILD_SUBREAPER = 36
+DEFAULT_THREADS = 32  # for to_thread: see run()
 
 
 class Daemon:
@@ -50,9 +51,13 @@ class Daemon:
         settings: DaemonSettings,
         publish: Callable[[dict], Awaitable] | None = None,
         list_gpu_processes: Callable[[], list] | None = None,
+        on_stopping: Callable[[], None] | None = None,
     ):
         self.store = store
         self.settings = settings
+        # Called first thing on the way out: the agents' calls that wait for the database
+        # in threads give up (agents inside runagentd detach; the next one resumes them).
+        self.on_stopping = on_stopping or (lambda: None)
         self.publish = publish or _no_publish
         self.host_id: int | None = None
         self.supervisor: Supervisor | None = None
@@ -166,6 +171,7 @@ class Daemon:
         )
         if self.slurm_detail is not None:
             self.supervisor.slurm_poller = slurm_poller.SlurmPoller(self.supervisor.send_to)
+        self.supervisor.spare.refill()  # the first worker agent need not wait for a fork
         if self.chat_enabled:
             from agentsys.chat.daemon_port import DaemonChatPort
 
@@ -396,6 +402,12 @@ class Daemon:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
         _become_subreaper()
+        # Executors run here: their file reads, /proc scans and memory writes go to threads,
+        # and memory writes wait out a database outage there. asyncio's default of
+        # cpu_count + 4 threads would leave them none on a small host in an outage.
+        loop.set_default_executor(
+            ThreadPoolExecutor(max_workers=DEFAULT_THREADS, thread_name_prefix="agentsys-io")
+        )
         listener = None
         try:
             await self.register()
@@ -461,6 +473,7 @@ class Daemon:
         self.reap_orphans()
 
     async def shutdown(self) -> None:
+        self.on_stopping()
         if self.supervisor is not None:
             await self.supervisor.shutdown(self.settings.shutdown_grace)
         if self.host_id is not None:

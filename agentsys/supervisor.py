@@ -23,9 +23,10 @@ from agentsys.hosted import Hosted, LocalLink
 from agentsys.ipc import TERMINAL_EVENTS, Cmd, Ev, PipeChannel
 from agentsys.registry import AgentClassRegistry
 from agentsys.slurm_poller import JOB_EVENTS
+from agentsys.spare_worker import SpareWorker
 from agentsys.store import AgentRecord, RuntimeStore, StoreUnavailable
 from agentsys.types import AgentRole, AgentStatus, new_agent_id
-from agentsys.worker import WorkerSpec, jsonable, run_worker
+from agentsys.worker import WorkerSpec, jsonable
 
 logger = logging.getLogger("agentsys.supervisor")
 
@@ -61,6 +62,7 @@ class Supervisor(SupervisorControls):
         # when they end, whichever daemon ran them (see tell_parents_of_finished_children).
         self.watched: dict[str, str] = {}
         self.slurm_poller = None  # set by a daemon that submits SLURM runs (slurm_poller)
+        self.spare = SpareWorker(mp_context)  # the next worker agent's process, started
         self._tasks: set[asyncio.Task] = set()
 
     def background(self, coro, name: str) -> asyncio.Task:
@@ -199,7 +201,6 @@ class Supervisor(SupervisorControls):
             hosted.local = agent
             self.background(self._run_local(hosted, agent), f"local:{record.id}")
             return
-        parent_end, child_end = self.mp.Pipe(duplex=True)
         spec = WorkerSpec(
             agent_id=record.id,
             cls_path=record.cls_path,
@@ -213,10 +214,11 @@ class Supervisor(SupervisorControls):
             supervisor_pid=os.getpid(),
             deployment=self.deployment,
         )
-        process = self.mp.Process(target=run_worker, args=(spec, child_end), name=record.id)
-        await asyncio.get_running_loop().run_in_executor(None, process.start)
-        child_end.close()
-        hosted.process, hosted.channel = process, PipeChannel(parent_end)
+        process, parent_end = await self.spare.take()  # started already: no fork to wait for
+        channel = PipeChannel(parent_end)
+        if not channel.send(spec):  # it died meanwhile: its exit is handled as any worker's
+            logger.warning("%s: its worker process was gone before it started", record.id)
+        hosted.process, hosted.channel = process, channel
         loop = asyncio.get_running_loop()
         loop.add_reader(parent_end.fileno(), self._on_readable, hosted)
         loop.add_reader(process.sentinel, self._on_exit, hosted)

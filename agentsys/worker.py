@@ -99,8 +99,25 @@ class WorkerLink:
         self.channel.send({"t": Ev.WATCH_CHILDREN, "child_ids": list(child_ids)})
 
 
+def run_spare(conn: Connection) -> None:
+    """A worker started before its agent was known (agentsys.spare_worker): its own session
+    at once (a Ctrl-C meant for runagentd's terminal is not for it), then it waits for its
+    WorkerSpec and runs that agent. EOF instead: it is not needed; it exits."""
+    os.setsid()
+    try:
+        spec = conn.recv()
+    except (EOFError, OSError):
+        spec = None
+    if isinstance(spec, WorkerSpec):
+        run_worker(spec, conn)
+        return
+    for hook in exit_hooks:
+        hook()
+
+
 def run_worker(spec: WorkerSpec, conn: Connection) -> None:
-    os.setsid()  # own session: the stop cascade kills the agent and its shells together
+    if os.getsid(0) != os.getpid():
+        os.setsid()  # own session: the stop cascade kills the agent and its shells together
     asyncio.run(_serve(spec, PipeChannel(conn)))
     # The agent is over: so is any shell it started (an executor's run has a session of its
     # own, and is not among these).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 
 import environ
@@ -53,8 +54,20 @@ if not _default_db.get("HOST") and "host" in _default_db.get("OPTIONS", {}):
     _default_db["HOST"] = _default_db["OPTIONS"].pop("host")
 _default_db.setdefault("CONN_HEALTH_CHECKS", True)
 
+# The web process takes its connections from a pool (config.webserver sets this): a request
+# would otherwise open a PostgreSQL connection of its own, a server process forked for each
+# (issue 25: the largest part of a POST /api/runs). Not runagentd and its workers: they hold
+# their connections, and a pool's threads do not survive the forkserver's fork.
+WEB_POOL_VARIABLE = "AGENTSYS_WEB_DB_POOL"
+
+
+def _with_pool(database: dict) -> dict:
+    options = {**database.get("OPTIONS", {}), "pool": {"min_size": 2, "max_size": 10}}
+    return {**database, "OPTIONS": options, "CONN_HEALTH_CHECKS": False}
+
+
 DATABASES = {
-    "default": _default_db,
+    "default": _with_pool(_default_db) if os.environ.get(WEB_POOL_VARIABLE) else _default_db,
     # channels-postgres opens its own connections through this alias.
     "channels_postgres": {**_default_db, "TEST": {"MIRROR": "default"}},
 }

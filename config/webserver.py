@@ -167,6 +167,7 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     options = parse_arguments(sys.argv[1:] if argv is None else argv)
+    os.environ.setdefault("AGENTSYS_WEB_DB_POOL", "1")  # config.settings.WEB_POOL_VARIABLE
     from config.asgi import application  # sets Django up (and its LOGGING)
 
     logging.getLogger("daphne").setLevel(logging.WARNING)  # its start-up lines are noise here

@@ -29,6 +29,7 @@ from agentsys.code_snapshot import (
     patch_files,
     take,
 )
+from agentsys.shared_snapshot import SharedSnapshots
 from scheduler_app.models import CodeBundle, CodePatch, Run
 
 
@@ -60,6 +61,9 @@ class RecordedCode:
 
 
 NOTHING = RecordedCode()
+# Runs submitted at once (a script's threads, the web's requests) share one snapshot of their
+# workdir, never one taken before they were asked for (agentsys.shared_snapshot).
+_take_shared = SharedSnapshots(take)
 
 
 def take_here(workdir: str, *, host: str, bundled: Collection[str] = ()) -> RecordedCode:
@@ -69,7 +73,7 @@ def take_here(workdir: str, *, host: str, bundled: Collection[str] = ()) -> Reco
     if not workdir or not os.path.isdir(workdir):
         return NOTHING
     try:
-        snap = take(workdir)
+        snap = _take_shared(workdir)
     except CodeError as error:
         return RecordedCode(host=host, error=f"its code was not recorded: {error}")
     if snap is None:  # not git: it runs where the workdir is, or nowhere

@@ -115,6 +115,7 @@ class Command(BaseCommand):
                 slurm_max_jobs=settings.AGENTSYS.slurm_max_jobs,
             ),
             publish=publish,
+            on_stopping=stop_waiting,
         )
         asyncio.run(self._run(daemon))
 
