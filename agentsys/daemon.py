@@ -33,7 +33,7 @@ from agentsys.listen import (
     QUEUE_CHANNEL,
     listen_for_work,
 )
-from agentsys.registry import AgentClassRegistry
+from agentsys.registry import EXECUTOR_AGENT, AgentClassRegistry
 from agentsys.store import CommandRecord, RuntimeStore, StoreUnavailable
 from agentsys.supervisor import Supervisor
 from agentsys.types import AgentStatus, CommandKind, SteerUrgency
@@ -181,6 +181,13 @@ class Daemon:
         return self.supervisor
 
     @property
+    def _executors_local(self) -> bool:
+        try:
+            return self.registry.resolve(EXECUTOR_AGENT).hosting == "local"
+        except Exception:  # not allowed here: whatever is claimed fails as it would
+            return False
+
+    @property
     def chat_enabled(self) -> bool:
         return hasattr(self.store, "chat_claim_turns")
 
@@ -295,8 +302,12 @@ class Daemon:
             host_id=self.host_id,
             policy=self.settings.scheduler_policy,
             slurm_slots=self._slurm_slots(),
+            # Executors run in this process: started with their claim (issue 25).
+            started_pid=os.getpid() if self._executors_local else None,
         )
         for record in records:
+            if record.started_event is not None:
+                await self.publish(record.started_event)
             try:
                 cls = self.registry.resolve(record.cls_path)
             except Exception as exc:

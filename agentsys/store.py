@@ -26,6 +26,9 @@ class AgentRecord:
     host_id: int | None = None
     chat_session_id: str | None = None
     pid: int | None = None
+    # Set by a claim that started it already (claim_queue's started_pid): its "started"
+    # event, for the daemon to publish; the supervisor then records no start of its own.
+    started_event: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ class RuntimeStore(Protocol):
     def create_queued_agent(self, *, record: AgentRecord, gpu_required) -> dict: ...
     def find_child(self, *, parent_id: str, experiment: dict) -> str | None: ...
     def claim_queue(
-        self, *, host_id: int, policy: str, slurm_slots: int = 0
+        self, *, host_id: int, policy: str, slurm_slots: int = 0, started_pid: int | None = None
     ) -> list[AgentRecord]: ...
     def agent_statuses(self, *, agent_ids: list[str]) -> dict[str, tuple[str, str]]: ...
 

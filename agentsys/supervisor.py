@@ -224,7 +224,8 @@ class Supervisor(SupervisorControls):
         loop.add_reader(process.sentinel, self._on_exit, hosted)
 
     async def _run_local(self, hosted: Hosted, agent: Agent) -> None:
-        hosted.inbox.put_nowait({"t": Ev.STARTED, "pid": os.getpid()})
+        if hosted.record.started_event is None:  # else its claim started it (claim_queue)
+            hosted.inbox.put_nowait({"t": Ev.STARTED, "pid": os.getpid()})
         try:
             await agent.start()
             status = await agent.wait()

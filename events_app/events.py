@@ -96,6 +96,37 @@ def record_event(
     return event
 
 
+@transaction.atomic(savepoint=False)
+def record_events(*, stream: str, events: list[tuple[str, str, dict]]) -> list[Event]:
+    """Store several events of one stream, in order, in two round trips whatever their
+    number: each (kind, agent_id, payload). Not published live (runagentd publishes)."""
+    if not events:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(_RESERVE_NUMBERS, [stream, len(events), len(events)])
+        last = cursor.fetchone()[0]
+    now = timezone.now()
+    first = last - len(events) + 1
+    return Event.objects.bulk_create(
+        Event(
+            stream=stream,
+            seq=first + i,
+            kind=kind,
+            agent_id=agent_id,
+            payload=json_safe(payload or {}),
+            created_at=now,
+        )
+        for i, (kind, agent_id, payload) in enumerate(events)
+    )
+
+
+_RESERVE_NUMBERS = """
+    INSERT INTO agents_app_eventstream (name, last_seq) VALUES (%s, %s)
+    ON CONFLICT (name) DO UPDATE SET last_seq = agents_app_eventstream.last_seq + %s
+    RETURNING last_seq
+"""
+
+
 def publish(event: Event) -> None:
     """Send a stored event to live subscribers. Losing this only delays them: readers fill
     any gap from the table, so a failure is logged, never raised into the writer."""

@@ -32,7 +32,7 @@ from agentsys.types import (
 )
 from common.db_outage import DATABASE_ERRORS, drop_connection, first_line
 from common.json_safe import json_safe
-from events_app.events import AGENTS_STREAM, record_event
+from events_app.events import AGENTS_STREAM, record_event, record_events
 from hosts_app.models import Host, HostStatus
 from memory_app.services import write_entry
 from runtime_app.chat_store import DjangoChatStore
@@ -414,13 +414,39 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
         return {"status": "queued", "reason": "", "event": event}
 
     @transaction.atomic
-    def claim_queue(self, *, host_id: int, policy: str, slurm_slots: int = 0) -> list[AgentRecord]:
+    def claim_queue(
+        self, *, host_id: int, policy: str, slurm_slots: int = 0, started_pid: int | None = None
+    ) -> list[AgentRecord]:
         """Executors this host starts now; each config carries its `gpu_indices`. With
-        `slurm_slots`, also up to that many SLURM runs for it to submit."""
-        claimed = queue.claim(host_id=host_id, policy=policy_named(policy))
-        claimed += queue.claim_slurm(host_id=host_id, limit=slurm_slots)
-        agents = Agent.objects.in_bulk([c.agent_id for c in claimed])
-        return [_record(agents[c.agent_id]) for c in claimed if c.agent_id in agents]
+        `slurm_slots`, also up to that many SLURM runs for it to submit. `started_pid`: the
+        daemon runs them in its own process (pid): those placed on GPUs are started with
+        the claim, their "started" events stored with it (a transaction fewer per run)."""
+        placed = queue.claim(host_id=host_id, policy=policy_named(policy), started_pid=started_pid)
+        slurm = queue.claim_slurm(host_id=host_id, limit=slurm_slots)
+        agents = Agent.objects.in_bulk([c.agent_id for c in [*placed, *slurm]])
+        started = [agents[c.agent_id] for c in placed if c.agent_id in agents and started_pid]
+        events = record_events(
+            stream=AGENTS_STREAM,
+            events=[
+                (
+                    "started",
+                    a.id,
+                    {"pid": started_pid, "status": "running", "parent_id": a.parent_id},
+                )
+                for a in started
+            ],
+        )
+        for agent in started:
+            oplog.agent_moved(agent, old=AgentStatus.IDLE, new=AgentStatus.RUNNING)
+            oplog.run_moved(agent_id=agent.id, status="running", exit_code=None, error="")
+        started_events = {event.agent_id: event.as_message() for event in events}
+        return [
+            dataclasses.replace(
+                _record(agents[c.agent_id]), started_event=started_events.get(c.agent_id)
+            )
+            for c in [*placed, *slurm]
+            if c.agent_id in agents
+        ]
 
     def agent_statuses(self, *, agent_ids: list[str]) -> dict[str, tuple[str, str]]:
         rows = Agent.objects.filter(pk__in=agent_ids).values_list("id", "status", "error")

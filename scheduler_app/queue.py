@@ -170,8 +170,12 @@ class Claimed:
 
 
 @transaction.atomic
-def claim(*, host_id: int, policy: SchedulingPolicy) -> list[Claimed]:
+def claim(
+    *, host_id: int, policy: SchedulingPolicy, started_pid: int | None = None
+) -> list[Claimed]:
     """Start what fits on this host now; returns the requests it took, oldest first.
+    `started_pid`: the claimer runs the agents in its own process (pid), so they are marked
+    running here, in the same statement, not in a transaction of their own after it.
 
     Three statements whatever the queue holds: read the head of the queue (no locks; an
     empty queue ends the claim there), lock this host's free GPUs (SKIP LOCKED: another
@@ -199,6 +203,7 @@ def claim(*, host_id: int, policy: SchedulingPolicy) -> list[Claimed]:
                 "now": timezone.now(),
                 "ids": [p.request_id for p in placements],
                 "gpus": ["{" + ",".join(map(str, p.gpu_indices)) + "}" for p in placements],
+                "pid": started_pid,
             },
             prepare=True,
         )
@@ -295,7 +300,12 @@ _PLACE = """
         UPDATE agents_app_agent AS a
         SET host_id = %(host)s,
             config = a.config || jsonb_build_object(
-                'gpu_indices', to_jsonb(placed.gpu_indices), 'request_id', placed.id)
+                'gpu_indices', to_jsonb(placed.gpu_indices), 'request_id', placed.id),
+            status = CASE WHEN %(pid)s::integer IS NULL THEN a.status ELSE 'running' END,
+            pid = COALESCE(%(pid)s::integer, a.pid),
+            started_at = CASE WHEN %(pid)s::integer IS NULL THEN a.started_at
+                              ELSE COALESCE(a.started_at, %(now)s) END,
+            updated_at = %(now)s
         FROM placed
         WHERE a.id = placed.agent_id
     ), run_started AS (
