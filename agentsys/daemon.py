@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import logging
 import multiprocessing
 import os
@@ -33,7 +34,7 @@ from agentsys.listen import (
     QUEUE_CHANNEL,
     listen_for_work,
 )
-from agentsys.registry import EXECUTOR_AGENT, AgentClassRegistry
+from agentsys.registry import AgentClassRegistry
 from agentsys.store import CommandRecord, RuntimeStore, StoreUnavailable
 from agentsys.supervisor import Supervisor
 from agentsys.types import AgentStatus, CommandKind, SteerUrgency
@@ -180,12 +181,15 @@ class Daemon:
             )
         return self.supervisor
 
-    @property
-    def _executors_local(self) -> bool:
-        try:
-            return self.registry.resolve(EXECUTOR_AGENT).hosting == "local"
-        except Exception:  # not allowed here: whatever is claimed fails as it would
-            return False
+    @functools.cached_property
+    def _local_classes(self) -> frozenset[str]:
+        """The allowed classes whose agents run inside runagentd."""
+        local = set()
+        for path in self.registry.allowed:
+            with contextlib.suppress(Exception):  # one that cannot load fails when claimed
+                if self.registry.resolve(path).hosting == "local":
+                    local.add(path)
+        return frozenset(local)
 
     @property
     def chat_enabled(self) -> bool:
@@ -302,8 +306,9 @@ class Daemon:
             host_id=self.host_id,
             policy=self.settings.scheduler_policy,
             slurm_slots=self._slurm_slots(),
-            # Executors run in this process: started with their claim (issue 25).
-            started_pid=os.getpid() if self._executors_local else None,
+            # Agents that run in this process are started with their claim (issue 25).
+            started_pid=os.getpid(),
+            started_classes=self._local_classes,
         )
         for record in records:
             if record.started_event is not None:

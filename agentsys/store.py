@@ -79,7 +79,13 @@ class RuntimeStore(Protocol):
     def create_queued_agent(self, *, record: AgentRecord, gpu_required) -> dict: ...
     def find_child(self, *, parent_id: str, experiment: dict) -> str | None: ...
     def claim_queue(
-        self, *, host_id: int, policy: str, slurm_slots: int = 0, started_pid: int | None = None
+        self,
+        *,
+        host_id: int,
+        policy: str,
+        slurm_slots: int = 0,
+        started_pid: int | None = None,
+        started_classes: frozenset[str] = frozenset(),
     ) -> list[AgentRecord]: ...
     def agent_statuses(self, *, agent_ids: list[str]) -> dict[str, tuple[str, str]]: ...
 

@@ -415,16 +415,34 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
 
     @transaction.atomic
     def claim_queue(
-        self, *, host_id: int, policy: str, slurm_slots: int = 0, started_pid: int | None = None
+        self,
+        *,
+        host_id: int,
+        policy: str,
+        slurm_slots: int = 0,
+        started_pid: int | None = None,
+        started_classes: frozenset[str] = frozenset(),
     ) -> list[AgentRecord]:
         """Executors this host starts now; each config carries its `gpu_indices`. With
         `slurm_slots`, also up to that many SLURM runs for it to submit. `started_pid`: the
-        daemon runs them in its own process (pid): those placed on GPUs are started with
-        the claim, their "started" events stored with it (a transaction fewer per run)."""
-        placed = queue.claim(host_id=host_id, policy=policy_named(policy), started_pid=started_pid)
+        daemon runs agents of `started_classes` in its own process (pid): those placed on
+        GPUs are started with the claim, their "started" events stored with it (a
+        transaction fewer per run)."""
+        placed = queue.claim(
+            host_id=host_id,
+            policy=policy_named(policy),
+            started_pid=started_pid,
+            started_classes=started_classes,
+        )
         slurm = queue.claim_slurm(host_id=host_id, limit=slurm_slots)
         agents = Agent.objects.in_bulk([c.agent_id for c in [*placed, *slurm]])
-        started = [agents[c.agent_id] for c in placed if c.agent_id in agents and started_pid]
+        started = [
+            agents[c.agent_id]
+            for c in placed
+            if started_pid
+            and c.agent_id in agents
+            and agents[c.agent_id].cls_path in started_classes
+        ]
         events = record_events(
             stream=AGENTS_STREAM,
             events=[

@@ -8,6 +8,7 @@ lock the host's free GPU rows and the queued requests they consider. A NOTIFY on
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import psycopg
@@ -171,11 +172,16 @@ class Claimed:
 
 @transaction.atomic
 def claim(
-    *, host_id: int, policy: SchedulingPolicy, started_pid: int | None = None
+    *,
+    host_id: int,
+    policy: SchedulingPolicy,
+    started_pid: int | None = None,
+    started_classes: Collection[str] = (),
 ) -> list[Claimed]:
     """Start what fits on this host now; returns the requests it took, oldest first.
-    `started_pid`: the claimer runs the agents in its own process (pid), so they are marked
-    running here, in the same statement, not in a transaction of their own after it.
+    `started_pid`: the claimer runs the agents of `started_classes` in its own process (pid),
+    so those are marked running here, in the same statement, not in a transaction of their
+    own after it.
 
     Three statements whatever the queue holds: read the head of the queue (no locks; an
     empty queue ends the claim there), lock this host's free GPUs (SKIP LOCKED: another
@@ -204,6 +210,7 @@ def claim(
                 "ids": [p.request_id for p in placements],
                 "gpus": ["{" + ",".join(map(str, p.gpu_indices)) + "}" for p in placements],
                 "pid": started_pid,
+                "local": sorted(started_classes) if started_pid else [],
             },
             prepare=True,
         )
@@ -301,10 +308,12 @@ _PLACE = """
         SET host_id = %(host)s,
             config = a.config || jsonb_build_object(
                 'gpu_indices', to_jsonb(placed.gpu_indices), 'request_id', placed.id),
-            status = CASE WHEN %(pid)s::integer IS NULL THEN a.status ELSE 'running' END,
-            pid = COALESCE(%(pid)s::integer, a.pid),
-            started_at = CASE WHEN %(pid)s::integer IS NULL THEN a.started_at
-                              ELSE COALESCE(a.started_at, %(now)s) END,
+            status = CASE WHEN a.cls_path = ANY(%(local)s::varchar[]) THEN 'running'
+                          ELSE a.status END,
+            pid = CASE WHEN a.cls_path = ANY(%(local)s::varchar[]) THEN %(pid)s::integer
+                       ELSE a.pid END,
+            started_at = CASE WHEN a.cls_path = ANY(%(local)s::varchar[])
+                              THEN COALESCE(a.started_at, %(now)s) ELSE a.started_at END,
             updated_at = %(now)s
         FROM placed
         WHERE a.id = placed.agent_id
