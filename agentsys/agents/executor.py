@@ -88,7 +88,10 @@ class ExecutorAgent(Agent):
 
     def __init__(self) -> None:
         super().__init__()
-        self.processes = RunProcesses(marker="")  # nothing yet: a pause before the start
+        # Nothing yet: a pause that comes before on_start has run (runagentd starts an
+        # executor with the claim that places it) suspends nothing, and holds the start.
+        self.processes = RunProcesses(marker="")
+        self.slurm_job: SlurmRun | None = None
 
     async def on_start(self) -> None:
         # The workdir, or a checkout of the run's recorded code on a host that lacks it.

@@ -238,3 +238,14 @@ async def test_a_source_that_raises_is_said_once_and_the_others_go_on(tmp_path):
             "problem": "could not be read (RuntimeError: a bug in a reader); retried each time",
         }
     ]
+
+
+async def test_a_pause_before_the_executor_has_started_suspends_nothing_and_is_not_refused():
+    # runagentd starts an executor with the claim that places it: a pause may come first.
+    agent = ExecutorAgent()
+    agent.id = "exec-paused-early"
+    agent.config = {"command": "true"}
+    agent._link = EventLog()
+    await agent.on_pause()
+    await agent.on_resume()
+    assert [kind for kind, _ in agent._link.events] == ["run_paused", "run_resumed"]
