@@ -60,7 +60,7 @@ $(CHROMIUM):
 	$(SUDO) apt-get install -y chromium || { $(SUDO) apt-get update && $(SUDO) apt-get install -y chromium; }
 
 # tests/unit first: plain agentsys code, no Django settings, no database (seconds); then
-# tests/integration, tests/browser and tests/e2e under pytest-django: most on three workers
+# tests/integration, tests/browser and tests/e2e under pytest-django: most on two workers
 # (pytest-xdist, each with its own test database; a module's tests stay on one worker), then,
 # one at a time, what shares one thing machine-wide: the modules on the one SLURM cluster (its
 # two GPUs), and the test that restarts the PostgreSQL server every worker's database is on.
@@ -75,7 +75,7 @@ test: lint check-deploy $(CHROMIUM) slurm-up
 	$(MAKE) --no-print-directory test-unit
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	AGENTSYS_TEST_STATIC_COLLECTED=1 $(PY) -m pytest --ignore=tests/unit \
-		$(addprefix --ignore=,$(SERIAL_TESTS)) -n 3 --dist loadscope
+		$(addprefix --ignore=,$(SERIAL_TESTS)) -n 2 --dist loadscope
 	AGENTSYS_TEST_STATIC_COLLECTED=1 $(PY) -m pytest $(SERIAL_TESTS)
 
 # A real single-node SLURM (2 fake GPUs) for tests/integration/test_slurm_cluster.py; it needs

@@ -1,4 +1,4 @@
-"""`make test` runs most modules on three workers and, after them, one at a time, those that
+"""`make test` runs most modules on two workers and, after them, one at a time, those that
 share something machine-wide (Makefile SERIAL_TESTS). A module that starts the one SLURM
 cluster (tests/slurm_cluster.py) and is not on that list would meet another on the cluster's
 two GPUs: this test names it."""
