@@ -175,7 +175,7 @@ async def publish_metrics(agents: list[str]) -> dict:
     from asgiref.sync import sync_to_async
 
     from events_app.events import AGENTS_STREAM, record_event
-    from events_app.live import publish
+    from events_app.events import publish_message as publish
 
     store = sync_to_async(record_event, thread_sensitive=True)
     sent = {}

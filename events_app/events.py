@@ -8,6 +8,7 @@ the group; see events_app.feed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -127,9 +128,32 @@ _RESERVE_NUMBERS = """
 """
 
 
+_live_loop: asyncio.AbstractEventLoop | None = None
+
+
+def publish_through(loop: asyncio.AbstractEventLoop) -> None:
+    """Publish this process's events through `loop` (runagentd's, a worker's), whichever
+    thread records them. Without it, a thread's publish runs the channel layer on an event
+    loop of its own (async_to_sync) while the layer's connection pool belongs to the
+    process's loop: after a PostgreSQL restart the pool reconnects on that loop's tasks, and
+    the thread's publish waited on them -- a memory thread, and runagentd's exit behind it,
+    hung past 10 s (CI, test_postgres_restart)."""
+    global _live_loop
+    _live_loop = loop
+
+
 def publish(event: Event) -> None:
     """Send a stored event to live subscribers. Losing this only delays them: readers fill
-    any gap from the table, so a failure is logged, never raised into the writer."""
+    any gap from the table, so a failure is logged, never raised into the writer; and where
+    a publishing loop is set, the writer does not wait for it at all."""
+    loop = _live_loop
+    if loop is not None and not loop.is_closed():
+        sending = publish_message(event.as_message())
+        try:
+            asyncio.run_coroutine_threadsafe(sending, loop)
+        except RuntimeError:  # the loop closed meanwhile (the process is exiting)
+            sending.close()
+        return
     layer = get_channel_layer()
     if layer is None:
         return
@@ -137,3 +161,15 @@ def publish(event: Event) -> None:
         async_to_sync(layer.group_send)(group_for(event.stream), layer_message(event.as_message()))
     except Exception:
         logger.exception("could not publish %s live; readers will fetch it", event)
+
+
+async def publish_message(message: dict) -> None:
+    """Send a stored event (Event.as_message()) to its stream's subscribers, from an event
+    loop. A failure only delays them (readers fill gaps from the table): logged, not raised."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        await layer.group_send(group_for(message["stream"]), layer_message(message))
+    except Exception:
+        logger.exception("could not publish event %s live", message.get("id"))

@@ -1,5 +1,4 @@
-"""The live half of the event log inside runagentd: publishing from its event loop, and the
-start-up check that the channel layer really delivers."""
+"""The start-up check, inside runagentd, that the channel layer really delivers."""
 
 from __future__ import annotations
 
@@ -11,19 +10,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from common.db_outage import first_line, is_database_unavailable, retry_delays
-from events_app.events import group_for, layer_message
 
 logger = logging.getLogger(__name__)
-
-
-async def publish(message: dict) -> None:
-    """Send a stored event (Event.as_message()) to its stream's subscribers. A failure only
-    delays them (readers fill gaps from the table), so it is logged, not raised."""
-    layer = get_channel_layer()
-    try:
-        await layer.group_send(group_for(message["stream"]), layer_message(message))
-    except Exception:
-        logger.exception("could not publish event %s live", message.get("id"))
 
 
 async def verify_channel_layer(timeout: float = 5.0) -> None:

@@ -13,12 +13,15 @@ connection per call a backend per call (issue 25)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from common.db_outage import wait_for_database
+from events_app.events import publish_through
 from runtime_app.memory_view import DjangoMemoryView
 
 MEMORY_THREADS = 4
@@ -54,4 +57,8 @@ def _memory_threads() -> ThreadPoolExecutor:
 
 
 def memory_view(agent_id: str, role: str, scope: dict) -> WaitingMemoryView:
+    # Built on the agent's event loop (runagentd's, or a worker's): the events its calls
+    # record on the memory threads are published from that loop (see events.publish).
+    with contextlib.suppress(RuntimeError):  # outside a loop: they are published as before
+        publish_through(asyncio.get_running_loop())
     return WaitingMemoryView(DjangoMemoryView(agent_id, role, scope))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 
 from agents_app.models import Agent
 from events_app.models import Event
@@ -46,6 +47,10 @@ class DaemonProcess:
             try:
                 return self.process.wait(timeout)
             except subprocess.TimeoutExpired:
+                # Where it hangs, in the test's output: runagentd dumps every thread's stack
+                # on SIGUSR1 (faulthandler).
+                self.process.send_signal(signal.SIGUSR1)
+                time.sleep(1)
                 self.process.kill()
                 self.process.wait()
                 raise

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import faulthandler
+import signal
 from pathlib import Path
 
 import psycopg
@@ -17,7 +19,8 @@ from agentsys.run_dir import AGENTS_DIR, CHECKOUTS_DIR
 from agentsys.slurm_poller import SlurmUnavailable
 from common.db_outage import stop_waiting
 from common.environment import ConfigError, check_host_name
-from events_app.live import publish, verify_channel_layer
+from events_app.events import publish_message, publish_through
+from events_app.live import verify_channel_layer
 from runtime_app.runtime_store import DjangoRuntimeStore
 
 
@@ -86,6 +89,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
+        # `kill -USR1 <pid>` prints every thread's stack to stderr: where a daemon that will
+        # not stop (or not progress) is waiting.
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
         try:
             check_host_name(options["host_name"])
         except ConfigError as exc:
@@ -114,13 +120,15 @@ class Command(BaseCommand):
                 slurm=settings.AGENTSYS.slurm,
                 slurm_max_jobs=settings.AGENTSYS.slurm_max_jobs,
             ),
-            publish=publish,
+            publish=publish_message,
             on_stopping=stop_waiting,
         )
         asyncio.run(self._run(daemon))
 
     async def _run(self, daemon: Daemon) -> None:
         await verify_channel_layer()
+        # Events its agents' memory threads record are published from this loop.
+        publish_through(asyncio.get_running_loop())
         try:
             await daemon.run()
         except SlurmUnavailable as error:
