@@ -116,7 +116,7 @@ def create_runs(items: Sequence[dict], *, created_by_agent: str = "") -> list[Ru
         raise BatchRefused(bad)
     codes = _record_code(items)  # the git runs before the transaction holds anything
     with transaction.atomic():
-        made = _insert(items, codes, created_by_agent=created_by_agent)
+        made = insert_runs(items, codes, created_by_agent=created_by_agent)
     for run in made:
         if run.agent_id:
             oplog.run_queued(run)
@@ -145,7 +145,11 @@ def _record_code(items: Sequence[dict]) -> list[run_code.RecordedCode]:
     return codes
 
 
-def _insert(items: Sequence[dict], codes: Sequence[run_code.RecordedCode], *, created_by_agent):
+def insert_runs(
+    items: Sequence[dict], codes: Sequence[run_code.RecordedCode], *, created_by_agent: str
+) -> list[Run]:
+    """Insert checked runs (create_runs' items, workdirs set), each with its recorded code,
+    inside the caller's transaction; the auto_start ones queued or rejected."""
     stored: dict[int, dict] = {}
     for code in codes:  # a code shared by many runs is one object: stored once
         if id(code) not in stored:

@@ -60,33 +60,27 @@ def create_run(
         recorded = run_code.take_here(workdir, host=settings.AGENTSYS.host_name)
         if not recorded.host:
             recorded = code_fallback
+    item = {
+        "name": name,
+        "command": command,
+        "workdir": workdir,
+        "gpu_required": gpu_required,
+        "requires": requires,
+        "params": params,
+        "sweep_id": sweep_id,
+        "chat_session_id": chat_session_id,
+        "auto_start": auto_start,
+        "executor_options": executor_options,
+    }
+    # The batch's insert: the rows start_run would leave, in half its round trips (issue 25).
+    from scheduler_app import run_batch  # it builds on this module
+
     with transaction.atomic():
         _check_references(sweep_id=sweep_id, chat_session_id=chat_session_id)
-        executor_options = _with_sweep_pattern(executor_options or {}, sweep_id)
-        run = Run.objects.create(
-            name=name,
-            command=command,
-            workdir=workdir,
-            gpu_required=gpu_required,
-            requires=requires or {},
-            params=params or {},
-            executor_options=executor_options,
-            sweep_id=sweep_id,
-            chat_session_id=chat_session_id,
-            auto_start=auto_start,
-            created_by_agent=created_by_agent,
-            **run_code.store_code(recorded),
-        )
-        return start_run(run_id=run.id) if auto_start else run
-
-
-def _with_sweep_pattern(options: dict, sweep_id: str | None) -> dict:
-    """A run of a sweep reads its printed lines with the sweep's metrics_pattern, and goes
-    to the sweep's backend with its SLURM options, unless it brings its own (kept in its
-    options, so a rerun does the same)."""
-    if not sweep_id:
-        return options
-    return inherit_options(options, sweep_options(Sweep.objects.filter(pk=sweep_id)).get(sweep_id))
+        (run,) = run_batch.insert_runs([item], [recorded], created_by_agent=created_by_agent)
+    if run.agent_id:
+        oplog.run_queued(run)
+    return run
 
 
 def sweep_options(sweeps) -> dict[str, dict]:
