@@ -456,7 +456,7 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
         )
         for agent in started:
             oplog.agent_moved(agent, old=AgentStatus.IDLE, new=AgentStatus.RUNNING)
-            oplog.run_moved(agent_id=agent.id, status="running", exit_code=None, error="")
+        oplog.runs_moved(agent_ids=[agent.id for agent in started], status="running")
         started_events = {event.agent_id: event.as_message() for event in events}
         return [
             dataclasses.replace(

@@ -21,7 +21,7 @@ from agents_app.models import Agent
 from agentsys.types import OPEN_REQUEST_STATUSES, AgentStatus, EndState, RequestStatus
 from events_app.events import AGENTS_STREAM, record_event
 from scheduler_app import oplog, queue
-from scheduler_app.models import GPU, Run, RunStatus, ScheduleRequest
+from scheduler_app.models import Run, RunStatus, ScheduleRequest
 
 _EXIT_CODE = re.compile(r"exited with code (-?\d+)")
 # How a SLURM run's executor begins its error when sbatch refused the job (it can never run
@@ -94,10 +94,7 @@ def follow_agent(
     ):
         word = EndState.FAILED  # only a run is lost; any other agent that failed, failed
     if request is not None:
-        GPU.objects.filter(allocated_to=request).update(allocated_to=None, allocated_at=None)
-        request.status, request.finished_at = word, now
-        request.save(update_fields=["status", "finished_at"])
-        queue.notify_queue()  # its GPUs are free: the next claim need not wait for a poll
+        queue.end_request(request.id, status=word, now=now)
     exit_code = result.get("exit_code") if isinstance(result, dict) else None
     if exit_code is None and (code := _EXIT_CODE.search(error)):
         exit_code = int(code.group(1))

@@ -23,26 +23,35 @@ def run_queued(run) -> None:
 
 def run_moved(*, agent_id: str, status: str, exit_code: int | None, error: str) -> None:
     """After a run followed its executor to `status` (same transaction)."""
-    if not logger.isEnabledFor(logging.INFO):  # the query below is only for this line
+    runs_moved(agent_ids=[agent_id], status=status, exit_code=exit_code, error=error)
+
+
+def runs_moved(
+    *, agent_ids: list[str], status: str, exit_code: int | None = None, error: str = ""
+) -> None:
+    """run_moved for the runs of several executors at once (a claim starts several): one
+    query for all their lines."""
+    if not agent_ids or not logger.isEnabledFor(logging.INFO):  # the query is for the lines
         return
     from scheduler_app.models import Run
 
-    run = (
-        Run.objects.filter(agent_id=agent_id)
+    found = (
+        Run.objects.filter(agent_id__in=agent_ids)
+        .order_by("created_at")
         .values("id", "name", "agent__schedule_request__gpu_indices")
         .annotate(host_name=F("agent__schedule_request__host__name"))
-        .first()
     )
-    if run is None:
-        return
-    gpus = ",".join(str(i) for i in run["agent__schedule_request__gpu_indices"] or []) or "none"
-    where = f"on {run['host_name'] or '?'}, GPUs {gpus}"
-    if status == "running":
-        logger.info("run %s (%s) started %s", run["id"], run["name"], where)
-        return
-    code = "no exit code" if exit_code is None else f"exit code {exit_code}"
-    reason = f": {error.splitlines()[0][:200]}" if error else ""
-    logger.info("run %s (%s) %s with %s %s%s", run["id"], run["name"], status, code, where, reason)
+    for run in found:
+        gpus = ",".join(str(i) for i in run["agent__schedule_request__gpu_indices"] or [])
+        where = f"on {run['host_name'] or '?'}, GPUs {gpus or 'none'}"
+        if status == "running":
+            logger.info("run %s (%s) started %s", run["id"], run["name"], where)
+            continue
+        code = "no exit code" if exit_code is None else f"exit code {exit_code}"
+        reason = f": {error.splitlines()[0][:200]}" if error else ""
+        logger.info(
+            "run %s (%s) %s with %s %s%s", run["id"], run["name"], status, code, where, reason
+        )
 
 
 def agent_moved(agent, *, old: str, new: str) -> None:
