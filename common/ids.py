@@ -17,9 +17,15 @@ def create_with_unique_id(
     model: type[models.Model], make_id: Callable[[], str], first_id: str | None = None, **fields
 ) -> models.Model:
     candidate = first_id or make_id()
+    # In a caller's transaction, a savepoint: a clash leaves the outer work intact. Outside
+    # one, the insert alone: a clash rolls back only itself, and the BEGIN and COMMIT of a
+    # transaction of our own would be two round trips more per row (issue 25).
+    in_transaction = transaction.get_connection(model.objects.db).in_atomic_block
     for _ in range(ATTEMPTS):
         try:
-            with transaction.atomic():  # a savepoint: a clash leaves the outer work intact
+            if not in_transaction:
+                return model.objects.create(pk=candidate, **fields)
+            with transaction.atomic(using=model.objects.db):
                 return model.objects.create(pk=candidate, **fields)
         except IntegrityError:
             if not model.objects.filter(pk=candidate).exists():

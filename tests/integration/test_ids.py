@@ -42,3 +42,19 @@ def test_ids_for_a_batch_are_neither_taken_nor_twice():
         "executor-00000002",
         "executor-00000004",  # the same as the one before it, drawn again
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_a_clash_is_replaced_and_the_connection_goes_on():
+    """No transaction of its own there (two round trips fewer): the failed insert rolls back
+    alone, and the next one, and the caller's next query, work."""
+    from django.db import connection
+
+    Agent.objects.create(id="executor-00000000", role="executor", cls_path="x", project="p")
+    ids = iter(["executor-00000000", "executor-00000001"])
+    assert not connection.in_atomic_block
+    agent = create_with_unique_id(
+        Agent, lambda: next(ids), role="executor", cls_path="x", project="p"
+    )
+    assert agent.id == "executor-00000001"
+    assert set(Agent.objects.values_list("id", flat=True)) == {agent.id, "executor-00000000"}
