@@ -34,6 +34,7 @@ from agentsys.listen import (
     QUEUE_CHANNEL,
     listen_for_work,
 )
+from agentsys.live_events import LiveEvents
 from agentsys.registry import AgentClassRegistry
 from agentsys.store import CommandRecord, RuntimeStore, StoreUnavailable
 from agentsys.supervisor import Supervisor
@@ -43,6 +44,7 @@ logger = logging.getLogger("agentsys.daemon")
 
 _PR_SET_CHILD_SUBREAPER = 36
 DEFAULT_THREADS = 32  # for to_thread: see run()
+LIVE_FLUSH_SECONDS = 0.5  # at the stop; what is left readers fetch from the table
 
 
 class Daemon:
@@ -59,7 +61,10 @@ class Daemon:
         # Called first thing on the way out: the agents' calls that wait for the database
         # in threads give up (agents inside runagentd detach; the next one resumes them).
         self.on_stopping = on_stopping or (lambda: None)
-        self.publish = publish or _no_publish
+        # Live sends leave in order from a queue of their own: no start or end of an agent
+        # waits for one (agentsys/live_events.py).
+        self.live_events = LiveEvents(publish or _no_publish)
+        self.publish = self.live_events
         self.host_id: int | None = None
         self.supervisor: Supervisor | None = None
         self.registry = AgentClassRegistry(settings.allowed_classes)
@@ -497,6 +502,7 @@ class Daemon:
                 await self.db(self.store.mark_host_offline, host_id=self.host_id)
             except StoreUnavailable:  # its heartbeat stops: others will see it is gone
                 logger.warning("could not mark host %s offline: no database", self.host_id)
+        await self.live_events.flush(LIVE_FLUSH_SECONDS)
         loop = asyncio.get_running_loop()
         for thread in (self._stream_thread, self._db_thread):
             await loop.run_in_executor(thread, self.store.close)
