@@ -19,6 +19,7 @@ from agentsys.worker import run_spare
 
 logger = logging.getLogger("agentsys.supervisor")
 
+REFILL_DELAY_SECONDS = 0.05
 Started = tuple  # (multiprocessing Process, Connection: runagentd's end of its pipe)
 
 
@@ -36,7 +37,8 @@ class SpareWorker:
             if spare is not None:
                 _discard(spare)
             spare = await self._start()
-        self.refill()
+        # The next one a moment later: its fork would compete with this worker's start.
+        asyncio.get_running_loop().call_later(REFILL_DELAY_SECONDS, self.refill)
         return spare
 
     def refill(self) -> None:
