@@ -3,10 +3,14 @@ streamable HTTP, config.mcp_http), WebSockets through Channels."""
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)  # as get_asgi_application does
+
+from config.asgi_handler import SyncChainASGIHandler  # noqa: E402
+
+django_asgi_app = SyncChainASGIHandler()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app registry ready)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
