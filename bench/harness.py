@@ -76,11 +76,14 @@ class BenchSystem:
         self._wait(lambda: Host.objects.filter(name=host_name, status="online").exists())
 
     def start_web(self) -> None:
+        """The web as `make run` starts it: AGENTSYS_WEB_PROCESSES processes on the port."""
         import socket
 
-        self.processes.append(
-            self._spawn([sys.executable, "-m", "config.webserver", "-p", str(self.port)])
-        )
+        from django.conf import settings
+
+        argv = [sys.executable, "-m", "config.webserver", "-p", str(self.port)]
+        argv += ["--processes", str(settings.AGENTSYS.web_processes)]
+        self.processes.append(self._spawn(argv))
 
         def listening():
             try:

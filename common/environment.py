@@ -8,6 +8,7 @@ The list of variables is mirrored in `.env.example` (a test keeps them in step).
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 from dataclasses import dataclass
@@ -95,6 +96,10 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "AGENTSYS_ADMIN_PASSWORD": ("", "Its password; unset = a one-time password is printed"),
     "AGENTSYS_ADMIN_EMAIL": ("", "Its e-mail address"),
     "LOG_LEVEL": ("INFO", "Logging level: DEBUG, INFO, WARNING, ERROR"),
+    "AGENTSYS_WEB_PROCESSES": (
+        "auto",
+        "Web processes sharing the port (auto: one a CPU core, at most 4)",
+    ),
     "AGENTSYS_ACCESS_LOG": ("false", "Print one line per HTTP request (daphne's access log)"),
 }
 
@@ -141,6 +146,7 @@ class Config:
     admin_email: str
     log_level: str
     access_log: bool = False
+    web_processes: int = 1  # AGENTSYS_WEB_PROCESSES
     # Seconds (MODEL_FIRST_TOKEN_TIMEOUT, MODEL_RESPONSE_TIMEOUT, MODEL_IDLE_TIMEOUT).
     model_first_token_timeout: int = 180
     model_response_timeout: int = 600
@@ -316,11 +322,20 @@ def load(environment: dict[str, str] | None = None) -> Config:
         admin_email=_raw(env, "AGENTSYS_ADMIN_EMAIL"),
         log_level=_choice(env, "LOG_LEVEL", _LOG_LEVELS, upper=True),
         access_log=_bool(env, "AGENTSYS_ACCESS_LOG"),
+        web_processes=_web_processes(env),
         model_first_token_timeout=_int(env, "MODEL_FIRST_TOKEN_TIMEOUT", low=1, high=86400),
         model_response_timeout=_int(env, "MODEL_RESPONSE_TIMEOUT", low=1, high=86400),
         model_idle_timeout=_int(env, "MODEL_IDLE_TIMEOUT", low=1, high=86400),
         log_db_cap_mb=_int(env, "AGENTSYS_LOG_DB_CAP_MB", low=0, high=10**6),
     )
+
+
+def _web_processes(env: environ.Env) -> int:
+    """AGENTSYS_WEB_PROCESSES: a number, or auto: a process a core (each is held to one by
+    the GIL), at most 4 (each holds ~130 MB and its own database connections)."""
+    if _raw(env, "AGENTSYS_WEB_PROCESSES").lower() == "auto":
+        return max(1, min(4, len(os.sched_getaffinity(0))))
+    return _int(env, "AGENTSYS_WEB_PROCESSES", low=1, high=64)
 
 
 def _slurm_options(env: environ.Env) -> dict:

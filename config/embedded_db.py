@@ -159,7 +159,10 @@ class EmbeddedPostgres:
                 "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)
             ).fetchone()
             if not exists:
-                with contextlib.suppress(psycopg.errors.DuplicateDatabase):
+                # Two processes starting at once both find none: the second one's CREATE
+                # meets the first's (DuplicateDatabase, or the catalog's unique index).
+                duplicate = (psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation)
+                with contextlib.suppress(*duplicate):
                     conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
 
     def _stop(self) -> None:

@@ -53,6 +53,7 @@ class StoppableServer(daphne.server.Server):
     and whose last step before the reactor stops is bounded."""
 
     port_file: str | None = None
+    adopted_socket = None  # with --reuse-port: the socket bound here, handed to twisted
 
     def listen_success(self, port):
         self.ports = [*getattr(self, "ports", []), port]
@@ -66,6 +67,20 @@ class StoppableServer(daphne.server.Server):
                 handle.write(str(port.getHost().port))
             os.replace(partial, self.port_file)
         return result
+
+    def listen_on_adopted_socket(self) -> None:
+        """With --reuse-port (daphne's ready callback, once its factories exist): listen on
+        the socket bound here, whatever its address family ("fd:" endpoints take INET only)."""
+        from twisted.internet.endpoints import AdoptedStreamServerEndpoint
+
+        # The endpoint listens on a copy and closes this descriptor: nothing else may, or
+        # the kernel would keep handing it connections after the copy closes at the stop.
+        family, fileno = self.adopted_socket.family, self.adopted_socket.detach()
+        endpoint = AdoptedStreamServerEndpoint(reactor, fileno, family)
+        listener = endpoint.listen(self.http_factory)
+        listener.addCallback(self.listen_success)
+        listener.addErrback(self.listen_error)
+        self.listeners.append(listener)
 
     def applications_running(self) -> list[asyncio.Future]:
         return [
@@ -162,11 +177,29 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--access-log", default=None, help="Log a line per request to this file ('-': stdout)"
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="Web processes sharing the port (config.web_processes); 1: this one alone",
+    )
+    parser.add_argument(
+        "--reuse-port",
+        action="store_true",
+        help="Listen with SO_REUSEPORT, beside the other web processes on the port",
+    )
+    options = parser.parse_args(argv)
+    if not 1 <= options.processes <= 64:
+        parser.error("--processes: from 1 to 64")
+    return options
 
 
 def main(argv: list[str] | None = None) -> None:
     options = parse_arguments(sys.argv[1:] if argv is None else argv)
+    if options.processes > 1:
+        from config.web_processes import WebProcesses
+
+        sys.exit(WebProcesses(options, options.processes, STOP_DEADLINE_SECONDS).run())
     os.environ.setdefault("AGENTSYS_WEB_DB_POOL", "1")  # config.settings.WEB_POOL_VARIABLE
     from config.asgi import application  # sets Django up (and its LOGGING)
 
@@ -177,14 +210,27 @@ def main(argv: list[str] | None = None) -> None:
         access_log = AccessLogGenerator(sys.stdout)
     elif options.access_log:
         access_log = AccessLogGenerator(open(options.access_log, "a", 1))  # noqa: SIM115
+    adopted = None
+    endpoints = build_endpoint_description_strings(host=options.bind, port=options.port)
+    if options.reuse_port:
+        from config.web_processes import listening_socket
+
+        try:
+            adopted = listening_socket(options.bind, options.port, listen=True)
+        except OSError as error:
+            print(f"cannot listen on {options.bind}:{options.port}: {error}", file=sys.stderr)
+            leave(1)
     server = StoppableServer(
         application=application,
-        endpoints=build_endpoint_description_strings(host=options.bind, port=options.port),
+        endpoints=endpoints,
         signal_handlers=False,
         action_logger=access_log,
         verbosity=0,
     )
     server.port_file = options.port_file
+    if adopted is not None:  # daphne refuses to be made without endpoints: emptied here
+        server.endpoints, server.adopted_socket = [], adopted
+        server.ready_callable = server.listen_on_adopted_socket
     leave(WebProcess(server).run())
 
 

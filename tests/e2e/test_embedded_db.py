@@ -188,3 +188,21 @@ def test_a_stop_too_slow_for_fast_mode_ends_in_immediate_mode_and_loses_nothing(
         monkeypatch.undo()
         server.release()
     assert server.running_pid() is None
+
+
+def test_processes_starting_together_on_a_fresh_home_all_get_the_database(home, env):
+    """The web's processes start at once (AGENTSYS_WEB_PROCESSES): on a new machine each
+    finds no database and creates it; only one CREATE wins, and none of them fails."""
+    code = (
+        "import sys; from config.embedded_db import EmbeddedPostgres; "
+        "e = EmbeddedPostgres(sys.argv[1]); e.acquire(); e.release()"
+    )
+    starts = [
+        subprocess.Popen(
+            [PYTHON, "-c", code, str(home)], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
+    errors = [start.communicate(timeout=120)[1] for start in starts]
+    assert [start.returncode for start in starts] == [0, 0, 0, 0], errors
+    assert EmbeddedPostgres(home).running_pid() is None  # the last one out stopped it

@@ -1,5 +1,6 @@
 """A malformed environment value stops start-up with a message naming the variable."""
 
+import os
 import re
 import subprocess
 
@@ -43,6 +44,8 @@ def test_defaults_need_no_configuration():
         ("SECRET_KEY", "short", "too short"),
         ("AGENTSYS_WORKDIR", "/nonexistent/agentsys-workdir", "not a directory"),
         ("AGENTSYS_HSTS_SECONDS", "-1", "between"),
+        ("AGENTSYS_WEB_PROCESSES", "0", "between 1 and 64"),
+        ("AGENTSYS_WEB_PROCESSES", "many", "whole number"),
     ],
 )
 def test_bad_value_names_the_variable(name, value, expected):
@@ -79,6 +82,13 @@ def test_start_up_stops_with_one_clear_line():
         result.stderr
     )
     assert "Traceback" not in result.stderr
+
+
+def test_web_processes_default_to_one_a_core_at_most_four():
+    cores = len(os.sched_getaffinity(0))
+    assert load().web_processes == min(4, cores)
+    assert load(AGENTSYS_WEB_PROCESSES="AUTO").web_processes == min(4, cores)
+    assert load(AGENTSYS_WEB_PROCESSES="3").web_processes == 3
 
 
 def test_env_example_lists_every_variable():

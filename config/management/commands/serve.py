@@ -127,7 +127,7 @@ class Command(BaseCommand):
         config = settings.AGENTSYS
         children, shared_env = self._plan_model(policy)
         web = [sys.executable, "-m", "config.webserver", "-b", config.host]
-        web += ["-p", str(config.port)]
+        web += ["-p", str(config.port), "--processes", str(config.web_processes)]
         if config.access_log:  # a line per request: only when asked for
             web += ["--access-log", "-"]
         children["web"] = Child("web", web, policy(), env=shared_env)
