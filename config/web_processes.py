@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -65,6 +66,7 @@ class WebProcesses:
         self.children: list[subprocess.Popen] = []
         self.stop_requested_at: float | None = None
         self.port_holder: socket.socket | None = None
+        self.port_file_written = False
 
     def run(self) -> int:
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -76,17 +78,39 @@ class WebProcesses:
             return 1
         port = self.port_holder.getsockname()[1]
         for index in range(self.count):
-            self.children.append(self._spawn(port, first=index == 0))
+            self.children.append(self._spawn(port, index))
         return self._watch()
 
-    def _spawn(self, port: int, *, first: bool) -> subprocess.Popen:
+    def _spawn(self, port: int, index: int) -> subprocess.Popen:
         argv = [sys.executable, "-m", "config.webserver", "-b", self.options.bind]
         argv += ["-p", str(port), "--reuse-port"]
         if self.options.access_log:
             argv += ["--access-log", self.options.access_log]
-        if first and self.options.port_file:  # the first one up says the port is served
-            argv += ["--port-file", self.options.port_file]
+        if self.options.port_file:
+            argv += ["--port-file", self._child_port_file(index)]
         return subprocess.Popen(argv, preexec_fn=_die_with_parent)
+
+    def _child_port_file(self, index: int) -> str:
+        return f"{self.options.port_file}.{index}"
+
+    def _say_listening_once_all_are(self) -> None:
+        """The port file is written once every child listens: a client that connects once
+        it appears is not left on the only process up (a kept-alive connection stays where
+        it was accepted)."""
+        if not self.options.port_file or self.port_file_written:
+            return
+        ready = [os.path.exists(self._child_port_file(i)) for i in range(self.count)]
+        if not all(ready):
+            return
+        with open(self._child_port_file(0)) as handle:
+            port = handle.read()
+        partial = f"{self.options.port_file}.partial"
+        with open(partial, "w") as handle:
+            handle.write(port)
+        os.replace(partial, self.options.port_file)
+        for index in range(self.count):
+            os.unlink(self._child_port_file(index))
+        self.port_file_written = True
 
     def _on_signal(self, signum, frame) -> None:
         if self.stop_requested_at is not None:
@@ -115,6 +139,7 @@ class WebProcesses:
                 self._on_signal(signal.SIGTERM, None)
                 self._wait_children()
                 return code if code > 0 else 1
+            self._say_listening_once_all_are()
             time.sleep(POLL_SECONDS)
         return self._wait_children()
 

@@ -12,6 +12,7 @@ from agents_app.services import create_agent
 from agentsys.registry import EXECUTOR_AGENT
 from agentsys.run_dir import run_dir_of
 from agentsys.types import AgentRole
+from common.ids import insert_with_drawn_ids
 from scheduler_app import lifecycle, oplog, queue, run_code
 from scheduler_app.models import Run, RunStatus, ScheduleRequest, Sweep
 
@@ -75,9 +76,12 @@ def create_run(
     # The batch's insert: the rows start_run would leave, in half its round trips (issue 25).
     from scheduler_app import run_batch  # it builds on this module
 
-    with transaction.atomic():
+    def insert() -> Run:
         _check_references(sweep_id=sweep_id, chat_session_id=chat_session_id)
-        (run,) = run_batch.insert_runs([item], [recorded], created_by_agent=created_by_agent)
+        (made,) = run_batch.insert_runs([item], [recorded], created_by_agent=created_by_agent)
+        return made
+
+    run = insert_with_drawn_ids(insert)
     if run.agent_id:
         oplog.run_queued(run)
     return run

@@ -35,6 +35,13 @@ def _connections_on(process: psutil.Process, port: int) -> int:
     )
 
 
+def _listens(process: psutil.Process, port: int) -> bool:
+    return any(
+        conn.status == psutil.CONN_LISTEN and conn.laddr.port == port
+        for conn in process.net_connections(kind="tcp")
+    )
+
+
 def _refused(port: int) -> bool:
     try:
         httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2)
@@ -58,6 +65,8 @@ def test_clients_are_spread_over_every_process_and_a_stop_ends_them_all(tmp_path
         return local.client.post("/api/runs", json=body).status_code
 
     try:
+        # Listening, by the port file, means every one of them does: none starts with all.
+        assert all(_listens(child, web.port) for child in children)
         with ThreadPoolExecutor(CLIENTS) as pool:
             codes = list(pool.map(make_run, range(CLIENTS * 3)))
         assert codes == [201] * (CLIENTS * 3)
@@ -71,6 +80,8 @@ def test_clients_are_spread_over_every_process_and_a_stop_ends_them_all(tmp_path
     finally:
         for client in clients:
             client.close()
+        if web.process.poll() is None:  # a failed check above: its connections must go
+            web.stop()
     assert took < STOP_GOAL_SECONDS + 1.0, took  # the parent waits for the slowest child
     assert web.process.returncode == 0
     assert not any(child.is_running() for child in children)
@@ -80,6 +91,7 @@ def test_clients_are_spread_over_every_process_and_a_stop_ends_them_all(tmp_path
 def test_a_web_process_that_dies_takes_the_web_down_for_serve_to_restart():
     web = Web(processes=2)
     first, second = _children(web)
+    assert _listens(first, web.port) and _listens(second, web.port)
     first.send_signal(signal.SIGKILL)
     started = time.monotonic()
     web.process.wait(STOP_GOAL_SECONDS + 2)

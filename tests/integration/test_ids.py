@@ -58,3 +58,60 @@ def test_outside_a_transaction_a_clash_is_replaced_and_the_connection_goes_on():
     )
     assert agent.id == "executor-00000001"
     assert set(Agent.objects.values_list("id", flat=True)) == {agent.id, "executor-00000000"}
+
+
+def _draws(*first: str, prefix: str):
+    """A maker that gives `first`, then ids never seen."""
+    drawn, spare = iter(first), itertools.count(100)
+    return lambda *args: next(drawn, None) or f"{prefix}-{next(spare):08d}"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("clashing", ["run", "agent", "request"])
+def test_a_run_made_alone_whose_drawn_id_is_taken_is_made_again_with_another(monkeypatch, clashing):
+    """POST /api/runs draws its three ids unchecked (three queries fewer): a taken one fails
+    the insert, which is then redone whole with new ids; the row that held the id is kept."""
+    from scheduler_app import run_batch, runs
+    from scheduler_app.models import Run, ScheduleRequest
+
+    first = runs.create_run(name="first", command="true", auto_start=True)
+    taken = {
+        "run": first.id,
+        "agent": first.agent_id,
+        "request": ScheduleRequest.objects.get(agent_id=first.agent_id).id,
+    }[clashing]
+    makers = {"run": "new_run_id", "request": "new_request_id"}
+    if clashing == "agent":
+        monkeypatch.setattr("agents_app.services.new_agent_id", _draws(taken, prefix="executor"))
+    else:
+        monkeypatch.setattr(run_batch, makers[clashing], _draws(taken, prefix=clashing))
+
+    second = runs.create_run(name="second", command="true", auto_start=True)
+
+    assert taken not in {
+        second.id,
+        second.agent_id,
+        ScheduleRequest.objects.get(agent_id=second.agent_id).id,
+    }
+    assert sorted(Run.objects.values_list("name", flat=True)) == ["first", "second"]
+    assert Agent.objects.count() == ScheduleRequest.objects.count() == 2
+    first.refresh_from_db()
+    assert (first.name, first.status) == ("first", "queued")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_refused_by_another_constraint_is_not_made_again(monkeypatch):
+    from scheduler_app import runs
+    from scheduler_app.models import Run
+
+    calls = itertools.count()
+
+    def no_such_sweep(**references):
+        next(calls)
+        if references["sweep_id"]:  # the foreign key, as if the sweep went meanwhile
+            raise IntegrityError("insert violates foreign key constraint")
+
+    monkeypatch.setattr(runs, "_check_references", no_such_sweep)
+    with pytest.raises(IntegrityError):
+        runs.create_run(name="orphan", command="true", sweep_id="sweep-gone")
+    assert next(calls) == 1 and not Run.objects.exists()
