@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentsys import git_status
+
 MAX_PATCH_BYTES = 10 * 1024 * 1024  # what a run records of its uncommitted changes
 MAX_UNTRACKED_BYTES = 64 * 1024 * 1024  # untracked files read (and hashed) to make the patch
 MAX_BUNDLE_BYTES = 200 * 1024 * 1024  # a commit's history, packed, stored in the database
@@ -104,11 +106,44 @@ def check_remote(remote: str) -> str:
 def take(workdir: str | Path, *, max_patch: int = MAX_PATCH_BYTES) -> Snapshot | None:
     """The workdir's commit and uncommitted changes; None when it is not in a git work tree
     (or its repository has no commit yet, or ignores the workdir). Raises CodeError when
-    the changes are too large to record, or git fails on the repository."""
-    if not _in_a_repository(Path(workdir)):
-        return None  # without starting git (2 ms a run)
+    the changes are too large to record, or git fails on the repository. Two git calls for
+    a work tree with changes, one for a clean one (agentsys.git_status)."""
+    place = _place(Path(workdir))
+    if place is None:
+        return None
+    if place.prefix and _ignored(workdir):
+        return None  # e.g. a folder inside a checkout that .gitignore hides: not its code
+    status = git_status.parse_status(
+        _git(place.top, *git_status.STATUS_OPTIONS, "--", *PATHSPEC).stdout
+    )
+    if status.commit is None:
+        return None  # no commit yet: nothing a host could check out
+    _check_untracked_size(place.top, status.untracked)
+    if status.untracked:
+        patch = _diff_with_untracked(place.top, place.index, status.untracked)
+    elif status.changed:
+        patch = _git(place.top, "diff", *DIFF_OPTIONS, "HEAD", "--", *PATHSPEC).stdout
+    else:
+        patch = b""
+    if len(patch) > max_patch:
+        raise CodeError(
+            f"the uncommitted changes in {place.top} make a {_mib(len(patch))} patch, over the "
+            f"{_mib(max_patch)} a run records: commit them (or .gitignore large files)"
+        )
+    return Snapshot(commit=status.commit, patch=patch, subdir=place.prefix, toplevel=place.top)
+
+
+def _place(workdir: Path) -> git_status.Place | None:
+    """Where the workdir is in its repository; None outside one, without starting git."""
+    if git_status.environment_names_repository():
+        return _ask_place(workdir)
+    entry = git_status.nearest_git_entry(workdir)
+    return _places(workdir, entry) if entry is not None else None
+
+
+def _ask_place(workdir: Path) -> git_status.Place | None:
     try:
-        head = _git(
+        found = _git(
             workdir,
             "rev-parse",
             "--show-toplevel",
@@ -116,46 +151,21 @@ def take(workdir: str | Path, *, max_patch: int = MAX_PATCH_BYTES) -> Snapshot |
             "--path-format=absolute",
             "--git-path",
             "index",
-            "HEAD",
             check=False,
         )
     except (FileNotFoundError, NotADirectoryError):  # no git, or no such workdir
         return None
-    lines = head.stdout.decode(errors="replace").split("\n")
-    if head.returncode != 0 or len(lines) < 4:
-        return None
-    top, prefix, index, commit = lines[0], lines[1].rstrip("/"), lines[2], lines[3].strip()
-    if prefix and _ignored(workdir):
-        return None  # e.g. a folder inside a checkout that .gitignore hides: not its code
-    untracked = _untracked(top)
-    if untracked:
-        patch = _diff_with_untracked(top, index, untracked)
-    else:
-        patch = _git(top, "diff", *DIFF_OPTIONS, "HEAD", "--", *PATHSPEC).stdout
-    if len(patch) > max_patch:
-        raise CodeError(
-            f"the uncommitted changes in {top} make a {_mib(len(patch))} patch, over the "
-            f"{_mib(max_patch)} a run records: commit them (or .gitignore large files)"
-        )
-    return Snapshot(commit=commit, patch=patch, subdir=prefix, toplevel=top)
+    return git_status.parse_place(found.stdout) if found.returncode == 0 else None
 
 
-def _in_a_repository(workdir: Path) -> bool:
-    """Whether a `.git` (folder, or a worktree's file) is in the workdir or above it, or the
-    environment names the repository."""
-    if os.environ.get("GIT_DIR"):
-        return True
-    path = workdir.absolute()
-    return any((folder / ".git").exists() for folder in (path, *path.parents))
+_places = git_status.Places(_ask_place)
 
 
 def _ignored(workdir: str | Path) -> bool:
     return _git(workdir, "check-ignore", "-q", ".", check=False).returncode == 0
 
 
-def _untracked(top: str) -> list[str]:
-    out = _git(top, "ls-files", "-z", "--others", "--exclude-standard", "--", *PATHSPEC).stdout
-    paths = [p for p in out.decode(errors="surrogateescape").split("\0") if p]
+def _check_untracked_size(top: str, paths: list[str]) -> None:
     sizes = []
     for path in paths:
         with contextlib.suppress(OSError):
@@ -167,7 +177,6 @@ def _untracked(top: str) -> list[str]:
             f"untracked files in {top} hold {_mib(total)}, over the {_mib(MAX_UNTRACKED_BYTES)} "
             f"a run's patch may read (largest: {largest}); .gitignore them or commit them"
         )
-    return paths
 
 
 def _diff_with_untracked(top: str, index: str, untracked: list[str]) -> bytes:
