@@ -61,21 +61,18 @@ $(CHROMIUM):
 
 # tests/unit first: plain agentsys code, no Django settings, no database (seconds); then
 # tests/integration, tests/browser and tests/e2e under pytest-django: most on two workers
-# (pytest-xdist, each with its own test database; a module's tests stay on one worker), then,
-# one at a time, what shares one thing machine-wide: the modules on the one SLURM cluster (its
-# two GPUs), and the test that restarts the PostgreSQL server every worker's database is on.
+# (pytest-xdist, each with its own test database; a module's tests stay on one worker, and the
+# modules on the one SLURM cluster run one after another on one worker: tests/conftest.py),
+# then, alone, the test that restarts the PostgreSQL server every worker's database is on.
 # The static files the browser tests' daphnes serve are collected once, before any of them
 # runs: collectstatic rewrites the manifest a running daphne may be reading.
-SERIAL_TESTS := tests/browser/test_ui_slurm_queue.py tests/integration/test_slurm_cluster.py \
-	tests/integration/test_slurm_runs.py tests/integration/test_mcp_slurm_cluster.py \
-	tests/e2e/test_research_on_slurm.py tests/e2e/test_postgres_restart.py \
-	tests/e2e/test_mcp_slurm_through_opencode.py
+SERIAL_TESTS := tests/e2e/test_postgres_restart.py
 test: lint check-deploy $(CHROMIUM) slurm-up
 	$(PY) manage.py makemigrations --check --dry-run
 	$(MAKE) --no-print-directory test-unit
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	AGENTSYS_TEST_STATIC_COLLECTED=1 $(PY) -m pytest --ignore=tests/unit \
-		$(addprefix --ignore=,$(SERIAL_TESTS)) -n 2 --dist loadscope
+		$(addprefix --ignore=,$(SERIAL_TESTS)) -n 2 --dist loadgroup
 	AGENTSYS_TEST_STATIC_COLLECTED=1 $(PY) -m pytest $(SERIAL_TESTS)
 
 # A real single-node SLURM (2 fake GPUs) for tests/integration/test_slurm_cluster.py; it needs

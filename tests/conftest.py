@@ -1,7 +1,31 @@
 """tests/unit is plain Python (`pytest tests/unit -p no:django`: no settings, no database);
 everything else runs under pytest-django with the fixtures of tests/django_fixtures.py."""
 
+import pytest
+
 
 def pytest_configure(config):
     if config.pluginmanager.has_plugin("django"):
         config.pluginmanager.import_plugin("tests.django_fixtures")
+
+
+# The modules that use the one SLURM cluster (its two GPUs): under `make test`'s two workers
+# they run one after the other, on one worker, while the other worker goes on with the rest.
+ON_THE_SLURM_CLUSTER = {
+    "tests.browser.test_ui_slurm_queue",
+    "tests.integration.test_slurm_cluster",
+    "tests.integration.test_slurm_runs",
+    "tests.integration.test_mcp_slurm_cluster",
+    "tests.e2e.test_research_on_slurm",
+    "tests.e2e.test_mcp_slurm_through_opencode",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (--dist loadgroup)
+def pytest_collection_modifyitems(config, items):
+    """Each module is one unit of work for a worker (its module fixtures made once), but the
+    SLURM cluster's modules are one unit together."""
+    for item in items:
+        module = item.module.__name__ if item.module is not None else item.nodeid
+        group = "slurm-cluster" if module in ON_THE_SLURM_CLUSTER else module
+        item.add_marker(pytest.mark.xdist_group(group))
