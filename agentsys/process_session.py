@@ -7,7 +7,6 @@ that exits first leaves its workers running. The processes are read through agen
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import time
@@ -36,12 +35,3 @@ def kill_session(sid: int, sig: int = signal.SIGKILL) -> list[int]:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
     return members
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """A Popen preexec_fn: if the parent is killed outright, the child gets SIGTERM."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)

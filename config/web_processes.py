@@ -20,6 +20,7 @@ This process only holds the port and watches its children:
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
@@ -28,19 +29,10 @@ import subprocess
 import sys
 import time
 
-from agentsys import process_session
-
 logger = logging.getLogger("agentsys.web")
 
+_PR_SET_PDEATHSIG = 1
 POLL_SECONDS = 0.1
-
-
-def write_port_file(path: str, port: int) -> None:
-    """The port, written whole (renamed into place: a reader never sees half a number)."""
-    partial = f"{path}.partial"
-    with open(partial, "w") as handle:
-        handle.write(str(port))
-    os.replace(partial, path)
 
 
 def listening_socket(host: str, port: int, *, listen: bool) -> socket.socket:
@@ -61,6 +53,11 @@ def listening_socket(host: str, port: int, *, listen: bool) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class WebProcesses:
@@ -91,7 +88,7 @@ class WebProcesses:
             argv += ["--access-log", self.options.access_log]
         if self.options.port_file:
             argv += ["--port-file", self._child_port_file(index)]
-        return subprocess.Popen(argv, preexec_fn=process_session.die_with_parent)
+        return subprocess.Popen(argv, preexec_fn=_die_with_parent)
 
     def _child_port_file(self, index: int) -> str:
         return f"{self.options.port_file}.{index}"
@@ -106,7 +103,11 @@ class WebProcesses:
         if not all(ready):
             return
         with open(self._child_port_file(0)) as handle:
-            write_port_file(self.options.port_file, int(handle.read()))
+            port = handle.read()
+        partial = f"{self.options.port_file}.partial"
+        with open(partial, "w") as handle:
+            handle.write(port)
+        os.replace(partial, self.options.port_file)
         for index in range(self.count):
             os.unlink(self._child_port_file(index))
         self.port_file_written = True

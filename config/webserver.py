@@ -59,12 +59,13 @@ class StoppableServer(daphne.server.Server):
         self.ports = [*getattr(self, "ports", []), port]
         result = super().listen_success(port)
         if self.port_file:
-            # Written once listening. Whoever started this process learns the port it chose
-            # (-p 0) and that this process, not another that took the port meanwhile, is the
-            # one listening on it.
-            from config.web_processes import write_port_file
-
-            write_port_file(self.port_file, port.getHost().port)
+            # Written once listening (rename: a reader never sees half a number). Whoever
+            # started this process learns the port it chose (-p 0) and that this process, not
+            # another that took the port meanwhile, is the one listening on it.
+            partial = f"{self.port_file}.partial"
+            with open(partial, "w") as handle:
+                handle.write(str(port.getHost().port))
+            os.replace(partial, self.port_file)
         return result
 
     def listen_on_adopted_socket(self) -> None:
