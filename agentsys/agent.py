@@ -10,15 +10,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import traceback
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from agentsys.deployment import Deployment
 from agentsys.ipc import Cmd
 from agentsys.types import AgentRole, AgentStatus
 
 logger = logging.getLogger("agentsys.agent")
+
+T = TypeVar("T")
+
+# In an agent's config when runagentd restarts one that was paused: it starts paused.
+START_PAUSED = "start_paused"
 
 
 class HierarchyError(Exception):
@@ -132,6 +139,9 @@ class Agent:
         self._task: asyncio.Task | None = None
         self._resume = asyncio.Event()
         self._resume.set()
+        self._paused = asyncio.Event()  # set while paused: what an interruptible step races
+        self._paused_since = 0.0  # time.monotonic() of the pause now in force
+        self._paused_total = 0.0  # seconds spent paused before it
         self.pause_lock = asyncio.Lock()  # one pause or resume at a time, in arrival order
         self._control_tasks: set[asyncio.Task] = set()
         self._steer_buffer: list[str] = []
@@ -185,6 +195,34 @@ class Agent:
     async def check_pause(self) -> None:
         """Wait here while paused; call it between steps of work."""
         await self._resume.wait()
+
+    def active_clock(self) -> float:
+        """A monotonic clock that stands still while the agent is paused: time limits
+        (an experiment's) count only the time the agent ran, not a person's lunch break."""
+        now = time.monotonic()
+        paused = self._paused_total + (now - self._paused_since if self._paused.is_set() else 0)
+        return now - paused
+
+    async def interruptible(self, make_step: Callable[[], Awaitable[T]]) -> T:
+        """`make_step()` run to its end, unless a pause comes first: then the step is
+        cancelled, the agent waits for resume, and the step runs again from its start. For
+        long waits a pause must not sit behind (a model's answer: cancelling a prompt aborts
+        it), so each step must be safe to start again. A result that arrives together with
+        the pause is dropped: once the pause is recorded, nothing acts on it."""
+        while True:
+            await self.check_pause()
+            step = asyncio.ensure_future(make_step())
+            paused = asyncio.ensure_future(self._paused.wait())
+            try:
+                done, _ = await asyncio.wait({step, paused}, return_when=asyncio.FIRST_COMPLETED)
+            finally:  # also when this task is cancelled (a stop): the step ends with it
+                paused.cancel()
+                if not step.done():
+                    step.cancel()
+            if step in done and not self._paused.is_set():
+                return step.result()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await step  # its own clean-up (an abort sent to OpenCode) finishes first
 
     def consume_steer(self) -> str | None:
         """The PRIORITY steers received since the last call, joined; None if there were none."""
@@ -281,6 +319,13 @@ class Agent:
 
     async def start(self) -> None:
         self.status = AgentStatus.RUNNING
+        if self.config.get(START_PAUSED):
+            # Paused before runagentd restarted: it stays paused (its work, a run's
+            # processes, still suspended) until a person resumes it.
+            self.status = AgentStatus.PAUSED
+            self._resume.clear()
+            self._paused.set()
+            self._paused_since = time.monotonic()
         await self.on_start()
         self._task = asyncio.create_task(self._run_loop(), name=f"agent:{self.id}")
 
@@ -342,6 +387,8 @@ class Agent:
         """Record the pause (its work already suspended); call with pause_lock held."""
         self.status = AgentStatus.PAUSED
         self._resume.clear()
+        self._paused.set()
+        self._paused_since = time.monotonic()
         self._notify(AgentStatus.PAUSED)
 
     async def resume(self) -> None:
@@ -350,6 +397,8 @@ class Agent:
                 return
             await self.on_resume()
             self.status = AgentStatus.RUNNING
+            self._paused_total += time.monotonic() - self._paused_since
+            self._paused.clear()
             self._resume.set()
             self._notify(AgentStatus.RUNNING)
 

@@ -101,12 +101,24 @@ class SupervisorControls:
 
     async def pause(self, agent_id: str, *, resume: bool = False) -> list[str]:
         """Pause (or resume) an agent and its descendants that are still live."""
+        if resume and (hosted := self.hosted.get(agent_id)) is not None:
+            hosted.paused = False  # a late-children cascade still on its way stands down
         levels = await self.db(self.store.live_descendant_levels, agent_id=agent_id)
         touched = []
         for target in [agent_id, *[i for level in levels for i in level]]:
             if self.send_to(target, {"t": Cmd.RESUME if resume else Cmd.PAUSE}):
                 touched.append(target)
         return touched
+
+    async def pause_late_children(self, hosted) -> None:
+        """An agent said it paused: pause its descendants again. A child it spawned while
+        the pause was on its way was not live when the pause cascaded, and a paused loop
+        must have nothing of its own running. Those already paused ignore it."""
+        levels = await self.db(self.store.live_descendant_levels, agent_id=hosted.id)
+        if not hosted.paused:  # resumed meanwhile
+            return
+        for target in [i for level in levels for i in level]:
+            self.send_to(target, {"t": Cmd.PAUSE})
 
     async def steer(self, agent_id: str, context: str, urgency: SteerUrgency) -> str:
         """PRIORITY: into the running agent's buffer. CRITICAL: stop the subtree and respawn

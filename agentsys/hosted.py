@@ -32,6 +32,8 @@ class Hosted:
     superseded: bool = False
     leave_row: bool = False  # shut down to be resumed by the next runagentd: record nothing
     restarts: int = 0  # workers relaunched after dying under a resumable agent
+    start_paused: bool = False  # resumed after a restart while paused: it stays paused
+    paused: bool = False  # it said it paused, and no resume has been sent since
     finished: bool = False
     exited: asyncio.Event = field(default_factory=asyncio.Event)
 

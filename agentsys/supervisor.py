@@ -16,7 +16,7 @@ import os
 import signal
 from collections.abc import Awaitable, Callable
 
-from agentsys.agent import Agent, Scope, hierarchy_error
+from agentsys.agent import START_PAUSED, Agent, Scope, hierarchy_error
 from agentsys.control import SupervisorControls
 from agentsys.deployment import Deployment
 from agentsys.hosted import Hosted, LocalLink
@@ -177,7 +177,10 @@ class Supervisor(SupervisorControls):
     async def launch(self, record: AgentRecord, cls: type[Agent], *, resume: bool = False):
         """Start an agent whose row exists (new, claimed, or resumed after a restart)."""
         self.watched.pop(record.id, None)  # hosted here now: its end reaches the parent directly
-        hosted = Hosted(record=record, cls=cls)
+        # Paused when the last runagentd went: it starts paused and waits for a person.
+        paused = resume and record.status == AgentStatus.PAUSED
+        hosted = Hosted(record=record, cls=cls, start_paused=paused)
+        config = {**record.config, START_PAUSED: True} if paused else record.config
         self.hosted[record.id] = hosted
         self.background(self._handle_inbox(hosted), f"inbox:{record.id}")
         if cls.hosting == "local":
@@ -185,7 +188,7 @@ class Supervisor(SupervisorControls):
             agent.wire(
                 agent_id=record.id,
                 goal=record.goal,
-                config={**record.config, "resume": True} if resume else record.config,
+                config={**config, "resume": True} if resume else config,
                 scope=record.scope,
                 link=LocalLink(self, hosted),
             )
@@ -205,7 +208,7 @@ class Supervisor(SupervisorControls):
             agent_id=record.id,
             cls_path=record.cls_path,
             goal=record.goal,
-            config=record.config,
+            config=config,
             scope=record.scope.as_dict(),
             allowed_classes=self.registry.allowed,
             resume=resume,
@@ -278,16 +281,20 @@ class Supervisor(SupervisorControls):
     async def _handle(self, hosted: Hosted, message: dict) -> None:
         kind = message["t"]
         if kind == Ev.STARTED:
+            paused = {"paused": True} if hosted.start_paused else {}
             await self._transition(
                 hosted.id,
-                AgentStatus.RUNNING,
+                AgentStatus.PAUSED if hosted.start_paused else AgentStatus.RUNNING,
                 "started",
-                {"pid": message.get("pid")},
+                {"pid": message.get("pid"), **paused},
                 pid=message.get("pid"),
             )
         elif kind in (Ev.PAUSED, Ev.RESUMED):
             status = AgentStatus.PAUSED if kind == Ev.PAUSED else AgentStatus.RUNNING
             await self._transition(hosted.id, status, str(kind), {})
+            hosted.paused = kind == Ev.PAUSED
+            if hosted.paused:
+                self.background(self.pause_late_children(hosted), f"pause-late:{hosted.id}")
         elif kind == Ev.EMIT:
             payload = message.get("payload") or {}
             if message["kind"] in JOB_EVENTS and self.slurm_poller is not None:

@@ -253,6 +253,7 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
         )
         kind = str(status) if kind == str(asked) else kind
         oplog.agent_moved(agent, old=agent.status, new=status)
+        agent_was_paused = agent.status == AgentStatus.PAUSED
         agent.status = status
         if pid is not None:
             agent.pid, agent.started_at = pid, agent.started_at or now
@@ -261,6 +262,8 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
             agent.finished_at, agent.error, agent.result = now, error, json_safe(result)
             revoke_agent_tokens(agent_id=agent_id)  # its API token dies with it
         agent.save(update_fields=_MOVED_FIELDS)  # not the whole row (its config, its goal)
+        if asked == AgentStatus.RUNNING and agent_was_paused:
+            queue.notify_queue()  # its queued children, held while it was paused, may start
         if status == AgentStatus.FAILED:
             write_entry(
                 type=EntryType.CONTEXT,

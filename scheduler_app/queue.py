@@ -272,10 +272,13 @@ def _queue_window(cursor, host_id: int, size: int) -> tuple[list[QueuedRequest],
     rows = cursor.fetchall()
     labels = _json(rows[0][5]) if rows else {}
     window = []
-    for request_id, gpus, _, agent_id, requires, _ in rows:
+    for request_id, gpus, _, agent_id, requires, _, held in rows:
         requires = _json(requires) if requires not in ("{}", {}) else {}
         # A request this host has not the labels for can never run here: it holds nothing.
-        if agent_id is not None and (not requires or host_meets(labels, requires)):
+        # Nor does one held by its paused parent (a research loop): it waits for the resume.
+        if agent_id is None or held:
+            continue
+        if not requires or host_meets(labels, requires):
             window.append(QueuedRequest(request_id, gpus, requires))
     return window, (rows[0][2] if rows else 0), len(rows)
 
@@ -287,12 +290,19 @@ def _json(value) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+# A request whose agent's parent is paused (a research loop paused while its experiments
+# queued) is held: nothing of a paused loop starts. Read per row in the window (no filter
+# there, which would steer the planner off the FIFO index) and rechecked under the lock in
+# _PLACE and _CLAIM_SLURM (the EXISTS on `parent.status = 'paused'`).
 _QUEUE_WINDOW = """
     SELECT id, gpu_required,
            (SELECT count(*) FROM scheduler_app_gpu WHERE host_id = %(host)s AND enabled),
            agent_id, requires,
-           (SELECT labels FROM scheduler_app_host WHERE id = %(host)s)
-    FROM scheduler_app_schedulerequest
+           (SELECT labels FROM scheduler_app_host WHERE id = %(host)s),
+           EXISTS (SELECT 1 FROM agents_app_agent AS child
+                   JOIN agents_app_agent AS parent ON parent.id = child.parent_id
+                   WHERE child.id = r.agent_id AND parent.status = 'paused')
+    FROM scheduler_app_schedulerequest AS r
     WHERE status = 'queued' AND backend <> 'slurm'
     ORDER BY created_at, id
     LIMIT %(size)s
@@ -316,6 +326,9 @@ _PLACE = """
         SELECT r.id FROM scheduler_app_schedulerequest AS r
         WHERE r.id = ANY(%(ids)s::varchar[]) AND r.status = 'queued'
           AND r.agent_id IS NOT NULL  -- rechecked under the lock: its agent may just be gone
+          AND NOT EXISTS (SELECT 1 FROM agents_app_agent AS child
+                          JOIN agents_app_agent AS parent ON parent.id = child.parent_id
+                          WHERE child.id = r.agent_id AND parent.status = 'paused')
         FOR UPDATE SKIP LOCKED
     ), placed AS (
         UPDATE scheduler_app_schedulerequest AS r
@@ -371,8 +384,11 @@ def claim_slurm(*, host_id: int, limit: int) -> list[Claimed]:
 
 _CLAIM_SLURM = """
     WITH chosen AS (
-        SELECT id FROM scheduler_app_schedulerequest
+        SELECT id FROM scheduler_app_schedulerequest AS r
         WHERE status = 'queued' AND backend = 'slurm' AND agent_id IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM agents_app_agent AS child
+                          JOIN agents_app_agent AS parent ON parent.id = child.parent_id
+                          WHERE child.id = r.agent_id AND parent.status = 'paused')
         ORDER BY created_at, id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED

@@ -347,8 +347,10 @@ class ExecutorAgent(Agent):
         if not members or any(p.state not in STOPPED_STATES for p in members):
             return
         async with self.pause_lock:
-            if self.status == AgentStatus.RUNNING:
+            if self.status in (AgentStatus.RUNNING, AgentStatus.PAUSED):
+                # PAUSED: it was paused by a person, and restarted so (START_PAUSED).
                 self.emit_event("run_paused", {"pids": [p.pid for p in members], "adopted": True})
+            if self.status == AgentStatus.RUNNING:
                 self.mark_paused()
 
     async def _kill_run(self) -> None:

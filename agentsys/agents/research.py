@@ -113,6 +113,7 @@ class ResearchAgent(Agent):
         reply = await self._ask("wild_v2_planning", await self._variables())
         if reply is None:
             return  # recorded; tried again
+        await self.check_pause()  # the plan's memory and commit wait for a resume
         parsed = parse_reply(reply.text)
         plan = parsed.plan or parsed.summary
         problems = list(parsed.problems)
@@ -182,6 +183,7 @@ class ResearchAgent(Agent):
             self, launched, timeout=self.settings.experiment_timeout_s
         )
         experiments_s = time.monotonic() - waited if launched else 0.0
+        await self.check_pause()  # results that came in with a pause are read on resume
         await self._finish_iteration(n, parsed, results, before, model_s, experiments_s)
         await self._pause_after(parsed.promise, ran_experiments=bool(launched))
 
@@ -295,6 +297,7 @@ class ResearchAgent(Agent):
             return
         parsed = parse_reply(reply.text)
         self.state.reflection = parsed.reflection or parsed.summary
+        await self.check_pause()  # a pause as the reply came in holds its memories too
         await self._store_memories(parsed)
         go_on = parsed.continue_loop is True and self.state.iteration < self.state.max_iterations
         record = IterationRecord(
@@ -359,7 +362,10 @@ class ResearchAgent(Agent):
         state = self.state
         try:
             state.opencode_session_id = await self.gateway.ensure_session(state.opencode_session_id)
-            reply = await self.gateway.ask(state.opencode_session_id, prompt)
+            # A pause while the model thinks aborts the prompt, and asks again on resume.
+            reply = await self.interruptible(
+                lambda: self.gateway.ask(state.opencode_session_id, prompt)
+            )
         except OpenCodeError as error:
             state.consecutive_model_failures += 1
             self._last_model_error = f"model: {error}"

@@ -94,6 +94,7 @@ class SessionAgent(Agent):
     async def run(self):
         while True:
             turn_id = await self._turns.get()
+            await self.check_pause()  # paused: the person's next message waits for a resume
             task = asyncio.create_task(self._turn(turn_id), name=f"turn:{turn_id}")
             self._current = (turn_id, task)
             try:
@@ -129,6 +130,7 @@ class SessionAgent(Agent):
                 relay.send("error", {"message": str(error), "error_type": type(error).__name__})
                 outcome = TurnOutcome(status="failed", error=str(error))
             if outcome.status == "done":
+                await self.check_pause()  # paused mid-answer: its actions wait for a resume
                 outcome = await self._act(ctx, relay, answer, title)
             else:
                 outcome = TurnOutcome(

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 import secrets
-import time
 from pathlib import Path
 
 from agentsys.memory import EntryQuery
@@ -75,6 +74,8 @@ async def launch(
             "workdir": "",
             "child_id": "",
         }
+        # Paused between two spawns: no experiment starts until the loop is resumed.
+        await agent.check_pause()
         try:
             workdir = resolve_workdir(root, spec.workdir)
             record["workdir"] = str(workdir)
@@ -105,7 +106,6 @@ async def launch(
 async def wait_for(agent, launched: list[dict], *, timeout: float) -> list[ExperimentResult]:
     """Wait for every launched experiment to end (each at most `timeout` seconds from now; a
     late one is stopped), then read their results."""
-    deadline = time.monotonic() + timeout
     ids = [r["child_id"] for r in launched if r["child_id"]]
     handles = {i: agent.children[i] for i in ids if i in agent.children}
     # Only a resumed loop lacks handles: those children were spawned by its previous worker.
@@ -114,25 +114,31 @@ async def wait_for(agent, launched: list[dict], *, timeout: float) -> list[Exper
         handles.update({h.id: h for h in agent.adopt_children(missing)})
     # A CRITICAL steer may respawn a child under a new id: the handle follows it.
     by_record = [(r, handles.get(r["child_id"])) for r in launched]
-    outcomes = await asyncio.gather(*(_wait_one(h, deadline) for _, h in by_record))
+    started = agent.active_clock()
+    outcomes = await asyncio.gather(*(_wait_one(agent, h, started, timeout) for _, h in by_record))
     return [
         await _result(agent, record, handle, timed_out)
         for (record, handle), timed_out in zip(by_record, outcomes, strict=True)
     ]
 
 
-async def _wait_one(handle, deadline: float) -> bool:
-    """True when the experiment had to be stopped for running past its time."""
+async def _wait_one(agent, handle, started: float, timeout: float) -> bool:
+    """True when the experiment had to be stopped for running past its time. Time the loop
+    spent paused (its experiments suspended with it) does not count."""
     if handle is None:
         return False
-    try:
-        await handle.wait(timeout=max(0.0, deadline - time.monotonic()))
+    while (left := timeout - (agent.active_clock() - started)) > 0:
+        try:
+            await handle.wait(timeout=left)
+            return False
+        except TimeoutError:
+            continue  # paused meanwhile: that time is given back, so look again
+    if handle.status.is_terminal:  # it ended just as its time ran out
         return False
-    except TimeoutError:
-        await handle.cancel()
-        with contextlib.suppress(TimeoutError):
-            await handle.wait(timeout=STOP_WAIT_SECONDS)
-        return True
+    await handle.cancel()
+    with contextlib.suppress(TimeoutError):
+        await handle.wait(timeout=STOP_WAIT_SECONDS)
+    return True
 
 
 async def _result(agent, record: dict, handle, timed_out: bool) -> ExperimentResult:

@@ -15,6 +15,9 @@ class Spawner:
     def __init__(self) -> None:
         self.configs: list[dict] = []
 
+    async def check_pause(self) -> None:  # never paused here
+        pass
+
     async def spawn_child(self, cls_path, goal, config):
         self.configs.append(config)
         return SimpleNamespace(id=f"exec-{len(self.configs)}")

@@ -13,6 +13,7 @@ from agentsys.chat.port import TurnContext
 from agentsys.opencode import OpenCodeUnavailable
 from agentsys.opencode.client import PromptResult
 from agentsys.opencode.events import PartRelay, PromptAccumulator
+from agentsys.types import AgentStatus
 
 
 class FakePort:
@@ -235,3 +236,34 @@ def test_a_child_command_with_a_bad_id_never_reaches_the_port(kind):
     answer = f"<{kind}>\nexperiment_id: ; rm -rf /\ncontext: x\n</{kind}>"
     asyncio.run(agent_with(port, FakeClient(answer))._turn("turn-1"))
     assert port.commands == []
+
+
+def test_a_paused_session_agent_holds_the_next_turn_and_the_actions_of_an_answer():
+    """Paused, the chat's L1 starts no turn and carries out no action (a research loop it
+    would spawn) until it is resumed; then both happen, once."""
+    port = FakePort("wild")
+    agent = agent_with(port, FakeClient("Sure, I can help."))
+
+    class Link:
+        def status_changed(self, agent, status):
+            pass
+
+        def emit(self, agent, kind, payload):
+            pass
+
+    agent._link = Link()
+    agent.status = AgentStatus.RUNNING
+
+    async def scenario():
+        runner = asyncio.create_task(agent.run())
+        await agent.pause()
+        agent.submit_turn("turn-1")
+        await asyncio.sleep(0.1)
+        assert port.events == [] and port.research == []  # the turn has not begun
+        await agent.resume()
+        while port.finished is None:
+            await asyncio.sleep(0.01)
+        runner.cancel()
+
+    asyncio.run(scenario())
+    assert port.research == [("do it", None)] and port.finished.status == "done"

@@ -1,0 +1,222 @@
+"""Pause that pauses (issue 34, item 1): a research loop paused in any phase does nothing
+more until it is resumed, and stays paused across a restart of runagentd. Against a real
+runagentd, the real OpenCode and the project's scripted model, made slow on purpose (a
+`stall` in its script) so that the pause lands while the loop waits on it."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from agents_app.models import Agent
+from events_app.models import Event
+from memory_app.models import MemoryEntry
+from research_app.models import ResearchLoop
+from scheduler_app.models import Run
+from tests.e2e.test_research_e2e import (
+    ITERATION_1,
+    ITERATION_2,
+    PLAN,
+    REFLECTION,
+    _turn,
+    prompts_seen,
+    start_loop,
+    wait_finished,
+    wait_for_prompt,
+)
+from tests.helpers import wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+HELD_SECONDS = 4.0  # watched after the pause: longer than the model's 2 s stall
+
+
+def slow_turn(match: str, text: str) -> dict:
+    """Answers, but only after 2 s of thinking: a pause in those 2 s lands mid-answer."""
+    return {"match": match, "steps": [{"reasoning": "thinking"}, {"stall": 2}, {"text": text}]}
+
+
+def pause(api, loop_id: str) -> float:
+    """Pause the loop; seconds until its row says paused (the pause acknowledged)."""
+    sent = time.monotonic()
+    assert api("post", f"/api/research/{loop_id}/pause").status_code == 202
+    wait_until(
+        lambda: Agent.objects.filter(pk=loop_id, status="paused").exists(),
+        10,
+        interval=0.02,
+        message="the loop to say paused",
+    )
+    return time.monotonic() - sent
+
+
+def loop_runs(loop_id: str):
+    return Run.objects.filter(sweep_id=ResearchLoop.objects.get(pk=loop_id).sweep_id)
+
+
+def held(loop_id: str, *, seconds: float = HELD_SECONDS) -> dict:
+    """Watch the paused loop: it must stay paused, start no run and not move on."""
+    phase = ResearchLoop.objects.get(pk=loop_id).state.get("phase")
+    runs = set(loop_runs(loop_id).values_list("id", "status"))
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert Agent.objects.get(pk=loop_id).status == "paused"
+        assert set(loop_runs(loop_id).values_list("id", "status")) == runs, "a run moved"
+        time.sleep(0.1)
+    state = ResearchLoop.objects.get(pk=loop_id).state
+    assert state.get("phase") == phase, "the paused loop went on to its next step"
+    return state
+
+
+def resume(api, loop_id: str) -> None:
+    assert api("post", f"/api/research/{loop_id}/resume").status_code == 202
+
+
+def test_a_pause_while_the_model_thinks_aborts_it_and_asks_again_on_resume(
+    api, workdir, make_daemon, scripted_llm
+):
+    make_daemon()
+    scripted_llm.load(
+        {
+            "turns": [
+                _turn(r"agentsys-prompt: planning", PLAN),
+                slow_turn(r"Iteration 1 of", ITERATION_1),
+                _turn(r"Iteration 1 of", ITERATION_1),  # asked again after the resume
+                _turn(r"Iteration 2 of", ITERATION_2),
+                _turn(r"agentsys-prompt: reflection", REFLECTION),
+            ]
+        }
+    )
+    loop_id = start_loop(api, workdir)
+    wait_for_prompt(scripted_llm, "Iteration 1 of")
+    acknowledged = pause(api, loop_id)
+    print(f"\npause acknowledged while the model thinks: {acknowledged * 1000:.0f} ms")
+    assert acknowledged < 5
+    held(loop_id)
+    assert not loop_runs(loop_id).exists()  # the reply that was on its way started nothing
+
+    resume(api, loop_id)
+    agent = wait_finished(loop_id)
+    assert agent.status == "done", agent.error
+    assert sum("Iteration 1 of" in p for p in prompts_seen(scripted_llm)) == 2
+    assert loop_runs(loop_id).count() == 2  # one reply's experiments, once
+
+
+def test_a_pause_while_the_loop_reflects_holds_its_memories(
+    api, workdir, make_daemon, scripted_llm
+):
+    make_daemon()
+    scripted_llm.load(
+        {
+            "turns": [
+                _turn(r"agentsys-prompt: planning", PLAN),
+                _turn(r"Iteration 1 of", ITERATION_2),  # DONE at once: no experiments
+                slow_turn(r"agentsys-prompt: reflection", REFLECTION),
+                _turn(r"agentsys-prompt: reflection", REFLECTION),
+            ]
+        }
+    )
+    loop_id = start_loop(api, workdir)
+    wait_for_prompt(scripted_llm, "agentsys-prompt: reflection")
+    pause(api, loop_id)
+    state = held(loop_id)
+    assert state["phase"] == "reflecting" and state["status"] == "running"
+    assert not MemoryEntry.objects.filter(agent_id=loop_id, type="reflection").exists()
+
+    resume(api, loop_id)
+    agent = wait_finished(loop_id)
+    assert agent.status == "done", agent.error
+    # Written once, from the reply asked for after the resume.
+    assert MemoryEntry.objects.filter(agent_id=loop_id, type="reflection").count() == 2
+
+
+def test_a_loop_paused_while_its_run_waits_for_a_gpu_starts_nothing_until_resumed(
+    api, workdir, make_daemon, scripted_llm
+):
+    """The loop's experiment is queued behind a person's run on the only GPU; the loop is
+    paused; the GPU frees: the paused loop's run must stay queued until the resume."""
+    make_daemon()
+    blocker = api(
+        "post",
+        "/api/runs",
+        {"name": "person's run", "command": "sleep 120", "gpu_required": 1, "auto_start": True},
+    )
+    assert blocker.status_code == 201, blocker.content
+    blocker_id = blocker.json()["id"]
+    wait_until(lambda: Run.objects.filter(pk=blocker_id, status="running").exists(), 30)
+    one_gpu_run = """<experiments>
+- goal: needs the GPU
+  command: echo ran-on-gpu
+  gpu_required: 1
+</experiments>
+<promise>DONE</promise>
+<summary>One GPU run.</summary>"""
+    scripted_llm.load(
+        {
+            "turns": [
+                _turn(r"agentsys-prompt: planning", PLAN),
+                _turn(r"Iteration 1 of", one_gpu_run),
+                _turn(r"agentsys-prompt: reflection", REFLECTION),
+            ]
+        }
+    )
+    loop_id = start_loop(api, workdir)
+    queued = wait_until(
+        lambda: loop_runs(loop_id).filter(status="queued").first(), 60, interval=0.05
+    )
+    pause(api, loop_id)
+    assert api("post", f"/api/runs/{blocker_id}/stop").status_code == 200  # the GPU frees
+    wait_until(lambda: Run.objects.filter(pk=blocker_id, status="stopped").exists(), 30)
+    held(loop_id)  # the GPU is free, and still the paused loop's run waits
+    assert Run.objects.get(pk=queued.pk).status == "queued"
+
+    resume(api, loop_id)
+    agent = wait_finished(loop_id)
+    assert agent.status == "done", agent.error
+    assert Run.objects.get(pk=queued.pk).status == "done"
+
+
+def test_a_paused_loop_and_its_paused_run_stay_paused_across_a_runagentd_restart(
+    api, workdir, make_daemon, scripted_llm
+):
+    daemon = make_daemon()
+    ticking = """<experiments>
+- goal: a ticking run
+  command: for i in $(seq 1 30); do echo tick >> ticks.txt; sleep 0.1; done
+  gpu_required: 0
+</experiments>
+<promise>DONE</promise>
+<summary>One ticking run.</summary>"""
+    scripted_llm.load(
+        {
+            "turns": [
+                _turn(r"agentsys-prompt: planning", PLAN),
+                _turn(r"Iteration 1 of", ticking),
+                _turn(r"agentsys-prompt: reflection", REFLECTION),
+            ]
+        }
+    )
+    loop_id = start_loop(api, workdir)
+    run = wait_until(lambda: loop_runs(loop_id).filter(status="running").first(), 60, interval=0.05)
+    ticks = workdir / "ticks.txt"  # the experiment runs in the loop's workdir
+    pause(api, loop_id)
+    wait_until(lambda: Run.objects.filter(pk=run.pk, status="paused").exists(), 20)
+
+    daemon.stop(signal.SIGKILL)
+    make_daemon()
+    wait_until(
+        lambda: Event.objects.filter(agent_id=loop_id, kind="resumed_after_restart").exists(),
+        30,
+        message="the new runagentd to take the loop back",
+    )
+    size = ticks.stat().st_size
+    held(loop_id)
+    assert Run.objects.get(pk=run.pk).status == "paused"
+    assert ticks.stat().st_size == size  # its processes still suspended
+
+    resume(api, loop_id)
+    agent = wait_finished(loop_id)
+    assert agent.status == "done", agent.error
+    assert Run.objects.get(pk=run.pk).status == "done"
+    assert ticks.read_text().count("tick") == 30
