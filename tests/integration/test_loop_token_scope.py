@@ -164,11 +164,18 @@ def test_a_loops_token_acts_for_the_person_who_started_it(client, world):
     assert post(client, f"/api/runs/{own}/start", bobs_token).status_code == 403
 
 
-def test_a_loop_started_over_the_api_acts_for_its_caller(client, world, tmp_path):
+def test_a_loop_started_over_the_api_or_the_admin_acts_for_its_caller(
+    client, admin_client, admin_user, world, tmp_path
+):
     from accounts_app.services import create_token
 
     _, adas_token = create_token(user=world["ada"], name="laptop")
     started = post(client, "/api/research", adas_token, {"goal": "z", "workdir": str(tmp_path)})
     assert started.status_code == 201, started.content
-    loop = Sweep.objects.get(research_loops__agent_id=started.json()["id"])
-    assert loop.created_by == world["ada"]
+    sweep = Sweep.objects.get(research_loops__agent_id=started.json()["id"])
+    assert sweep.created_by == world["ada"]
+
+    form = {"goal": "w", "max_iterations": 2, "wait_seconds": 0, "autonomy_level": "balanced"}
+    page = admin_client.post("/admin/research_app/researchloop/start/", form)
+    assert page.status_code == 302, page.content.decode()[:2000]
+    assert Sweep.objects.get(research_loops__goal="w").created_by == admin_user
