@@ -78,6 +78,13 @@ def token_accepted(candidate: str | None) -> bool:
     return authenticate_token(None, candidate) is not None
 
 
+@database_sync_to_async
+def token_caller(candidate: str | None):
+    """For the WebSocket feeds (async): whom `candidate` acts as, as the API has it: its user
+    (a loop's token: the person who started the loop), ENV_TOKEN, or None (refused)."""
+    return authenticate_token(None, candidate)
+
+
 class TokenHeaderAuth(APIKeyHeader):
     """`X-Auth-Token: <token>`"""
 
