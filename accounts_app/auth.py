@@ -1,9 +1,10 @@
 """Authentication: pages need a logged-in user; the API takes a session, a user's own API
 token (accounts_app), or the deployment-wide RESEARCH_AGENT_USER_AUTH_TOKEN.
 
-An agent's token (a research loop's own) acts as the `agents` service user, with the agent's
-id on the request (`agent_of(request)`), and may change only what common.api_contract's
-AGENT_WRITES allows: any other write is a 403 saying so."""
+An agent's token (a research loop's own) acts as the person who started the loop (the
+`agents` service user when none did), with the agent's id on the request (`agent_of(request)`).
+It may change only what common.api_contract's AGENT_WRITES allows (any other write is a 403
+saying so), and of that only the runs and sweeps of its own loop (scheduler_app.loop_scope)."""
 
 from __future__ import annotations
 
@@ -75,6 +76,13 @@ def agent_of(request: HttpRequest) -> str:
 def token_accepted(candidate: str | None) -> bool:
     """For the WebSocket and SSE feeds (async): is `candidate` a token the API accepts?"""
     return authenticate_token(None, candidate) is not None
+
+
+@database_sync_to_async
+def token_caller(candidate: str | None):
+    """For the WebSocket feeds (async): whom `candidate` acts as, as the API has it: its user
+    (a loop's token: the person who started the loop), ENV_TOKEN, or None (refused)."""
+    return authenticate_token(None, candidate)
 
 
 class TokenHeaderAuth(APIKeyHeader):

@@ -1,5 +1,6 @@
 """Writes for API tokens: create (the only moment the token is seen), revoke, note a use;
-and agents' tokens: issued to a research loop at its start, revoked at its end."""
+and agents' tokens: issued to a research loop at its start (acting for the person who started
+it), revoked at its end."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ TOKEN_PREFIX = "ast_"  # noqa: S105 - makes a leaked token easy to recognise (se
 PREFIX_SHOWN = 10
 # last_used_at is written at most this often per token: not one write per request.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
-# Owner of every agent's token: made on demand, no password (it cannot log in), not staff.
+# Owner of an agent's token when no person started its loop: made on demand, no password (it
+# cannot log in), not staff.
 AGENTS_USERNAME = "agents"
 
 
@@ -81,13 +83,17 @@ def agents_user():
 
 
 @transaction.atomic
-def issue_agent_token(*, agent_id: str) -> tuple[ApiToken, str]:
-    """A new token of agent `agent_id`; its earlier ones (a loop resumed) are revoked. Returns
+def issue_agent_token(*, agent_id: str, owner=None) -> tuple[ApiToken, str]:
+    """A new token of agent `agent_id`, acting for `owner` (the person who started the loop;
+    None: the agents service user); its earlier ones (a loop resumed) are revoked. Returns
     the row and the token, which is never stored."""
     if not agent_id or len(agent_id) > 64:
         raise TokenError(f"an agent's token needs the agent's id, got {agent_id!r}")
     revoke_agent_tokens(agent_id=agent_id)
-    row = ApiToken(user=agents_user(), name=f"agent {agent_id}", agent_id=agent_id)
+    # The person's user, so that it reads what they may read; what it may change is narrower
+    # than theirs (scheduler_app.loop_scope), since a model reading untrusted text drives it.
+    user = owner if owner is not None else agents_user()
+    row = ApiToken(user=user, name=f"agent {agent_id}", agent_id=agent_id)
     token = fill_new_secret(row)
     row.save()
     return row, token

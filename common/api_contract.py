@@ -7,8 +7,9 @@
   route takes `tag` must not quietly return every row.
 - Every error is `{"detail": "<one readable line>"}`; validation errors add `errors`, the
   list of what failed, and every operation documents 401, 422 and 503 in that shape.
-- An agent's token (accounts_app: a research loop's own) reads everything but changes only
-  runs and sweeps (AGENT_WRITES); any other write is a 403 saying so, documented as such.
+- An agent's token (accounts_app: a research loop's own) reads what the person who started
+  the loop may read but changes only runs and sweeps (AGENT_WRITES), and of those only its own
+  loop's (scheduler_app.loop_scope); any other write is a 403 saying so, documented as such.
 - The live event stream (`events_app.sse`, a streaming Django view outside ninja) is in the
   schema like any other route.
 """
@@ -50,6 +51,10 @@ AGENT_WRITES = re.compile(r"/api/(runs|runs/batch|sweeps|runs/[^/]+/(start|stop|
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 AGENT_REFUSED = (
     "An agent's token may read, make, start, stop and rerun runs and make sweeps, nothing else"
+)
+LOOP_OUTSIDE_ITS_SWEEP = (
+    "A research loop's token, on a run or sweep that is not its loop's own "
+    "(scheduler_app.loop_scope)"
 )
 # Past this a list offset is a mistake, and PostgreSQL's OFFSET (a bigint) would overflow.
 MAX_OFFSET = 1_000_000_000
@@ -162,7 +167,11 @@ def document_common_errors(schema: dict) -> None:
         errors = {**COMMON_ERRORS, **({"404": NOT_FOUND} if "{" in path else {})}
         for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
-            refused = {} if agent_may(method, path) else {"403": AGENT_REFUSED}
+            refused = {"403": AGENT_REFUSED}
+            if method.upper() in SAFE_METHODS:
+                refused = {}
+            elif agent_may(method, path):
+                refused = {"403": LOOP_OUTSIDE_ITS_SWEEP}
             for status, description in {**errors, **refused}.items():
                 if status not in responses:
                     responses[status] = {"description": description, "content": error_body}

@@ -25,6 +25,7 @@ from scheduler_app.api_metrics import router as metrics_router
 from scheduler_app.api_run_batch import router as run_batch_router
 from scheduler_app.api_runs import router as runs_router
 from scheduler_app.api_sweeps import router as sweeps_router
+from scheduler_app.loop_scope import LoopRefused
 from sessions_app.api import router as sessions_router
 from sessions_app.chat_api import router as chat_router
 from sessions_app.models_api import router as models_router
@@ -74,5 +75,9 @@ api.add_router("", memory_router)
 api.add_router("", research_router)
 api.add_exception_handler(
     ValidationError, lambda request, exc: readable_validation_error(request, exc, api)
+)
+# A research loop's token reaching past its own runs: a 403 saying so, from every route.
+api.add_exception_handler(
+    LoopRefused, lambda request, exc: api.create_response(request, {"detail": str(exc)}, status=403)
 )
 api.add_router("", health_router)

@@ -27,7 +27,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from accounts_app.auth import token_accepted
+from accounts_app.auth import ENV_TOKEN, token_caller
 from common.db_outage import DATABASE_ERRORS
 from events_app import selectors
 from events_app.events import AGENTS_STREAM
@@ -100,7 +100,12 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
             x_auth_token=_header(self.scope, b"x-auth-token"),
             authorization=_header(self.scope, b"authorization"),
         )
-        return await token_accepted(token)
+        caller = await token_caller(token)
+        if caller is not None and caller != ENV_TOKEN:
+            # A user's token reads as that user (a chat feed: only the chats they may see),
+            # as on the API; the deployment's token stands for no user and sees them all.
+            self.scope["user"] = caller
+        return caller is not None
 
     async def _forward(self, after: int) -> None:
         try:

@@ -91,7 +91,7 @@ class ResearchLoopAdmin(MachineManagedAdmin):
         form = StartResearchForm(request.POST or None)
         if request.method == "POST" and form.is_valid():
             try:
-                loop = services.start_research(**form.cleaned_data)
+                loop = services.start_research(**form.cleaned_data, started_by=request.user)
             except services.ResearchRefused as refused:
                 form.add_error(None, str(refused))
             else:

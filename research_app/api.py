@@ -113,7 +113,9 @@ def _no_loop(loop_id: str) -> Status:
 )
 def start_research(request, payload: ResearchIn):
     try:
-        loop = services.start_research(**payload.dict(exclude={"slurm"}), slurm=_slurm(payload))
+        loop = services.start_research(
+            **payload.dict(exclude={"slurm"}), slurm=_slurm(payload), started_by=request.user
+        )
     except services.ResearchRefused as refused:
         return Status(422, {"detail": str(refused)})
     return Status(201, selectors.detail(selectors.loop(loop.agent_id)))

@@ -67,16 +67,23 @@ def start_research(
     metrics_pattern: str | None = None,
     backend: str | None = None,
     slurm: dict | None = None,
+    started_by=None,
 ) -> ResearchLoop:
     """A new research loop: a sweep for its runs, the research agent (claimed by a runagentd
-    at once) and its row. Raises ResearchRefused saying what is wrong."""
+    at once) and its row. Raises ResearchRefused saying what is wrong.
+
+    `started_by` (a loop started from a chat: the chat's owner) is recorded on its sweep as
+    the person its API token acts for (scheduler_app.loop_scope.owner_of_loop)."""
     from django.db import connection
 
     goal, workdir = _checked(goal, max_iterations, wait_seconds, autonomy_level, workdir)
     # The chat model through the foreign key: the chat app sits above this one.
     chat_sessions = ResearchLoop._meta.get_field("chat_session").related_model.objects
-    if chat_session_id is not None and not chat_sessions.filter(pk=chat_session_id).exists():
+    chat = chat_sessions.filter(pk=chat_session_id).first() if chat_session_id else None
+    if chat_session_id is not None and chat is None:
         raise ResearchRefused(f"chat_session_id: no chat session {chat_session_id!r}")
+    if started_by is None and chat is not None:
+        started_by = chat.owner
     agentsys = settings.AGENTSYS
     # The model and the OpenCode server are the host's (runagentd's environment): each host
     # may reach its own. The agent reports what it used in its state's settings.
@@ -101,6 +108,7 @@ def start_research(
         goal=goal,
         status=SweepStatus.RUNNING,
         chat_session_id=chat_session_id,
+        created_by=started_by if getattr(started_by, "is_authenticated", False) else None,
     )
     agent = create_agent(
         role=AgentRole.RESEARCH,

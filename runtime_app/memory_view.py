@@ -15,7 +15,7 @@ from memory_app import selectors
 from memory_app.context import assemble_context
 from memory_app.models import MemoryEntry
 from memory_app.services import write_entries, write_entry
-from scheduler_app import run_code, run_log_reader, run_log_store
+from scheduler_app import loop_scope, run_code, run_log_reader, run_log_store
 from scheduler_app.metric_series import record_rows
 from scheduler_app.models import Run
 from scheduler_app.runs import record_tracking
@@ -152,7 +152,8 @@ class DjangoMemoryView:
 
     def issue_api_token(self) -> str:
         with _fresh_connection():
-            return issue_agent_token(agent_id=self.agent_id)[1]
+            owner = loop_scope.owner_of_loop(self.agent_id)  # it acts for them
+            return issue_agent_token(agent_id=self.agent_id, owner=owner)[1]
 
     # -- reads -------------------------------------------------------------------------------
 

@@ -11,8 +11,8 @@ from ninja import Router, Schema, Status
 from pydantic import ConfigDict, Field, SkipValidation, StringConstraints, ValidationError
 
 from accounts_app.auth import agent_of
-from scheduler_app import run_batch
-from scheduler_app.api_runs import EXECUTOR_OPTIONS, RunIn, RunOut, sweep_of_agent
+from scheduler_app import loop_scope, run_batch
+from scheduler_app.api_runs import EXECUTOR_OPTIONS, RunIn, RunOut
 
 router = Router()
 DEFAULTED = ("sweep_id", "workdir", "auto_start")  # what the batch may say for all its runs
@@ -59,15 +59,13 @@ class BatchErrorOut(Schema):
 def create_runs(request, payload: RunBatchIn):
     defaults = payload.dict(include=set(DEFAULTED), exclude_none=True)
     agent_id = agent_of(request)
-    agent_sweep = sweep_of_agent(agent_id) if agent_id else None
     items, bad, dirs = [], [], {}
     for index, raw in enumerate(payload.runs):
         raw = {**defaults, **raw} if isinstance(raw, dict) else raw
         fields, faults = _parsed(index, raw, dirs)
         bad += faults
         if fields is not None:
-            if agent_id and fields["sweep_id"] is None:
-                fields["sweep_id"] = agent_sweep
+            fields["sweep_id"] = _sweep_of(agent_id, index, fields["sweep_id"])
             items.append((index, fields))
     try:
         if bad:  # what no schema sees of the others too, so that one answer lists all
@@ -76,6 +74,15 @@ def create_runs(request, payload: RunBatchIn):
     except run_batch.BatchRefused as refused:
         return Status(422, _refusal(refused.bad, len(payload.runs)))
     return Status(201, made)
+
+
+def _sweep_of(agent_id: str, index: int, sweep_id: str | None) -> str | None:
+    """loop_scope.sweep_for_new_run, its refusal naming the run: a loop's token makes its
+    runs in its own sweeps only, and one outside them refuses the whole batch (403)."""
+    try:
+        return loop_scope.sweep_for_new_run(agent_id, sweep_id)
+    except loop_scope.LoopRefused as refused:
+        raise loop_scope.LoopRefused(f"run {index}: {refused}") from None
 
 
 def _refusal(bad: list[run_batch.BadRun], total: int) -> dict:

@@ -14,7 +14,6 @@ from ninja import Query, Router, Schema, Status
 from pydantic import ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from accounts_app.auth import agent_of
-from agents_app.models import Agent
 from agentsys.code_snapshot import MAX_PATCH_BYTES, CodeError, check_commit, check_remote
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH, compile_pattern
 from agentsys.scheduling import validate_requires
@@ -22,8 +21,8 @@ from agentsys.slurm import SlurmError
 from agentsys.slurm import check_options as check_slurm_options
 from agentsys.types import END_STATE_HELP
 from common.api_contract import MAX_OFFSET
-from scheduler_app import queue, run_code, run_log_reader, runs, services
-from scheduler_app.models import Alert, AlertStatus, Run, RunStatus, Sweep
+from scheduler_app import loop_scope, queue, run_code, run_log_reader, runs, services
+from scheduler_app.models import Alert, AlertStatus, Run, RunStatus
 
 router = Router()
 MAX_LOG_CHUNK = 1_000_000
@@ -165,7 +164,9 @@ class RunIn(Schema):
         description="appended as ` --key=value`: option names, scalar values, 64 KiB in all",
     )
     sweep_id: str | None = Field(
-        None, description="The sweep it joins; unset, an agent's token puts it in its agent's"
+        None,
+        description="The sweep it joins; unset, a research loop's token puts it in its loop's "
+        "(which may name only its loop's own sweeps)",
     )
     chat_session_id: str | None = None
     auto_start: bool = False
@@ -305,8 +306,7 @@ def create_run(request, payload: RunIn):
         return Status(422, {"detail": f"workdir: {payload.workdir} is not a directory"})
     fields = payload.dict(exclude=EXECUTOR_OPTIONS)
     agent_id = agent_of(request)
-    if agent_id and fields["sweep_id"] is None:
-        fields["sweep_id"] = sweep_of_agent(agent_id)
+    fields["sweep_id"] = loop_scope.sweep_for_new_run(agent_id, fields["sweep_id"])
     try:
         run = runs.create_run(
             **fields,
@@ -316,12 +316,6 @@ def create_run(request, payload: RunIn):
     except queue.InvalidRequest as error:
         return Status(422, {"detail": str(error)})
     return Status(201, run)
-
-
-def sweep_of_agent(agent_id: str) -> str | None:
-    """The sweep of agent `agent_id` (a research loop's), where the runs it makes go."""
-    sweep = Agent.objects.filter(pk=agent_id).values_list("sweep", flat=True).first()
-    return sweep if sweep and Sweep.objects.filter(pk=sweep).exists() else None
 
 
 @router.get(
@@ -375,9 +369,10 @@ def run_patch(request, run_id: str):
     return HttpResponse(run_code.patch_of(run), content_type="text/x-diff; charset=utf-8")
 
 
-def _run_action(run_id: str, action):
+def _run_action(request, run_id: str, action):
     if not Run.objects.filter(pk=run_id).exists():
         return _no("run", run_id)
+    loop_scope.check_run(agent_of(request), run_id)  # a loop's token: its own runs only
     try:
         return Status(200, action(run_id=run_id))
     except runs.RunRefused as error:
@@ -389,12 +384,12 @@ ACTION_RESPONSES = {200: RunOut, 404: ErrorOut, 409: ErrorOut}
 
 @router.post("/runs/{run_id}/start", response=ACTION_RESPONSES, tags=["runs"])
 def start_run(request, run_id: str):
-    return _run_action(run_id, runs.start_run)
+    return _run_action(request, run_id, runs.start_run)
 
 
 @router.post("/runs/{run_id}/stop", response=ACTION_RESPONSES, tags=["runs"])
 def stop_run(request, run_id: str):
-    return _run_action(run_id, runs.stop_run)
+    return _run_action(request, run_id, runs.stop_run)
 
 
 @router.post(
@@ -404,7 +399,8 @@ def stop_run(request, run_id: str):
     tags=["runs"],
 )
 def rerun(request, run_id: str):
-    return _run_action(run_id, functools.partial(runs.rerun, created_by_agent=agent_of(request)))
+    rerun_as = functools.partial(runs.rerun, created_by_agent=agent_of(request))
+    return _run_action(request, run_id, rerun_as)
 
 
 @router.get(

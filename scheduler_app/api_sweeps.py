@@ -14,6 +14,7 @@ from django.http import HttpResponse
 from ninja import Field, Query, Router, Schema, Status
 from pydantic import ConfigDict, StringConstraints, field_validator
 
+from accounts_app.auth import agent_of
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH
 from common.api_contract import MAX_OFFSET
 from scheduler_app import selectors
@@ -146,7 +147,8 @@ def create_sweep(request, payload: SweepIn):
         run_backend=payload.backend or "",
         slurm_options=payload.slurm.dict(exclude_none=True) if payload.slurm else {},
         kind=SweepKind.MANUAL,
-        created_by=user,
+        created_by=user,  # a loop's token acts for the person who started the loop
+        created_by_agent=agent_of(request),  # ... and its runs are then the loop's to change
     )
     return Status(201, _sweep_out(selectors.sweeps().get(pk=sweep.pk)))
 

@@ -160,6 +160,14 @@ class Sweep(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="sweeps",
+        help_text="The person who made it; for a research loop's sweep, who started the loop",
+    )
+    created_by_agent = models.CharField(
+        max_length=64,
+        blank=True,
+        editable=False,
+        help_text="The research loop whose API token made it (its runs are the loop's to "
+        "change: scheduler_app.loop_scope); empty: a person or a script",
     )
     goal = models.TextField(blank=True)
     base_command = models.TextField(blank=True)

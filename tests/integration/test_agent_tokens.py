@@ -1,8 +1,9 @@
-"""Issue 23, part 1: a research loop's API token of its own. Issued when the loop starts (owned
-by the `agents` service user, which cannot log in; a new one revokes the earlier ones), revoked
-when the loop ends in any end state; with it the API reads everything but changes only runs and
-sweeps, and a run it makes joins the loop's sweep and names the loop as its creator (API and run
-page). It cannot make or revoke API tokens, and the settings page shows only a person's own.
+"""Issue 23, part 1: a research loop's API token of its own. Issued when the loop starts (owned,
+when no person started the loop, by the `agents` service user, which cannot log in; a new one
+revokes the earlier ones), revoked when the loop ends in any end state; with it the API reads
+but changes only runs and sweeps (issue 34: only its own loop's, test_loop_token_scope.py), and
+a run it makes joins the loop's sweep and names the loop as its creator (API and run page). It
+cannot make or revoke API tokens, and the settings page shows only a person's own.
 
 The slow test runs it all for real: daphne, a runagentd running a research loop, and the
 research-agent MCP server started over stdio as OpenCode starts it, reading the loop's
@@ -31,7 +32,7 @@ from research_app.services import start_research
 from runtime_app.memory_view import DjangoMemoryView
 from runtime_app.runtime_store import DjangoRuntimeStore
 from scheduler_app import runs
-from scheduler_app.models import Run, Sweep
+from scheduler_app.models import Run
 from tests.helpers import REPO, child_env, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -97,20 +98,18 @@ def test_a_run_it_makes_joins_its_loops_sweep_and_names_the_loop(client, loop, t
     listed = get(client, f"/api/runs?sweep_id={loop.sweep}", token).json()
     assert [(r["id"], r["created_by_agent"]) for r in listed] == [(run.pk, loop.id)]
 
-    elsewhere = Sweep.objects.create(name="named")  # a sweep it names is the one it joins
-    named = post(client, "/api/runs", token, {"name": "n", "command": "true", "sweep_id": "x"})
-    assert named.status_code == 422  # ... and one that does not exist is still a 422
-    named = post(
-        client, "/api/runs", token, {"name": "n", "command": "t", "sweep_id": elsewhere.pk}
-    )
+    # A sweep of its own that it names is the one it joins (issue 34: no other one).
+    elsewhere = post(client, "/api/sweeps", token, {"name": "its own"}).json()["id"]
+    named = post(client, "/api/runs", token, {"name": "n", "command": "t", "sweep_id": elsewhere})
     assert named.status_code == 201, named.content
-    assert named.json()["sweep_id"] == elsewhere.pk
+    assert named.json()["sweep_id"] == elsewhere
 
     mine = runs.create_run(name="a person's", command="true")  # no agent: no creator, no sweep
     assert (mine.created_by_agent, mine.sweep_id) == ("", None)
-    Run.objects.filter(pk=mine.pk).update(status="done")
-    again = post(client, f"/api/runs/{mine.pk}/rerun", token)
+    Run.objects.filter(pk__in=[mine.pk, run.pk]).update(status="done")
+    again = post(client, f"/api/runs/{run.pk}/rerun", token)
     assert again.json()["created_by_agent"] == loop.id  # a rerun is made by whoever reruns
+    assert again.json()["sweep_id"] == loop.sweep
 
     client.force_login(get_user_model().objects.create_user("ada", password="pw-1234567"))
     page = client.get(f"/runs/{run.pk}/").content.decode()
@@ -139,8 +138,10 @@ def test_it_reads_everything_but_changes_only_runs_and_sweeps(client, loop):
     assert Agent.objects.get(pk=loop.id).status == "idle"  # not stopped
     schema = get(client, "/api/openapi.json", token).json()["paths"]
     assert "403" in schema["/api/research"]["post"]["responses"]
-    assert "403" not in schema["/api/runs"]["post"]["responses"]
-    assert "403" not in schema["/api/runs/{run_id}/start"]["post"]["responses"]
+    # The writes it may make answer 403 only outside its own loop (scheduler_app.loop_scope).
+    for path in ("/api/runs", "/api/runs/{run_id}/start", "/api/sweeps"):
+        refusal = schema[path]["post"]["responses"]["403"]["description"]
+        assert refusal.startswith("A research loop's token, on a run or sweep"), path
 
 
 def test_an_agents_token_cannot_make_or_revoke_api_tokens(client, loop):

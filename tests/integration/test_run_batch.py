@@ -226,8 +226,10 @@ def test_a_workdirs_code_is_recorded_once_per_batch(api, workdir, monkeypatch, t
 def test_an_agents_token_puts_its_batch_in_its_loops_sweep(client, workdir):
     loop = Agent.objects.get(pk=start_research(goal="Tune lr", workdir=str(workdir)).agent_id)
     token = DjangoMemoryView(loop.id, loop.role, {"sweep": loop.sweep}).issue_api_token()
-    other = Sweep.objects.create(name="named")
-    runs = [{"name": "a", "command": "true"}, {"name": "b", "command": "t", "sweep_id": other.pk}]
+    own = client.post(  # a sweep of its own (issue 34: its runs go in no other)
+        "/api/sweeps", {"name": "own"}, content_type="application/json", HTTP_X_AUTH_TOKEN=token
+    ).json()["id"]
+    runs = [{"name": "a", "command": "true"}, {"name": "b", "command": "t", "sweep_id": own}]
     response = client.post(
         BATCH, {"runs": runs}, content_type="application/json", HTTP_X_AUTH_TOKEN=token
     )
@@ -235,10 +237,11 @@ def test_an_agents_token_puts_its_batch_in_its_loops_sweep(client, workdir):
     made = response.json()
     assert [(r["sweep_id"], r["created_by_agent"]) for r in made] == [
         (loop.sweep, loop.id),
-        (other.pk, loop.id),
+        (own, loop.id),
     ]
     schema = client.get("/api/openapi.json", HTTP_X_AUTH_TOKEN=token).json()["paths"]
-    assert "403" not in schema[BATCH]["post"]["responses"]
+    refusal = schema[BATCH]["post"]["responses"]["403"]["description"]
+    assert refusal.startswith("A research loop's token, on a run or sweep")
 
 
 def test_runs_stamped_in_the_same_microsecond_still_queue_in_the_lists_order(
