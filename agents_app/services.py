@@ -14,7 +14,7 @@ from typing import Protocol
 
 from django.db import connection, transaction
 
-from agents_app.models import Agent, AgentCommand
+from agents_app.models import Agent, AgentCommand, CommandStatus
 from agentsys.listen import AGENTS_CHANNEL, COMMANDS_CHANNEL
 from agentsys.registry import AgentClassRegistry
 from agentsys.types import (
@@ -26,6 +26,7 @@ from agentsys.types import (
     new_agent_id,
 )
 from common.ids import create_with_unique_id, fresh_ids
+from events_app.events import AGENTS_STREAM, record_event
 from memory_app.services import write_entry
 
 MAX_STEER_CONTEXT = 20_000
@@ -58,7 +59,7 @@ def _check_pause(agent: Agent) -> None:
     # A pause must be real (the run's processes suspended) or refused, never only a word.
     if agent.status == AgentStatus.PAUSED:
         raise AgentCommandRefused(f"{agent.id} is already paused")
-    if agent.status == AgentStatus.IDLE:
+    if agent.status == AgentStatus.IDLE and agent.role == AgentRole.EXECUTOR:
         raise AgentCommandRefused(
             f"{agent.id} has not started yet (idle or queued): only a running agent can be "
             "paused; stop it to cancel it"
@@ -81,12 +82,42 @@ def request_agent_command(
     agent = Agent.objects.select_for_update().get(pk=agent_id)
     payload = payload or {}
     _check_command(agent, kind, payload)
+    unclaimed = {CommandKind.PAUSE: AgentStatus.IDLE, CommandKind.RESUME: AgentStatus.PAUSED}
+    if agent.host_id is None and unclaimed.get(kind) == agent.status:
+        # No daemon has taken it yet (a loop paused in its first second): the row itself is
+        # held (no daemon claims a paused agent) or let go again.
+        return _hold_unclaimed(agent, kind, user)
     command = AgentCommand.objects.create(
         agent=agent, kind=kind, payload=payload, requested_by=user
     )
     with connection.cursor() as cursor:  # delivered at commit, with the row visible
         cursor.execute("SELECT pg_notify(%s, %s)", [COMMANDS_CHANNEL, agent_id])
     return command
+
+
+def _hold_unclaimed(agent: Agent, kind: CommandKind, user) -> AgentCommand:
+    """Pause (or resume) an agent no daemon has claimed: its row says paused (or idle
+    again, and the daemons are woken to claim it). Called with the row locked."""
+    pausing = kind == CommandKind.PAUSE
+    agent.status = AgentStatus.PAUSED if pausing else AgentStatus.IDLE
+    agent.save(update_fields=["status", "updated_at"])
+    record_event(
+        stream=AGENTS_STREAM,
+        kind="paused" if pausing else "resumed",
+        agent_id=agent.id,
+        payload={"status": str(agent.status), "parent_id": agent.parent_id, "unclaimed": True},
+    )
+    if not pausing:
+        with connection.cursor() as cursor:  # delivered at commit: a daemon claims it now
+            cursor.execute("SELECT pg_notify(%s, %s)", [AGENTS_CHANNEL, agent.id])
+    return AgentCommand.objects.create(
+        agent=agent,
+        kind=kind,
+        payload={},
+        requested_by=user,
+        status=CommandStatus.DELIVERED,
+        detail="paused before any runagentd took it" if pausing else "waiting for a runagentd",
+    )
 
 
 def steer_agent(*, agent_id: str, context: str, urgency: str, user=None):

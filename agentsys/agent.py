@@ -318,8 +318,10 @@ class Agent:
     # -- lifecycle, driven by the runtime ------------------------------------------------------
 
     async def start(self) -> None:
+        # Paused before it started (a command that came with its worker): it stays so.
+        paused_already = self.status == AgentStatus.PAUSED
         self.status = AgentStatus.RUNNING
-        if self.config.get(START_PAUSED):
+        if paused_already or self.config.get(START_PAUSED):
             # Paused before runagentd restarted: it stays paused (its work, a run's
             # processes, still suspended) until a person resumes it.
             self.status = AgentStatus.PAUSED
@@ -371,6 +373,9 @@ class Agent:
 
     async def pause(self) -> None:
         async with self.pause_lock:
+            if self.status == AgentStatus.IDLE and not self._stop_requested:
+                self.mark_paused()  # nothing started yet to suspend: start() keeps it paused
+                return
             if self.status != AgentStatus.RUNNING or self._stop_requested:
                 return
             try:

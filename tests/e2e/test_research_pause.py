@@ -220,3 +220,29 @@ def test_a_paused_loop_and_its_paused_run_stay_paused_across_a_runagentd_restart
     assert agent.status == "done", agent.error
     assert Run.objects.get(pk=run.pk).status == "done"
     assert ticks.read_text().count("tick") == 30
+
+
+def test_a_loop_paused_before_any_runagentd_took_it_waits_until_resumed(
+    api, workdir, make_daemon, scripted_llm
+):
+    """Pause in the loop's first moment, before a daemon has claimed it: the row is held (no
+    409 "not started"), no daemon starts it, and the resume lets one start it."""
+    scripted_llm.load(
+        {
+            "turns": [
+                _turn(r"agentsys-prompt: planning", PLAN),
+                _turn(r"Iteration 1 of", ITERATION_2),
+                _turn(r"agentsys-prompt: reflection", REFLECTION),
+            ]
+        }
+    )
+    loop_id = start_loop(api, workdir)  # no runagentd is up yet
+    assert pause(api, loop_id) < 5
+    make_daemon()
+    held(loop_id)
+    assert Agent.objects.get(pk=loop_id).host_id is None  # not claimed while paused
+    assert prompts_seen(scripted_llm) == []
+
+    resume(api, loop_id)
+    agent = wait_finished(loop_id)
+    assert agent.status == "done", agent.error

@@ -212,3 +212,23 @@ async def test_an_experiment_past_its_time_limit_is_still_stopped(tmp_path):
     ]
     results = await asyncio.wait_for(wait_for(agent, launched, timeout=0.2), 2)
     assert child.stopped and results[0].status == "timed out"
+
+
+async def test_a_pause_that_reaches_an_agent_before_it_started_holds_its_start():
+    class Quick(Agent):
+        ran = False
+
+        async def run(self):
+            await self.check_pause()
+            Quick.ran = True
+
+    link = Link()
+    agent = Quick()
+    agent.wire(agent_id="a-3", goal="g", config={}, scope=None, link=link)
+    await agent.pause()  # the command came with its worker, before start()
+    await agent.start()
+    await asyncio.sleep(0.05)
+    assert agent.status == AgentStatus.PAUSED and not Quick.ran
+    assert link.statuses == [AgentStatus.PAUSED]
+    await agent.resume()
+    assert await asyncio.wait_for(agent.wait(), 1) == AgentStatus.DONE
