@@ -246,3 +246,27 @@ def test_a_loop_paused_before_any_runagentd_took_it_waits_until_resumed(
     resume(api, loop_id)
     agent = wait_finished(loop_id)
     assert agent.status == "done", agent.error
+
+
+def test_a_stop_while_the_model_thinks_ends_the_loop_and_starts_nothing(
+    api, workdir, make_daemon, scripted_llm
+):
+    make_daemon()
+    scripted_llm.load(
+        {
+            "turns": [
+                _turn(r"agentsys-prompt: planning", PLAN),
+                slow_turn(r"Iteration 1 of", ITERATION_1),
+            ]
+        }
+    )
+    loop_id = start_loop(api, workdir)
+    wait_for_prompt(scripted_llm, "Iteration 1 of")
+    sent = time.monotonic()
+    assert api("post", f"/api/research/{loop_id}/stop").status_code == 202
+    agent = wait_finished(loop_id, timeout=30)
+    print(f"\nstop while the model thinks: ended in {(time.monotonic() - sent) * 1000:.0f} ms")
+    assert agent.status == "stopped"
+    time.sleep(HELD_SECONDS)  # the reply that was on its way starts nothing
+    assert not loop_runs(loop_id).exists()
+    assert ResearchLoop.objects.get(pk=loop_id).state["status"] == "stopped"
