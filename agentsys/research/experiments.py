@@ -131,8 +131,8 @@ async def _wait_one(agent, handle, started: float, timeout: float) -> bool:
         try:
             await handle.wait(timeout=left)
             return False
-        except TimeoutError:
-            continue  # paused meanwhile: that time is given back, so look again
+        except TimeoutError:  # paused meanwhile: that time is given back, so look again
+            await agent.check_pause()  # (after the resume: no spinning while it stands still)
     if handle.status.is_terminal:  # it ended just as its time ran out
         return False
     await handle.cancel()
