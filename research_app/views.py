@@ -61,6 +61,10 @@ def _final_losses(history: list[dict]) -> None:
 def loop_detail(request: HttpRequest, agent_id: str) -> HttpResponse:
     loop = _loop_or_404(agent_id)
     detail = selectors.detail(loop)
+    if selectors.stop_pending(loop):
+        detail["state"] = selectors.state_words(
+            loop.agent.status, detail["phase"], loop.iteration, stopping=True
+        )
     _final_losses(detail["history"])
     workdir = Path(str(loop.settings.get("workdir") or "."))
     tasks = _read(loop_dir_of(workdir, loop.agent_id) / TASKS_FILE) or loop.plan
