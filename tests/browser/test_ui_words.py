@@ -1,0 +1,103 @@
+"""What a person reads (issue 34 item 4), in Chromium against a real daphne: a chat's card of
+the research loop it started, with the loop's progress kept up to date while it runs."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from playwright.sync_api import expect
+
+from agents_app.models import Agent
+from agentsys.types import TurnStatus
+from events_app.events import chat_stream, record_event
+from research_app.models import ResearchLoop
+from scheduler_app.metric_series import record_rows
+from scheduler_app.models import Run, Sweep
+from sessions_app.models import ChatMessage, ChatSession, ChatTurn
+from tests.browser.test_ui_reading import shot
+from tests.chromium import chat_ready, off_the_page_thread
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def _running_loop(agent_id: str, goal: str) -> Sweep:
+    agent = Agent.objects.create(
+        id=agent_id, role="research", cls_path="x", project="p", goal=goal, status="running"
+    )
+    sweep = Sweep.objects.create(name=goal, kind="research")
+    ResearchLoop.objects.create(
+        agent=agent,
+        goal=goal,
+        sweep=sweep,
+        settings={"max_iterations": 5},
+        state={"phase": "iterating"},
+        iteration=1,
+    )
+    return sweep
+
+
+def _run(sweep: Sweep, name: str, status: str, loss: float | None = None) -> Run:
+    run = Run.objects.create(name=name, command="python t.py", sweep=sweep, status=status)
+    if loss is not None:
+        record_rows(agent_id=f"exec-{name}", run_id=run.pk, rows=[{"_step": 1, "loss": loss}])
+    return run
+
+
+def test_a_chat_shows_the_loop_it_started_and_how_far_it_has_got(site):
+    url, page = site
+    sweep = _running_loop("orchestrator-words1", "Find the best learning rate")
+    _run(sweep, "lr 0.1", "done", 0.5123)
+    second = _run(sweep, "lr 0.03", "running")
+    session = ChatSession.objects.create(title="Tune", owner=get_user_model().objects.get())
+    action = {"action": "spawn_research", "goal": "Find the best learning rate", "error": ""}
+    turn = ChatTurn.objects.create(
+        session=session,
+        status=TurnStatus.DONE,
+        actions=[{**action, "agent_id": "orchestrator-words1"}],
+    )
+    ChatMessage.objects.create(session=session, seq=1, role="user", content="Which lr?")
+    ChatMessage.objects.create(
+        session=session, seq=2, role="assistant", content="Starting a loop.", turn=turn
+    )
+    page.goto(f"{url}/chat/{session.pk}/")
+    chat_ready(page)
+    card = page.locator(".action-card").first
+    expect(card.get_by_role("link", name="Started a research loop")).to_have_attribute(
+        "href", "/research/orchestrator-words1/"
+    )
+    progress = card.locator(".loop-progress")
+    expect(progress).to_contain_text("running iteration 2")
+    expect(progress).to_contain_text("runs ended: 1 of 2")
+    expect(progress).to_contain_text("best loss so far: 0.5123")
+
+    # The loop moves on: the card follows without a reload.
+    Run.objects.filter(pk=second.pk).update(status="done")
+    record_rows(agent_id="exec-2", run_id=second.pk, rows=[{"_step": 1, "loss": 0.25}])
+    ResearchLoop.objects.filter(agent_id="orchestrator-words1").update(iteration=2)
+    expect(progress).to_contain_text("runs ended: 2 of 2", timeout=8000)
+    expect(progress).to_contain_text("best loss so far: 0.25")
+    expect(progress).to_contain_text("iterations done: 2 of 5")
+
+    # A loop started while the page is open: its card comes in live, progress and all.
+    later = _running_loop("orchestrator-words2", "Try a warmup")
+    _run(later, "warmup 100", "running")
+    record_event_in_chat = {
+        "stream": chat_stream(session.pk),
+        "kind": "l1_action",
+        "payload": {
+            "turn_id": "turn-live",
+            **action,
+            "goal": "Try a warmup",
+            "agent_id": "orchestrator-words2",
+        },
+    }
+    off_the_page_thread(record_event, **record_event_in_chat)
+    # Whether or not the live send got there, the socket reads it from the log on reconnect.
+    page.evaluate("() => window.AgentSysChat.socket.close()")
+    live = page.locator(".action-card").last
+    expect(live.get_by_role("link", name="Started a research loop")).to_have_attribute(
+        "href", "/research/orchestrator-words2/"
+    )
+    expect(live.locator(".loop-progress")).to_contain_text("runs ended: 0 of 1")
+    expect(live).not_to_contain_text("spawnresearch")
+    shot(page, "chat-loop-progress")
