@@ -101,3 +101,15 @@ def test_a_chat_shows_the_loop_it_started_and_how_far_it_has_got(site):
     expect(live.locator(".loop-progress")).to_contain_text("runs ended: 0 of 1")
     expect(live).not_to_contain_text("spawnresearch")
     shot(page, "chat-loop-progress")
+
+
+def test_an_unknown_page_is_the_sites_own_with_the_nav(site):
+    url, page = site
+    response = page.goto(f"{url}/no-such-page/")
+    assert response.status == 404
+    expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
+    nav = page.get_by_role("navigation", name="Main")
+    expect(nav.get_by_role("link", name="Runs")).to_be_visible()
+    shot(page, "not-found")
+    page.get_by_role("link", name="Go to the overview").click()
+    page.wait_for_url(f"{url}/")
