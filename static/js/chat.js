@@ -219,7 +219,7 @@
     }
     try {
       const session = await AgentSysLive.getJSON(`/api/sessions/${encodeURIComponent(sessionId)}`);
-      document.getElementById("chat-title").textContent = session.title;
+      document.getElementById("chat-title").replaceChildren(el("bdi", "", session.title));
       document.title = `${session.title} · Chat · AgentSys`; // the tab follows a rename too
       const pill = document.getElementById("chat-status");
       pill.textContent = AgentSysLive.statusWord(session.status);

@@ -220,7 +220,7 @@
     const value = S.valueOf(row, c);
     const cls = start ? " start" : "";
     if (c.id === "name") {
-      return `<td class="name sticky"><a href="${esc(row.url || runLink(row.run_id))}">${esc(row.name)}</a> <span class="muted small mono">${esc(row.run_id)}</span></td>`;
+      return `<td class="name sticky"><a href="${esc(row.url || runLink(row.run_id))}"><bdi>${esc(row.name)}</bdi></a> <span class="muted small mono">${esc(row.run_id)}</span></td>`;
     }
     if (c.id === "status") {
       return `<td><span class="pill ${esc(row.status)}">${esc(AgentSysLive.statusWord(row.status))}</span></td>`;
