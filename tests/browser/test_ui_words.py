@@ -12,7 +12,7 @@ from agentsys.types import TurnStatus
 from events_app.events import chat_stream, record_event
 from research_app.models import ResearchLoop
 from scheduler_app.metric_series import record_rows
-from scheduler_app.models import Run, Sweep
+from scheduler_app.models import Alert, Run, Sweep
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 from tests.browser.test_ui_reading import shot
 from tests.chromium import chat_ready, off_the_page_thread
@@ -113,3 +113,25 @@ def test_an_unknown_page_is_the_sites_own_with_the_nav(site):
     shot(page, "not-found")
     page.get_by_role("link", name="Go to the overview").click()
     page.wait_for_url(f"{url}/")
+
+
+def test_a_short_log_says_its_size_in_bytes_and_an_ended_runs_alert_has_no_stop(site, tmp_path):
+    url, page = site
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.log").write_text("loss 0.25\n")  # 10 bytes: "0.0 KiB" before
+    run = Run.objects.create(name="short", command="true", status="done", run_dir=str(run_dir))
+    Alert.objects.create(run=run, message="NaN loss at step 3", choices=["stop"])
+    page.goto(f"{url}/runs/{run.pk}/")
+    expect(page.locator("#log")).to_contain_text("loss 0.25")
+    expect(page.locator("#log-size")).to_have_text("the whole log, 10 bytes")
+    shot(page, "run-short-log")
+    page.goto(f"{url}/alerts/")
+    alert = page.locator(".alert-item")
+    expect(alert).to_contain_text("the run has ended")
+    expect(alert.get_by_role("button", name="Acknowledge")).to_be_visible()
+    expect(alert.get_by_role("button", name="Stop")).to_have_count(0)
+    shot(page, "alerts-ended-run")
+    page.goto(f"{url}/settings/")
+    expect(page.locator("#model-help")).not_to_contain_text("see .env")
+    shot(page, "settings-model")
