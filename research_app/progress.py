@@ -19,9 +19,11 @@ def loop_progress(agent_id: str) -> dict | None:
     if loop is None:
         return None
     status = loop.agent.status
-    runs = Run.objects.filter(sweep_id=loop.sweep_id).aggregate(
-        total=Count("id"), ended=Count("id", filter=Q(status__in=[s.value for s in EndState]))
-    )
+    runs = {"total": 0, "ended": 0}
+    if loop.sweep_id:  # a loop saved before it had a sweep has no runs to count
+        runs = Run.objects.filter(sweep_id=loop.sweep_id).aggregate(
+            total=Count("id"), ended=Count("id", filter=Q(status__in=[s.value for s in EndState]))
+        )
     phase = str(loop.state.get("phase") or "")
     return {
         "id": loop.agent_id,

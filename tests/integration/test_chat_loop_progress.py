@@ -97,3 +97,14 @@ def test_other_cards_read_as_words_and_a_refused_one_says_what_was_not_done(brow
     assert "Could not stop the experiment" in page and "Not carried out: no such child" in page
     assert "stopchild" not in page and "spawncommand" not in page
     assert '<script id="action-words" type="application/json">' in page
+
+
+def test_a_loop_without_a_sweep_counts_no_one_elses_runs(browser):
+    Run.objects.create(name="someone else's", command="true", status="done")
+    agent = Agent.objects.create(
+        id="orchestrator-bare", role="research", cls_path="x", project="p", status="running"
+    )
+    ResearchLoop.objects.create(agent=agent, goal="g", state={"phase": "planning"})
+    line = browser.get("/research/orchestrator-bare/progress/").content.decode()
+    assert ">planning</span>" in line and "runs ended: <strong>0</strong> of 0" in line
+    assert "no loss logged yet" in line

@@ -225,6 +225,8 @@ def test_the_header_says_the_state_the_loop_is_in_not_the_phase_it_left(browser,
         header = _header(browser, row)
         assert f'id="loop-status">{status}</span>' in header, status
         assert "iterating" not in header and "running iteration" not in header, status
+        served = browser.get(f"/api/research/{row.agent_id}").json()
+        assert (served["state"], served["phase"]) == (status, "iterating")
 
 
 def test_steps_read_as_words_and_a_reflection_is_not_a_second_iteration(browser, loop):
