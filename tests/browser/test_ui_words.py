@@ -3,6 +3,8 @@ the research loop it started, with the loop's progress kept up to date while it 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
@@ -135,3 +137,30 @@ def test_a_short_log_says_its_size_in_bytes_and_an_ended_runs_alert_has_no_stop(
     page.goto(f"{url}/settings/")
     expect(page.locator("#model-help")).not_to_contain_text("see .env")
     shot(page, "settings-model")
+
+
+def test_a_stopped_loops_page_says_stopped_and_its_steps_in_words(site):
+    url, page = site
+    sweep = _running_loop("orchestrator-words3", "Find the best learning rate")
+    history = [
+        {"iteration": 0, "phase": "plan", "summary": "Three learning rates, then the best."},
+        {"iteration": 1, "phase": "iteration", "promise": "WAITING", "summary": "Two runs."},
+        {"iteration": 1, "phase": "reflection", "promise": "REFLECT_STOP", "summary": "Enough."},
+    ]
+    ResearchLoop.objects.filter(sweep=sweep).update(
+        state={"phase": "iterating", "history": history}
+    )
+    Agent.objects.filter(pk="orchestrator-words3").update(status="stopped")
+    page.goto(f"{url}/research/orchestrator-words3/")
+    expect(page.locator("#loop-status")).to_have_text("stopped")
+    expect(page.locator(".page-head")).not_to_contain_text("iterating")
+    steps = page.locator("article.iteration h3")
+    expect(steps).to_have_text(
+        [
+            re.compile(r"^Plan"),
+            re.compile(r"^Iteration 1 Waiting for results"),
+            re.compile(r"^Reflection after iteration 1 Stopped after reflection"),
+        ]
+    )
+    expect(page.locator("#loop")).not_to_contain_text("REFLECT_STOP")
+    shot(page, "research-loop-stopped")
