@@ -164,3 +164,17 @@ def test_a_stopped_loops_page_says_stopped_and_its_steps_in_words(site):
     )
     expect(page.locator("#loop")).not_to_contain_text("REFLECT_STOP")
     shot(page, "research-loop-stopped")
+
+
+def test_a_name_with_a_right_to_left_override_stays_in_its_place(site):
+    url, page = site
+    evil = "lr\u202etxt.exe"
+    sweep = _running_loop("orchestrator-words4", evil)
+    _run(sweep, evil, "running", 0.5)
+    for path, name in (("/runs/", "runs-bidi"), ("/", "overview-bidi")):
+        page.goto(f"{url}{path}")
+        isolated = page.locator("bdi", has_text=evil).first
+        expect(isolated).to_be_visible()
+        # Isolated, the override reverses the name alone, not the words after it.
+        assert isolated.evaluate("b => getComputedStyle(b).unicodeBidi") == "isolate"
+        shot(page, name)
