@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 
 from accounts_app import selectors, services
 from accounts_app.models import ApiToken
+from common.environment import dotenv_path
 from common.mcp_status import mcp_check
 from common.opencode_status import opencode_check
 
@@ -30,6 +31,8 @@ def settings_page(request: HttpRequest, *, new_token: str = "", status: int = 20
         "mcp": mcp,
         "project": config.project,
         "policy": config.scheduler_policy,
+        # Say where the settings come from only where that is true: many hosts have no .env.
+        "dotenv": dotenv_path() if dotenv_path().is_file() else None,
     }
     return render(request, "accounts_app/settings.html", context, status=status)
 

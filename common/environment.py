@@ -355,9 +355,14 @@ def _slurm_options(env: environ.Env) -> dict:
     return options
 
 
+def dotenv_path() -> Path:
+    """Where `.env` is read from (it may not exist: the environment alone is enough)."""
+    return BASE_DIR / ".env"
+
+
 def read_dotenv() -> None:
     """Load `.env` at the checkout root, if present; real environment variables win."""
-    dotenv = BASE_DIR / ".env"
+    dotenv = dotenv_path()
     if dotenv.is_file():
         environ.Env.read_env(str(dotenv), overwrite=False)
 

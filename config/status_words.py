@@ -15,6 +15,23 @@ STATUS_WORDS = {
 }
 
 
+# A research step's promise (agentsys.research.reply, agentsys.agents.research): the model's
+# or the loop's word, upper case; a person reads what it means.
+PROMISE_WORDS = {
+    "DONE": "Done: the goal is met",
+    "WAITING": "Waiting for results",
+    "CONTINUE": "Going on",
+    "REFLECT_CONTINUE": "Going on after reflection",
+    "REFLECT_STOP": "Stopped after reflection",
+}
+
+
+def promise_word(value: object) -> str:
+    """A promise the table does not know is still the model's own word, made readable."""
+    text = "" if value is None else str(value)
+    return PROMISE_WORDS.get(text.upper(), text.replace("_", " ").capitalize())
+
+
 def status_word(value: object) -> str:
     text = "" if value is None else str(value)
     return STATUS_WORDS.get(text, text.replace("_", " "))

@@ -26,6 +26,11 @@ urlpatterns = [
     path("research/", research_views.loop_list, name="research-loops"),
     path("research/<str:agent_id>/", research_views.loop_detail, name="research-loop"),
     path(
+        "research/<str:agent_id>/progress/",
+        research_views.loop_progress,
+        name="research-progress",
+    ),
+    path(
         "research/<str:agent_id>/diff/<str:commit>/",
         research_views.commit_diff,
         name="research-diff",

@@ -56,7 +56,10 @@ class ResearchOut(Schema):
     error: str
     iteration: int
     max_iterations: int
-    phase: str
+    phase: str = Field(description="The research phase it last saved (a stopped loop keeps it)")
+    state: str = Field(
+        description="What a person reads: what a running loop does now, else its status"
+    )
     sweep_id: str | None
     chat_session_id: str | None
     superseded_by: str | None

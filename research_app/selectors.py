@@ -6,6 +6,7 @@ from pathlib import Path
 
 from agents_app.models import AgentCommand, CommandStatus
 from agentsys.run_dir import ITERATION_LOG_FILE, loop_dir_of
+from agentsys.types import LIVE_AGENT_STATUSES, AgentStatus
 from events_app.models import Event
 from memory_app.models import MemoryEntry
 from research_app.models import ResearchLoop
@@ -36,8 +37,38 @@ def loop(agent_id: str) -> ResearchLoop | None:
     return ResearchLoop.objects.select_related("agent").filter(agent_id=agent_id).first()
 
 
+# What a running loop is doing, from its saved phase (agentsys.research.state); any other
+# status is said by itself: a stopped loop's phase is where it was when it stopped.
+PHASE_WORDS = {
+    "planning": "planning",
+    "iterating": "running iteration {next}",
+    "reflecting": "reflecting on its results",
+    "ended": "finishing",
+}
+
+
+def state_words(status: str, phase: str, iteration: int, *, stopping: bool = False) -> str:
+    """The loop's state as a person reads it in its header, never a phase it has left; an
+    ended or paused loop's status as is, for the template's status_word."""
+    if status in LIVE_AGENT_STATUSES and stopping:
+        return "stopping"
+    if status == AgentStatus.RUNNING:
+        return PHASE_WORDS.get(phase, "running").format(next=iteration + 1)
+    if status == AgentStatus.IDLE:
+        return "starting"
+    return str(status)
+
+
+def stop_pending(loop: ResearchLoop) -> bool:
+    """A Stop was sent that the daemon has not carried out yet."""
+    return AgentCommand.objects.filter(
+        agent_id=loop.agent_id, kind="stop", status=CommandStatus.PENDING
+    ).exists()
+
+
 def summary(loop: ResearchLoop) -> dict:
     agent = loop.agent
+    phase = str(loop.state.get("phase") or "")
     return {
         "id": loop.agent_id,
         "goal": loop.goal,
@@ -45,7 +76,8 @@ def summary(loop: ResearchLoop) -> dict:
         "error": agent.error,
         "iteration": loop.iteration,
         "max_iterations": int(loop.settings.get("max_iterations") or 0),
-        "phase": str(loop.state.get("phase") or ""),
+        "phase": phase,
+        "state": state_words(agent.status, phase, loop.iteration),
         "sweep_id": loop.sweep_id,
         "chat_session_id": loop.chat_session_id,
         "superseded_by": agent.superseded_by_id,

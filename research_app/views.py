@@ -19,7 +19,7 @@ from events_app.events import AGENTS_STREAM
 from events_app.selectors import last_seq
 from memory_app.models import MemoryEntry
 from memory_app.rendering import plan_items
-from research_app import selectors
+from research_app import progress, selectors
 from research_app.models import ResearchLoop
 from scheduler_app.models import MetricSeries
 from scheduler_app.selectors import LOSS_KEYS
@@ -61,6 +61,10 @@ def _final_losses(history: list[dict]) -> None:
 def loop_detail(request: HttpRequest, agent_id: str) -> HttpResponse:
     loop = _loop_or_404(agent_id)
     detail = selectors.detail(loop)
+    if selectors.stop_pending(loop):
+        detail["state"] = selectors.state_words(
+            loop.agent.status, detail["phase"], loop.iteration, stopping=True
+        )
     _final_losses(detail["history"])
     workdir = Path(str(loop.settings.get("workdir") or "."))
     tasks = _read(loop_dir_of(workdir, loop.agent_id) / TASKS_FILE) or loop.plan
@@ -80,6 +84,14 @@ def loop_detail(request: HttpRequest, agent_id: str) -> HttpResponse:
         return render(request, "research_app/_loop_body.html", context)
     context["feed_after"] = last_seq(stream=AGENTS_STREAM)
     return render(request, "research_app/loop.html", context)
+
+
+def loop_progress(request: HttpRequest, agent_id: str) -> HttpResponse:
+    """The line a chat's card shows of the loop it started, asked again while the loop runs."""
+    found = progress.loop_progress(agent_id)
+    if found is None:
+        raise Http404("No such research loop")
+    return render(request, "research_app/_progress.html", {"p": found})
 
 
 def commit_diff(request: HttpRequest, agent_id: str, commit: str) -> HttpResponse:

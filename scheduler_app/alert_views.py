@@ -9,12 +9,15 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from agents_app.models import Agent
+from agentsys.types import TERMINAL_AGENT_STATUSES, EndState
 from events_app.events import AGENTS_STREAM
 from events_app.selectors import last_seq
 from scheduler_app import services
 from scheduler_app.models import Alert, AlertSeverity, AlertStatus
 
 SHOWN = 200
+ENDED_RUN = frozenset(state.value for state in EndState)
 
 
 def inbox(request: HttpRequest) -> HttpResponse:
@@ -29,8 +32,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
     else:
         severity = ""
     alerts = list(found[:SHOWN])
-    for alert in alerts:
-        alert.offered = alert.choices or ["acknowledge"]
+    _mark_ended(alerts)
     context = {
         "nav": "alerts",
         "alerts": alerts,
@@ -44,6 +46,26 @@ def inbox(request: HttpRequest) -> HttpResponse:
         return render(request, "scheduler_app/_alert_list.html", {**context, "oob": True})
     context["feed_after"] = last_seq(stream=AGENTS_STREAM)
     return render(request, "scheduler_app/alerts.html", context)
+
+
+def _mark_ended(alerts: list[Alert]) -> None:
+    """Each alert's answers, without Stop once what raised it has ended: a finished run has
+    nothing left to stop, and a red button there would say otherwise."""
+    agent_ids = {a.agent_id for a in alerts if a.agent_id and not a.run_id}
+    ended_agents = set(
+        Agent.objects.filter(pk__in=agent_ids, status__in=TERMINAL_AGENT_STATUSES).values_list(
+            "pk", flat=True
+        )
+    )
+    for alert in alerts:
+        if alert.run_id:
+            alert.ended = alert.run.status in ENDED_RUN
+        else:
+            alert.ended = alert.agent_id in ended_agents
+        offered = alert.choices or ["acknowledge"]
+        if alert.ended:
+            offered = [c for c in offered if c != "stop"] or ["acknowledge"]
+        alert.offered = offered
 
 
 @require_POST

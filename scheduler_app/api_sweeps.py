@@ -66,7 +66,8 @@ class SweepOut(Schema):
     slurm: dict[str, str] = Field(description="sbatch options of its SLURM runs")
     created_at: datetime
     updated_at: datetime
-    url: str
+    url: str = Field(description="Its page")
+    api_url: str = Field(description="Where GET reads it again")
 
 
 class ColumnOut(Schema):
@@ -112,6 +113,7 @@ def _sweep_out(sweep) -> dict:
         "created_at": sweep.created_at,
         "updated_at": sweep.updated_at,
         "url": f"/sweeps/{sweep.id}/",
+        "api_url": f"/api/sweeps/{sweep.id}",
     }
 
 
@@ -151,6 +153,18 @@ def create_sweep(request, payload: SweepIn):
         created_by_agent=agent_of(request),  # ... and its runs are then the loop's to change
     )
     return Status(201, _sweep_out(selectors.sweeps().get(pk=sweep.pk)))
+
+
+@router.get(
+    "/sweeps/{sweep_id}",
+    response={200: SweepOut, 404: ErrorOut},
+    summary="One sweep: what POST /api/sweeps answered, its run count and status now",
+)
+def get_sweep(request, sweep_id: str):
+    sweep = selectors.sweeps().filter(pk=sweep_id[:40]).first()
+    if sweep is None:
+        return Status(404, {"detail": f"no sweep {sweep_id[:40]!r}"})
+    return _sweep_out(sweep)
 
 
 @router.get(

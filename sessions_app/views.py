@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from events_app.events import chat_stream
 from events_app.selectors import last_seq
-from sessions_app import selectors, services, turns
+from sessions_app import action_cards, selectors, services, turns
 from sessions_app.models import ChatMode, ChatTurn
 from sessions_app.notices import notices_for
 
@@ -62,6 +62,7 @@ def chat(request: HttpRequest, session_id: str) -> HttpResponse:
         "active": active,
         # A reply streaming now is replayed from its start; otherwise only what comes next.
         "stream_after": _stream_start(session.pk, active),
+        "action_words": action_cards.ACTION_WORDS,
         "model": f"{session.model_provider}/{session.model_id}".strip("/")
         or f"{settings.AGENTSYS.model_provider}/{settings.AGENTSYS.model_id}",
     }
@@ -83,7 +84,7 @@ def _with_actions(messages: list) -> list:
     turns = list(
         ChatTurn.objects.filter(pk__in=turn_ids).only("id", "actions", "synthetic", "variables")
     )
-    actions = {t.pk: t.actions for t in turns}
+    actions = {t.pk: action_cards.cards(t.actions) for t in turns}
     notices = notices_for([t for t in turns if t.synthetic])
     for message in messages:
         message.actions = actions.get(message.turn_id, []) if message.role == "assistant" else []

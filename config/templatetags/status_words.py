@@ -1,4 +1,5 @@
-"""`{{ x.status|status_word }}` and `{% status_words_script %}` (see config.status_words)."""
+"""`{{ x.status|status_word }}`, `{{ step.promise|promise_word }}` and
+`{% status_words_script %}` (see config.status_words)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ register = template.Library()
 @register.filter
 def status_word(value) -> str:
     return status_words.status_word(value)
+
+
+@register.filter
+def promise_word(value) -> str:
+    return status_words.promise_word(value)
 
 
 @register.simple_tag

@@ -1,6 +1,6 @@
 // One chat: the reply streams into place token by token over the session's WebSocket
 // (ws/chat/<id>/), thinking and tool calls collapsed, each l1_action as a card linking the
-// agent it created. A dropped socket shows in the top bar and resumes after the last event
+// agent it created (a research loop's with its progress, polled by htmx). A dropped socket shows in the top bar and resumes after the last event
 // seen (live.js), so no text goes missing. Sending and stopping are JSON POSTs.
 (function () {
   "use strict";
@@ -168,18 +168,47 @@
     return part;
   }
 
+  // The same words the page renders (sessions_app/action_cards.py): what the agent did.
+  const ACTION_WORDS = JSON.parse(document.getElementById("action-words")?.textContent || "{}");
+
+  function actionTitle(payload) {
+    const name = payload.action || "";
+    const fallback = name.replace(/_/g, " ") || "Action";
+    const [done, refused] = ACTION_WORDS[name] || [fallback, fallback];
+    return payload.error ? refused : done;
+  }
+
   function onAction(payload) {
     const card = el("div", "action-card" + (payload.error ? " refused" : ""));
-    card.append(el("strong", "", (payload.action || "action").replace(/_/g, "")));
-    if (payload.agent_id) {
-      const link = el("a", "", payload.agent_id);
-      link.href = `/agents/#agent-${encodeURIComponent(payload.agent_id)}`;
-      card.append(" ", link);
+    const title = el("strong");
+    const loop = payload.action === "spawn_research" && payload.agent_id && !payload.error;
+    if (payload.agent_id && !payload.error) {
+      const id = encodeURIComponent(payload.agent_id);
+      const link = el("a", "", actionTitle(payload));
+      link.href = loop ? `/research/${id}/` : `/agents/#agent-${id}`;
+      title.append(link);
+    } else {
+      title.textContent = actionTitle(payload);
     }
-    if (payload.goal) card.append(el("div", "small", payload.goal));
+    card.append(title);
+    if (payload.agent_id && !loop) card.append(" ", el("span", "muted small", payload.agent_id));
+    if (payload.goal) {
+      const goal = el("div", "small");
+      goal.append(el("bdi", "", payload.goal));
+      card.append(goal);
+    }
     if (payload.command) card.append(el("code", "small", payload.command));
+    if (loop) {
+      // The loop's progress line, which then asks again by itself while the loop runs.
+      const progress = el("div", "loop-progress small muted", "Starting…");
+      progress.setAttribute("hx-get", `/research/${encodeURIComponent(payload.agent_id)}/progress/`);
+      progress.setAttribute("hx-trigger", "load");
+      progress.setAttribute("hx-swap", "outerHTML");
+      card.append(progress);
+    }
     if (payload.error) card.append(el("div", "error small", "Not carried out: " + payload.error));
     reply(payload.turn_id).append(card);
+    if (loop && window.htmx) htmx.process(card);
   }
 
   async function onIdle(payload) {
@@ -190,7 +219,7 @@
     }
     try {
       const session = await AgentSysLive.getJSON(`/api/sessions/${encodeURIComponent(sessionId)}`);
-      document.getElementById("chat-title").textContent = session.title;
+      document.getElementById("chat-title").replaceChildren(el("bdi", "", session.title));
       document.title = `${session.title} · Chat · AgentSys`; // the tab follows a rename too
       const pill = document.getElementById("chat-status");
       pill.textContent = AgentSysLive.statusWord(session.status);

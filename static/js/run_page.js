@@ -131,10 +131,19 @@
   let start = 0; // first byte shown
   let end = 0; // next byte to read
 
+  // Bytes as a person reads them: a short log is "120 bytes", never "0.1 KiB" or "0.0 KiB".
+  function sizeWords(n) {
+    if (n < 1024) return `${n} byte${n === 1 ? "" : "s"}`;
+    if (n < 1048576) return (n / 1024).toFixed(n < 10240 ? 1 : 0) + " KiB";
+    return (n / 1048576).toFixed(n < 10485760 ? 1 : 0) + " MiB";
+  }
+
   function sizeNote(size) {
-    const kib = (n) => (n / 1024).toFixed(n < 10240 ? 1 : 0) + " KiB";
-    document.getElementById("log-size").textContent =
-      size ? `showing ${kib(end - start)} of ${kib(size)}` : "The log is empty so far.";
+    const shown = end - start;
+    let words = "The log is empty so far.";
+    if (size && shown >= size) words = `the whole log, ${sizeWords(size)}`;
+    else if (size) words = `showing ${sizeWords(shown)} of ${sizeWords(size)}`;
+    document.getElementById("log-size").textContent = words;
     older.disabled = start === 0;
   }
 

@@ -49,7 +49,9 @@
   });
 
   const column = (id) => data.columns.find((c) => c.id === id);
-  const shown = () => data.columns.filter((c) => c.id === "name" || !state.hidden.has(c.id));
+  const Phone = window.AgentSysSweepPhone;
+  const chosenColumns = () => data.columns.filter((c) => c.id === "name" || !state.hidden.has(c.id));
+  const shown = () => Phone.columns(chosenColumns(), data, state); // a phone: the few that matter
   const runLink = (id, metric) => `/runs/${encodeURIComponent(id)}/` + (metric && metric.key ? `#metric-${encodeURIComponent(metric.key)}` : "");
   const chartMetric = () => (data && state.metric && column(state.metric)) || null;
 
@@ -149,6 +151,7 @@
     $("sweep-run-count").textContent = body.run_count;
     keepFocus($("sweep-table").tHead, renderHead);
     keepFocus($("sweep-table").tBodies[0], renderRows);
+    Phone.note(data, state);
     renderChips();
     $("sweep-status").textContent = AgentSysLive.statusWord(body.sweep.status);
     $("sweep-status").className = `pill ${body.sweep.status}`;
@@ -220,7 +223,7 @@
     const value = S.valueOf(row, c);
     const cls = start ? " start" : "";
     if (c.id === "name") {
-      return `<td class="name sticky"><a href="${esc(row.url || runLink(row.run_id))}">${esc(row.name)}</a> <span class="muted small mono">${esc(row.run_id)}</span></td>`;
+      return `<td class="name sticky"><a href="${esc(row.url || runLink(row.run_id))}"><bdi>${esc(row.name)}</bdi></a> <span class="muted small mono">${esc(row.run_id)}</span></td>`;
     }
     if (c.id === "status") {
       return `<td><span class="pill ${esc(row.status)}">${esc(AgentSysLive.statusWord(row.status))}</span></td>`;
@@ -331,6 +334,8 @@
   for (const radio of document.querySelectorAll("input[name=chart-mode]")) {
     radio.addEventListener("change", (e) => { state.mode = e.target.value; save(); drawChart(); });
   }
+  // Turned to or from a phone's width: the columns that fit it.
+  Phone.narrow.addEventListener("change", () => { if (data) { renderHead(); renderRows(); Phone.note(data, state); drawChart(); } });
   let width = 0;
   new ResizeObserver((entries) => {
     const w = Math.round(entries[0].contentRect.width);

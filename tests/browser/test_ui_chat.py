@@ -78,7 +78,8 @@ def test_a_chat_streams_in_place_spawns_a_loop_seen_live_in_the_tree_and_heals(
     )
     assert streaming, "the reply ended before the socket was killed: nothing was tested"
     card = page.locator(".action-card")
-    expect(card).to_contain_text("spawnresearch", timeout=30_000)
+    expect(card).to_contain_text("Started a research loop", timeout=30_000)
+    expect(card.locator(".loop-progress")).to_contain_text("iterations done")
     expect(page.locator("#stop")).to_be_hidden(timeout=30_000)
     assert page.evaluate("() => window.AgentSysChat.drops") >= 1
     session = ChatSession.objects.get()

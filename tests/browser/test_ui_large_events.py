@@ -159,7 +159,7 @@ def test_a_research_loop_with_big_events_shows_live_on_its_page(site, make_daemo
     make_daemon()
     new_chat(page, server.url, "wild")
     send(page, "Map the learning rate, please.")
-    expect(page.locator(".action-card")).to_contain_text("spawnresearch", timeout=WAIT_MS)
+    expect(page.locator(".action-card")).to_contain_text("Started a research loop", timeout=WAIT_MS)
     loop = wait_until(lambda: Agent.objects.filter(goal=GOAL).first(), 30, message="the loop")
     research = context.new_page()
     research.goto(f"{server.url}/research/{loop.id}/")

@@ -48,7 +48,7 @@ def test_the_demo_loop_calls_the_mcp_tools_seen_on_its_page_and_in_the_chat(
     page.get_by_label("wild").check()
     page.get_by_role("textbox", name="Message").fill("Which learning rate suits train.py?")
     page.keyboard.press("Enter")
-    expect(page.locator(".action-card")).to_contain_text("spawnresearch", timeout=60_000)
+    expect(page.locator(".action-card")).to_contain_text("Started a research loop", timeout=60_000)
     loop = wait_until(ResearchLoop.objects.first, 30, message="the loop")
 
     # The loop's end reaches the open chat live, its tool calls under the line.

@@ -248,12 +248,14 @@ def test_a_research_loop_is_paused_steered_and_stopped_from_its_page(site):
     expect(page.locator("#loop-timeline")).to_contain_text("Paused")
     memories = page.locator("ul.memories")
     expect(memories.locator("li li")).to_have_count(3)  # the plan, as a list
-    expect(memories).to_contain_text("Iteration 1 WAITING Waiting on two runs.")
+    expect(memories).to_contain_text("Iteration 1 Waiting for results Waiting on two runs.")
     expect(memories).to_contain_text("lr=0.3 diverged after 200 steps; 0.1 is safe.")
     expect(memories).not_to_contain_text("{'")
     shot(page, "research-loop-controls")
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Memory").click()
-    expect(page.locator("#entries")).to_contain_text("Iteration 1 WAITING Waiting on two runs.")
+    expect(page.locator("#entries")).to_contain_text(
+        "Iteration 1 Waiting for results Waiting on two runs."
+    )
     expect(page.locator("#entries")).not_to_contain_text("{")
     shot(page, "memory-entries")
     page.goto(f"{url}/research/{loop.agent_id}/")

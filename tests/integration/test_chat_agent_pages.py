@@ -112,8 +112,8 @@ def test_a_chat_shows_its_messages_parts_and_actions(browser):
         "Starting a loop.",
         "they want lr",
         "train.py",
-        "spawnresearch",
-        "/agents/#agent-orchestrator-1",
+        "Started a research loop",
+        '<a href="/research/orchestrator-1/">',
     ):
         assert text in page, text
     assert page.index("Which lr?") < page.index("Starting a loop.")

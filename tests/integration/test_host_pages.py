@@ -80,7 +80,7 @@ def test_the_queue_page_shows_each_host_its_gpus_and_why_a_run_waits(browser, fl
     assert gpu_cell(page, "gpu-b", 3).endswith("disabled")
     b = card(page, "gpu-b")
     assert "1 free of 3" in b and "1 disabled" in b and "heartbeat 1s ago" in b
-    assert f'href="/runs/{tokenizer.pk}/">tokenize corpus</a>' in b  # runs with no GPU
+    assert f'href="/runs/{tokenizer.pk}/"><bdi>tokenize corpus</bdi></a>' in b  # runs with no GPU
     old = card(page, "gpu-old")
     assert 'class="pill offline">offline<' in old and "heartbeat 2h 00m ago" in old
     assert "takes no runs" in old  # not "8 free": no daemon there to start them

@@ -152,7 +152,7 @@ def test_alerts_are_answered_from_the_inbox(browser):
     assert Alert.objects.get(pk=nan.pk).response == "stop"
     assert Agent.objects.get(pk=run.agent_id).commands.filter(kind="stop").exists()
     everything = browser.get("/alerts/?show=all").content.decode()
-    assert "by ada" in everything and "Loss spike" in everything
+    assert "by <bdi>ada</bdi>" in everything and "Loss spike" in everything
     assert browser.post("/alerts/nope/respond/", {"response": "stop"}).status_code == 404
     assert browser.get("/alerts/?show=bogus&severity=" + "x" * 999).status_code == 200
     assert browser.get("/alerts/?show=%00").status_code == 400  # a clear 4xx, as everywhere

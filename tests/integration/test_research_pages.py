@@ -81,7 +81,7 @@ def test_the_loop_page_shows_plan_iterations_runs_and_memories(browser, loop):
     assert "Find the best learning rate" in page
     assert 'disabled checked aria-label="done"> baseline at lr=0.1' in page
     assert 'disabled  aria-label="to do"> try lr=0.2' in page
-    assert "Raised the learning rate." in page and "CONTINUE" in page
+    assert "Raised the learning rate." in page and "Going on" in page
     assert f"/research/{row.agent_id}/diff/{commit}/" in page
     assert "0.4321" in page and "lr 0.2" in page  # the experiment's final loss
     assert "lr=0.2 is steadier" in page and "raised lr" in page
@@ -206,3 +206,43 @@ def test_the_loop_page_pauses_steers_and_stops_and_its_timeline_shows_them(brows
     assert browser.post(f"{url}explode/").status_code == 404
     assert browser.post("/research/executor-1/pause/").status_code == 404  # not a loop
     assert browser.get(f"{url}pause/").status_code == 405
+
+
+def _header(browser, row) -> str:
+    page = browser.get(f"/research/{row.agent_id}/").content.decode()
+    return page.split('class="page-head"')[1].split("</p>")[0]
+
+
+def test_the_header_says_the_state_the_loop_is_in_not_the_phase_it_left(browser, loop):
+    row, _ = loop
+    ResearchLoop.objects.filter(pk=row.pk).update(state={**row.state, "phase": "iterating"})
+    assert "running iteration 2" in _header(browser, row)
+    browser.post(f"/research/{row.agent_id}/stop/")  # sent, not yet carried out
+    assert ">stopping</span>" in _header(browser, row)
+    for status in ("stopped", "paused", "done", "failed"):
+        AgentCommand.objects.filter(agent_id=row.agent_id).delete()
+        Agent.objects.filter(pk=row.agent_id).update(status=status)
+        header = _header(browser, row)
+        assert f'id="loop-status">{status}</span>' in header, status
+        assert "iterating" not in header and "running iteration" not in header, status
+        served = browser.get(f"/api/research/{row.agent_id}").json()
+        assert (served["state"], served["phase"]) == (status, "iterating")
+
+
+def test_steps_read_as_words_and_a_reflection_is_not_a_second_iteration(browser, loop):
+    row, _ = loop
+    history = [
+        {"iteration": 0, "phase": "plan", "summary": "Planned."},
+        *row.state["history"],
+        {"iteration": 2, "phase": "iteration", "promise": "WAITING", "summary": "Two runs."},
+        {"iteration": 2, "phase": "reflection", "promise": "REFLECT_STOP", "summary": "Enough."},
+    ]
+    ResearchLoop.objects.filter(pk=row.pk).update(state={**row.state, "history": history})
+    page = browser.get(f"/research/{row.agent_id}/").content.decode()
+    for raw in ("WAITING", "REFLECT_STOP", "CONTINUE"):
+        assert raw not in page, raw
+    assert "Waiting for results" in page and "Stopped after reflection" in page
+    assert page.count("<h3>Iteration 2 ") == 1
+    assert "<h3>Reflection after iteration 2 " in page and "<h3>Plan " in page
+    ids = [part.split('"')[0] for part in page.split(' id="')[1:]]
+    assert len(ids) == len(set(ids)), ids

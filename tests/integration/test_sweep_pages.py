@@ -50,7 +50,8 @@ def test_a_sweep_page_and_a_missing_one(browser):
     # A run's page leads back to its sweep, and has the chart a table's number links to.
     record_rows(agent_id="executor-z", run_id=run.pk, rows=[{"_step": 1, "loss": 0.5}])
     run_page = browser.get(f"/runs/{run.pk}/").content.decode()
-    assert f'href="/sweeps/{sweep.pk}/">lr sweep' in run_page and 'id="metric-loss"' in run_page
+    assert f'href="/sweeps/{sweep.pk}/"><bdi>lr sweep' in run_page
+    assert 'id="metric-loss"' in run_page
     missing = browser.get("/sweeps/sweep-nope/")
     assert missing.status_code == 404
     assert browser.get("/sweeps/" + "x" * 5000 + "/").status_code == 404

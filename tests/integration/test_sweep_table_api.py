@@ -225,3 +225,16 @@ def test_a_manual_sweeps_status_is_read_off_its_runs(api):
     assert status() == "running"
     Run.objects.filter(pk=first.pk).update(status="done")
     assert status() == "done"  # every run ended: a failed trial is part of a sweep
+
+
+def test_a_made_sweep_is_served_where_its_answer_says(api, sweep):
+    made = api("post", "/api/sweeps", {"name": "served"}).json()
+    assert made["api_url"] == f"/api/sweeps/{made['id']}"
+    served = api("get", made["api_url"])
+    assert served.status_code == 200, served.content
+    assert {k: v for k, v in served.json().items() if k != "updated_at"} == {
+        k: v for k, v in made.items() if k != "updated_at"
+    }
+    assert api("get", f"/api/sweeps/{sweep.id}").json()["run_count"] == 4
+    missing = api("get", "/api/sweeps/sweep-nope")
+    assert missing.status_code == 404 and "no sweep 'sweep-nope'" in missing.json()["detail"]

@@ -1,0 +1,65 @@
+"""How far a research loop has got, in a line a person reads where the loop was started (the
+chat's action card): its state, iterations done, its experiments ended of those started, and
+the best loss any of them has logged so far."""
+
+from __future__ import annotations
+
+import math
+
+from django.db.models import Count, Q
+
+from agentsys.types import TERMINAL_AGENT_STATUSES, EndState
+from research_app import selectors
+from scheduler_app.models import MetricSeries, Run
+from scheduler_app.selectors import LOSS_KEYS
+
+
+def loop_progress(agent_id: str) -> dict | None:
+    loop = selectors.loop(agent_id)
+    if loop is None:
+        return None
+    status = loop.agent.status
+    runs = {"total": 0, "ended": 0}
+    if loop.sweep_id:  # a loop saved before it had a sweep has no runs to count
+        runs = Run.objects.filter(sweep_id=loop.sweep_id).aggregate(
+            total=Count("id"), ended=Count("id", filter=Q(status__in=[s.value for s in EndState]))
+        )
+    phase = str(loop.state.get("phase") or "")
+    return {
+        "id": loop.agent_id,
+        "status": status,
+        "state": selectors.state_words(
+            status, phase, loop.iteration, stopping=selectors.stop_pending(loop)
+        ),
+        "live": status not in TERMINAL_AGENT_STATUSES,
+        "iteration": loop.iteration,
+        "max_iterations": int(loop.settings.get("max_iterations") or 0),
+        "runs_total": runs["total"],
+        "runs_ended": runs["ended"],
+        "best": best_loss(loop.sweep_id) if loop.sweep_id else None,
+    }
+
+
+def best_loss(sweep_id: str) -> dict | None:
+    """The lowest last value of the first loss key (scheduler_app's order) any run logged;
+    NaN and infinities are no one's best. One indexed read a key, at most four."""
+    for key in LOSS_KEYS:
+        found = (
+            MetricSeries.objects.filter(
+                run__sweep_id=sweep_id,
+                key=key,
+                last_value__gt=-math.inf,
+                last_value__lt=math.inf,  # PostgreSQL sorts NaN above infinity
+            )
+            .order_by("last_value")
+            .values("last_value", "run_id", "run__name")
+            .first()
+        )
+        if found:
+            return {
+                "key": key,
+                "value": found["last_value"],
+                "run_id": found["run_id"],
+                "run_name": found["run__name"],
+            }
+    return None
