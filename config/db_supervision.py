@@ -81,7 +81,13 @@ class EmbeddedDatabaseWatch:
         self.restart_at = None
         self.pid = self.server.running_pid()
         down_for = time.monotonic() - (self.down_at or now)
-        logger.warning("PostgreSQL is back (pid %s), %.1fs after it went away", self.pid, down_for)
+        logger.warning(
+            "PostgreSQL is back (pid %s), %.1fs after it went away (%.1fs of it waiting for the"
+            " dead postmaster to be reaped)",
+            self.pid,
+            down_for,
+            getattr(self.server, "reaping_waited", 0.0),
+        )
         return True
 
 

