@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from config.embedded_db import EmbeddedPostgres
-from tests.chromium import ARTIFACTS, launch_chromium
+from tests.chromium import ARTIFACTS, PASSWORD, USER, launch_chromium, log_in
 from tests.e2e.test_make_run import OutputReader
 from tests.e2e.test_serve_supervision import _serve
 from tests.helpers import PYTHON, REPO, child_env, free_port, manage, wait_until
@@ -44,6 +44,9 @@ def home():
     home = folder / "home"
     env = _env(home)
     subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=REPO, env=env, check=True)
+    login = [PYTHON, "manage.py", "createsuperuser", "--noinput", "--username", USER]
+    login_env = {**env, "DJANGO_SUPERUSER_PASSWORD": PASSWORD}
+    subprocess.run([*login, "--email", "ada@localhost"], cwd=REPO, env=login_env, check=True)
     # The outage page's stylesheet, under this home (STATIC_ROOT), served from daphne's start.
     collect = [PYTHON, "manage.py", "collectstatic", "--noinput", "-v0"]
     subprocess.run(collect, cwd=REPO, env=env, check=True)
@@ -128,6 +131,39 @@ def test_the_web_answers_at_once_while_the_database_is_away(home, server):
             print(f"\nfirst 201 {time.monotonic() - back:.2f}s after the server was back")
             assert created.status_code == 201
             assert client.get("/api/health").json()["database"]["ok"] is True
+    finally:
+        web.terminate()
+        web.wait(15)
+
+
+def test_an_open_page_shows_the_banner_until_the_database_is_back(home, server):
+    """A page open when the database goes (the queue, refreshed by htmx every 10 s) meets a
+    503 and says so in its banner, from /api/health, until the database answers again."""
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    web = _web(home, port)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=base, timeout=60) as client:
+            wait_until(lambda: _answers(client), 60, 0.2, "the web to answer")
+        with sync_playwright() as playwright:
+            browser = launch_chromium(playwright)
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.set_default_timeout(30_000)
+            log_in(page, base)
+            page.goto(f"{base}/queue/")
+            _kill_postmaster(server)
+            said = page.locator(".banner[role=alert]", has_text="unreachable since")
+            said.wait_for(state="visible")
+            folder = ARTIFACTS / "screenshots"
+            folder.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(folder / "database-down-open-page.png"))
+            page.set_viewport_size({"width": 390, "height": 800})
+            page.screenshot(path=str(folder / "database-down-open-page-phone.png"))
+            server.start_server()
+            said.wait_for(state="hidden")  # the next health poll: it is back
+            browser.close()
     finally:
         web.terminate()
         web.wait(15)
