@@ -25,6 +25,12 @@ logger = logging.getLogger(__name__)
 IDLE_CHECK_SECONDS = 1.0  # a server gone without closing the socket (a network cut) is pinged
 PROBE_SECONDS = 0.2  # while it is down: how often to ask
 CONNECT_TIMEOUT_SECONDS = 2  # libpq's least
+TCP_USER_TIMEOUT_MS = 3000
+# "too many clients" and its kin: the server answered, so it is not away; the requests get
+# their connections from the pool, opened earlier. A refused connect may carry no SQLSTATE
+# (53: insufficient resources), only the server's words.
+SERVER_ANSWERED_CLASS = "53"
+SERVER_ANSWERED_WORDS = ("too many clients", "connection slots are reserved")
 _started = threading.Lock()
 _thread: threading.Thread | None = None
 
@@ -36,6 +42,9 @@ def _connect() -> psycopg.Connection:
     for key in ("cursor_factory", "context"):  # Django's own, not libpq's
         params.pop(key, None)
     params["connect_timeout"] = CONNECT_TIMEOUT_SECONDS
+    # A server gone silent (a network cut) fails the ping after this, not after TCP's
+    # retransmissions (minutes); a unix socket ignores it.
+    params["tcp_user_timeout"] = TCP_USER_TIMEOUT_MS
     return psycopg.connect(**params, autocommit=True)
 
 
@@ -55,6 +64,12 @@ def _close_the_pool() -> None:
 def _close(pool) -> None:
     with contextlib.suppress(Exception):  # a pool half gone already is as good as closed
         pool.close(timeout=5)
+
+
+def _server_answered(error: BaseException) -> bool:
+    if (getattr(error, "sqlstate", None) or "").startswith(SERVER_ANSWERED_CLASS):
+        return True
+    return any(words in str(error) for words in SERVER_ANSWERED_WORDS)
 
 
 def _went_down(error: BaseException) -> None:
@@ -77,7 +92,10 @@ def watch(stop: threading.Event) -> None:
             try:
                 conn = _connect()
             except DATABASE_ERRORS as error:
-                _went_down(error)
+                if _server_answered(error):
+                    _came_back()
+                else:
+                    _went_down(error)
                 stop.wait(PROBE_SECONDS)
                 continue
             _came_back()

@@ -22,6 +22,7 @@ from config.restart_policy import RestartPolicy
 logger = logging.getLogger("agentsys.serve")
 PROBE_SECONDS = 0.5  # how often an external database is asked whether it answers
 CONNECT_TIMEOUT_SECONDS = 2  # libpq's least
+TCP_USER_TIMEOUT_MS = 3000
 
 
 def _clock() -> str:
@@ -97,7 +98,13 @@ class ExternalDatabaseWatch:
     which the supervising loop must not wait for."""
 
     def __init__(self, params: dict):
-        self.params = {**params, "connect_timeout": CONNECT_TIMEOUT_SECONDS}
+        # A server gone silent (a network cut) fails a ping after TCP_USER_TIMEOUT_MS instead
+        # of TCP's retransmissions (minutes); a unix socket ignores it.
+        self.params = {
+            **params,
+            "connect_timeout": CONNECT_TIMEOUT_SECONDS,
+            "tcp_user_timeout": TCP_USER_TIMEOUT_MS,
+        }
         self.down_since: float | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="database-watch", daemon=True)
@@ -110,19 +117,17 @@ class ExternalDatabaseWatch:
         self._stop.set()
 
     def _watch(self) -> None:
+        # One connection, pinged, not a new one a probe: each would fork a server backend.
+        conn = None
         while not self._stop.wait(PROBE_SECONDS):
             try:
-                psycopg.connect(**self.params).close()
+                conn = conn or psycopg.connect(**self.params, autocommit=True)
+                conn.execute("SELECT 1")
             except psycopg.Error as error:
-                if self.down_since is None:
-                    self.down_since = time.monotonic()
-                    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-                    logger.warning(
-                        "The database (DATABASE_URL) is unreachable since %s (%s); waiting for"
-                        " it. Runs go on; pages and the API answer 503 until it is back.",
-                        _clock(),
-                        first,
-                    )
+                if conn is not None:
+                    conn.close()
+                conn = None
+                self._went_down(error)
                 continue
             if self.down_since is not None:
                 logger.warning(
@@ -130,6 +135,18 @@ class ExternalDatabaseWatch:
                     time.monotonic() - self.down_since,
                 )
                 self.down_since = None
+
+    def _went_down(self, error: psycopg.Error) -> None:
+        if self.down_since is not None:
+            return
+        self.down_since = time.monotonic()
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        logger.warning(
+            "The database (DATABASE_URL) is unreachable since %s (%s); waiting for it. Runs go"
+            " on; pages and the API answer 503 until it is back.",
+            _clock(),
+            first,
+        )
 
 
 def watch_database(policy: RestartPolicy) -> EmbeddedDatabaseWatch | ExternalDatabaseWatch:
