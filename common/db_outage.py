@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from datetime import UTC, datetime
 
 import psycopg
 from django.db import InterfaceError, OperationalError, connection
@@ -69,6 +70,16 @@ def wait_for_database(fn, /, *args, **kwargs):
     broken connection is dropped and the call tried again with backoff. Errors that are not
     about reaching the database are raised at once, and so is the outage once the process
     has called stop_waiting."""
+    return _waited(logger.warning, fn, args, kwargs)
+
+
+def wait_for_database_saying(say, fn, /, *args, **kwargs):
+    """wait_for_database for a command on a console (`make demo`, `make chat`): `say` gets
+    one line when the database goes away and one when it is back, not a traceback."""
+    return _waited(lambda message, *values: say(message % values), fn, args, kwargs)
+
+
+def _waited(tell, fn, args, kwargs):
     delays = retry_delays()
     down_since = None
     while True:
@@ -80,14 +91,54 @@ def wait_for_database(fn, /, *args, **kwargs):
                 raise
             if down_since is None:
                 down_since = time.monotonic()
-                logger.warning("database unavailable (%s); waiting for it", first_line(error))
+                tell("database unavailable (%s); waiting for it", first_line(error))
             _stop_waiting.wait(next(delays))
             continue
         if down_since is not None:
-            logger.warning("database back after %.1fs", time.monotonic() - down_since)
+            tell("database back after %.1fs", time.monotonic() - down_since)
         return result
 
 
 def first_line(error: BaseException) -> str:
     """The gist of a database error (psycopg's carry hints on further lines)."""
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+class Outage:
+    """This process's knowledge that the database is down: since when (wall clock, for people
+    to read) and the error that said so. Set and cleared by the web's watch
+    (common/db_watch.py); read by every request, so that none waits on a database that is
+    known to be away."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.since: float | None = None
+        self.error = ""
+
+    def begin(self, error: BaseException) -> bool:
+        """Mark the database down; True if it was up until now."""
+        with self._lock:
+            if self.since is not None:
+                return False
+            self.since, self.error = time.time(), first_line(error)
+            return True
+
+    def end(self) -> float | None:
+        """Mark it back; how long it was away, or None if it was not."""
+        with self._lock:
+            since, self.since = self.since, None
+        return None if since is None else time.time() - since
+
+    def describe(self) -> str | None:
+        """One line for a person, or None while the database answers."""
+        since = self.since
+        if since is None:
+            return None
+        at = datetime.fromtimestamp(since, UTC).strftime("%H:%M:%S UTC")
+        return (
+            f"The database is unreachable since {at} ({time.time() - since:.0f}s): pages and the"
+            " API answer 503 until it is back; runs and agents go on."
+        )
+
+
+outage = Outage()

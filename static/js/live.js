@@ -53,6 +53,7 @@
       socket.onclose = (closing) => {
         follower.open = false;
         if (follower.closed) return;
+        if (closing.code === 4503) watchOutage(); // the database is away: the banner says so
         if (FINAL_CLOSES[closing.code]) { // retrying cannot help: say why, once
           follower.closed = true;
           followers.delete(follower);
@@ -82,6 +83,7 @@
 
   async function getJSON(url) {
     const response = await fetch(url, { headers: { Accept: "application/json" } });
+    if (response.status === 503) watchOutage();
     if (!response.ok) throw new Error(url + ": " + response.status);
     return response.json();
   }
@@ -126,22 +128,59 @@
   // The banner that says what is down (runagentd, OpenCode, the database), from /api/health.
   async function checkHealth(banner) {
     let text = "";
+    let health = null;
     try {
       // banner=true: 200 with the status in the body (a 503 would be a console error each poll)
       const response = await fetch("/api/health?banner=true", { headers: { Accept: "application/json" } });
-      const health = await response.json();
+      health = await response.json();
       text = [...(health.problems || []), ...(health.warnings || [])].join(" · ");
     } catch (error) {
       text = "The server is unreachable: what you see may be out of date.";
     }
     banner.textContent = text;
     banner.hidden = !text;
+    return health;
   }
+
+  // A 503 (the database away) met by any part of an open page: its banner says what is down
+  // and since when, from /api/health, until the database answers again. Without it a page
+  // refreshed by htmx or fed by a socket would only go stale.
+  let outageTimer = null;
+  function pageBanner() {
+    let banner = document.getElementById("health-banner") || document.getElementById("daemon-banner");
+    const main = document.getElementById("main");
+    if (!banner && main) {
+      banner = document.createElement("div");
+      banner.className = "banner";
+      banner.id = "daemon-banner";
+      banner.setAttribute("role", "alert");
+      banner.hidden = true;
+      main.parentNode.insertBefore(banner, main);
+    }
+    return banner;
+  }
+  function watchOutage() {
+    const banner = pageBanner();
+    if (outageTimer || !banner) return;
+    const check = async () => {
+      const health = await checkHealth(banner);
+      const away = !health || (health.database && health.database.ok === false);
+      if (!away) {
+        window.clearInterval(outageTimer);
+        outageTimer = null;
+      }
+    };
+    outageTimer = window.setInterval(check, 3000);
+    check();
+  }
+  document.addEventListener("htmx:responseError", (event) => {
+    if (event.detail.xhr && event.detail.xhr.status === 503) watchOutage();
+  });
 
   function watchHealth(banner, every) {
     checkHealth(banner);
     return window.setInterval(() => checkHealth(banner), every || 15000);
   }
 
-  window.AgentSysLive = { follow, followers, getJSON, RUN_STATUSES, refresher, statusWord, watchHealth };
+  window.AgentSysLive = { follow, followers, getJSON, RUN_STATUSES, refresher, statusWord, watchHealth, watchOutage };
 })();

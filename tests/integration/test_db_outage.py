@@ -177,6 +177,45 @@ def test_the_web_answers_503_while_the_database_is_down(agentsys_config, django_
     assert browser.get("/").status_code == 200
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_known_outage_is_answered_without_touching_the_database(
+    agentsys_config, django_user_model
+):
+    """Once the web's watch (common/db_watch.py) knows the database is away, no request
+    reaches it: each would otherwise wait the pool's 30 s for a connection. Health says what
+    and since when, to anyone; its banner variant with 200."""
+    from common.db_outage import outage
+
+    agentsys_config(api_token=API_TOKEN)
+    browser = Client(raise_request_exception=False)
+    browser.force_login(django_user_model.objects.create_user("r", password="x" * 12))
+    script = Client(raise_request_exception=False, HTTP_X_AUTH_TOKEN=API_TOKEN)
+    anyone = Client(raise_request_exception=False)
+    touched = mock.patch(
+        "django.db.backends.postgresql.base.DatabaseWrapper.get_new_connection",
+        side_effect=AssertionError("a request reached the database"),
+    )
+    connection.close()
+    outage.begin(psycopg.OperationalError("connection refused"))
+    try:
+        with touched:
+            health = anyone.get("/api/health")
+            banner = anyone.get("/api/health?banner=true")
+            api = script.post("/api/runs", {"command": "true"}, content_type="application/json")
+            page = browser.get("/runs/")
+    finally:
+        outage.end()
+    assert health.status_code == 503 and banner.status_code == 200
+    body = health.json()
+    assert body["problems"][0].startswith("The database is unreachable since ")
+    assert body["database"]["ok"] is False and body["database"]["down_since"]
+    assert banner.json()["database"]["down_since"] == body["database"]["down_since"]
+    assert api.status_code == 503 and "unreachable since" in api.json()["detail"]
+    assert page.status_code == 503 and b'id="database-banner"' in page.content
+    assert b"unreachable since" in page.content
+    assert script.get("/api/runs").status_code == 200  # back: served again
+
+
 # -- the channel layer -------------------------------------------------------------------------
 
 

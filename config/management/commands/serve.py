@@ -34,6 +34,7 @@ from config.bootstrap import (
     ensure_admin_user,
     ensure_workspace,
 )
+from config.db_supervision import watch_database
 from config.restart_policy import RestartPolicy, exit_cause
 from config.serve_mcp import START_WAIT_SECONDS, TRY_SECONDS, status_lines, wire_workdir
 
@@ -105,6 +106,7 @@ class Command(BaseCommand):
         token = ensure_admin_token(login)
 
         self._children = self._plan(options)
+        self._database = watch_database(self._policy(options))
         for child in self._children.values():
             self._spawn(child)
         try:
@@ -118,11 +120,15 @@ class Command(BaseCommand):
         if exit_code:
             raise CommandError(f"stopped because a process kept crashing ({exit_code})")
 
+    @staticmethod
+    def _policy(options) -> RestartPolicy:
+        return RestartPolicy(
+            max_fast_crashes=options["max_crashes"], fast_seconds=options["fast_crash_seconds"]
+        )
+
     def _plan(self, options) -> dict[str, Child]:
         def policy():
-            return RestartPolicy(
-                max_fast_crashes=options["max_crashes"], fast_seconds=options["fast_crash_seconds"]
-            )
+            return self._policy(options)
 
         config = settings.AGENTSYS
         children, shared_env = self._plan_model(policy)
@@ -291,10 +297,13 @@ class Command(BaseCommand):
         self._say("")
 
     def _supervise(self) -> int:
-        """Until a stop signal: restart a child that exited, after its backoff. Returns 0, or
-        1 when a child crashed too often in a row (the caller then stops the rest)."""
+        """Until a stop signal: restart a child (or the embedded database) that exited, after
+        its backoff. Returns 0, or 1 when one crashed too often in a row (the caller then stops
+        the rest)."""
         while self._stop_signal is None:
             now = time.monotonic()
+            if not self._database.check(now):  # the database kept dying: it said why
+                return 1
             for child in self._children.values():
                 if child.restart_at is not None:
                     if now >= child.restart_at:
@@ -371,8 +380,13 @@ class Command(BaseCommand):
             _waited(process, time.monotonic() + KILL_WAIT_SECONDS)  # reap the leader
 
     def _report_live_runs(self) -> None:
+        from django.db import connection
+
         from runtime_app.run_processes import live_runs
 
+        # Serve's own connection was opened at the start and idle since: the server may have
+        # been restarted meanwhile (config/db_supervision.py), which broke it. A fresh one.
+        connection.close()
         try:
             count = len(live_runs())
         except Exception as exc:  # the database may be what went away; say so and go on

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agents_app.models import Agent
 from agentsys.types import TERMINAL_AGENT_STATUSES
+from common.db_outage import DATABASE_ERRORS, first_line, wait_for_database_saying
 from research_app import selectors, services
 from research_app.console import step_lines
 
@@ -33,6 +34,14 @@ class Command(BaseCommand):
         actions.add_parser("list", help="Research loops, newest first")
 
     def handle(self, *args, action, **options):
+        try:
+            self._act(action, options)
+        except DATABASE_ERRORS as error:  # one line, not a traceback
+            raise CommandError(
+                f"the database is unavailable ({first_line(error)}); try again once it is back"
+            ) from None
+
+    def _act(self, action, options):
         if action == "list":
             for loop in selectors.loops(limit=50, offset=0):
                 s = selectors.summary(loop)
@@ -59,13 +68,14 @@ class Command(BaseCommand):
         shown = 0
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            detail = selectors.detail(selectors.loop(loop_id))
+            # An outage meanwhile is waited out, said in a line: the loop goes on without us.
+            detail = wait_for_database_saying(self.stderr.write, self._detail, loop_id)
             history = detail["history"]
             for step in history[shown:]:
                 text = step_lines(step, plan=detail["plan"], reflection=detail["reflection"])
                 self.stdout.write(text)
             shown = len(history)
-            agent = Agent.objects.get(pk=loop_id)
+            agent = detail["agent"]
             if agent.status in TERMINAL_AGENT_STATUSES:
                 self.stdout.write(f"research loop {loop_id}: {agent.status} {agent.error}".rstrip())
                 if agent.status != "done":
@@ -73,3 +83,7 @@ class Command(BaseCommand):
                 return
             time.sleep(0.5)
         raise CommandError(f"still running after {timeout:.0f} s; see GET /api/research/{loop_id}")
+
+    @staticmethod
+    def _detail(loop_id: str) -> dict:
+        return {**selectors.detail(selectors.loop(loop_id)), "agent": Agent.objects.get(pk=loop_id)}

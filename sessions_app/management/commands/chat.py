@@ -9,6 +9,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from agentsys.types import LIVE_TURN_STATUSES
+from common.db_outage import DATABASE_ERRORS, first_line, wait_for_database_saying
 from events_app.events import chat_stream
 from events_app.selectors import events_after
 from sessions_app import services, turns
@@ -37,6 +38,18 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=1800)
 
     def handle(self, *args, **options):
+        try:
+            session, turn = self._submit(options)
+        except DATABASE_ERRORS as error:  # one line, not a traceback; nothing was sent
+            raise CommandError(
+                f"the database is unavailable ({first_line(error)}); nothing was sent: try again"
+                " once it is back"
+            ) from None
+        self.stdout.write(f"chat session {session.pk} (mode {options['mode']})")
+        deadline = time.monotonic() + options["timeout"]
+        self._print_until(session, turn.after_seq, deadline, options["wait_reports"])
+
+    def _submit(self, options):
         if options["session"]:
             session = ChatSession.objects.filter(pk=options["session"]).first()
             if session is None:
@@ -49,21 +62,25 @@ class Command(BaseCommand):
             )
         except turns.TurnRefused as refused:
             raise CommandError(str(refused)) from None
-        self.stdout.write(f"chat session {session.pk} (mode {options['mode']})")
-        deadline = time.monotonic() + options["timeout"]
-        self._print_until(session, turn.after_seq, deadline, options["wait_reports"])
+        return session, turn
+
+    def _wait(self, fn, /, *args, **kwargs):
+        """A read that waits out an outage (the reply goes on meanwhile), saying so once."""
+        return wait_for_database_saying(self.stderr.write, fn, *args, **kwargs)
 
     def _print_until(self, session, after: int, deadline: float, wait_reports: bool) -> None:
         started: set[str] = set()
         while time.monotonic() < deadline:
-            for event in events_after(stream=chat_stream(session.pk), after_seq=after, limit=500):
+            stream = chat_stream(session.pk)
+            for event in self._wait(events_after, stream=stream, after_seq=after, limit=500):
                 after = event.seq
                 self._show(event.kind, event.payload, started)
             live_turns = ChatTurn.objects.filter(session=session, status__in=LIVE_TURN_STATUSES)
-            if not live_turns.exists() and not (wait_reports and self._unreported(started)):
+            live = self._wait(live_turns.exists)
+            if not live and not (wait_reports and self._wait(self._unreported, started)):
                 # A turn can write its last events and end between the read above and this
                 # check (a synthetic report does, on a busy machine): print those too.
-                for event in events_after(stream=chat_stream(session.pk), after_seq=after):
+                for event in self._wait(events_after, stream=stream, after_seq=after):
                     self._show(event.kind, event.payload, started)
                 return
             time.sleep(POLL_SECONDS)
