@@ -66,3 +66,12 @@ def test_a_name_with_a_right_to_left_override_is_isolated_on_every_page(browser)
         page = browser.get(path).content.decode()
         assert f"<bdi>{NAME}" in page, path
         assert unisolated(page) == [], path
+
+
+def test_a_user_name_with_a_right_to_left_override_is_isolated_in_the_nav(
+    client, django_user_model
+):
+    user = django_user_model.objects.create_user(NAME, password="x" * 12)
+    client.force_login(user)
+    page = client.get("/runs/").content.decode()
+    assert NAME in page and unisolated(page) == []
