@@ -137,6 +137,15 @@ API_TOKEN = "t0ken-for-tests-0123456789abcdef"
 
 
 @pytest.fixture
+def browser(client, django_user_model):
+    """The test client logged in as a person ("ada", not staff), as a page sees them;
+    `browser.user` is that user."""
+    client.user = django_user_model.objects.create_user("ada", password="x" * 12)
+    client.force_login(client.user)
+    return client
+
+
+@pytest.fixture
 def api(client, agentsys_config):
     """Calls the REST API with a valid token: api("post", "/api/runs", {...}); `raw` sends
     a body as it is (malformed JSON)."""

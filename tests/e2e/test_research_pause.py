@@ -38,6 +38,24 @@ def slow_turn(match: str, text: str) -> dict:
     return {"match": match, "steps": [{"reasoning": "thinking"}, {"stall": 2}, {"text": text}]}
 
 
+def one_experiment_script(goal: str, command: str, gpus: int) -> dict:
+    """Plan, then one iteration that runs one experiment and says DONE, then reflect."""
+    reply = f"""<experiments>
+- goal: {goal}
+  command: {command}
+  gpu_required: {gpus}
+</experiments>
+<promise>DONE</promise>
+<summary>One run: {goal}.</summary>"""
+    return {
+        "turns": [
+            _turn(r"agentsys-prompt: planning", PLAN),
+            _turn(r"Iteration 1 of", reply),
+            _turn(r"agentsys-prompt: reflection", REFLECTION),
+        ]
+    }
+
+
 def pause(api, loop_id: str) -> float:
     """Pause the loop; seconds until its row says paused (the pause acknowledged)."""
     sent = time.monotonic()
@@ -145,22 +163,7 @@ def test_a_loop_paused_while_its_run_waits_for_a_gpu_starts_nothing_until_resume
     assert blocker.status_code == 201, blocker.content
     blocker_id = blocker.json()["id"]
     wait_until(lambda: Run.objects.filter(pk=blocker_id, status="running").exists(), 30)
-    one_gpu_run = """<experiments>
-- goal: needs the GPU
-  command: echo ran-on-gpu
-  gpu_required: 1
-</experiments>
-<promise>DONE</promise>
-<summary>One GPU run.</summary>"""
-    scripted_llm.load(
-        {
-            "turns": [
-                _turn(r"agentsys-prompt: planning", PLAN),
-                _turn(r"Iteration 1 of", one_gpu_run),
-                _turn(r"agentsys-prompt: reflection", REFLECTION),
-            ]
-        }
-    )
+    scripted_llm.load(one_experiment_script("needs the GPU", "echo ran-on-gpu", gpus=1))
     loop_id = start_loop(api, workdir)
     queued = wait_until(
         lambda: loop_runs(loop_id).filter(status="queued").first(), 60, interval=0.05
@@ -181,22 +184,8 @@ def test_a_paused_loop_and_its_paused_run_stay_paused_across_a_runagentd_restart
     api, workdir, make_daemon, scripted_llm
 ):
     daemon = make_daemon()
-    ticking = """<experiments>
-- goal: a ticking run
-  command: for i in $(seq 1 30); do echo tick >> ticks.txt; sleep 0.1; done
-  gpu_required: 0
-</experiments>
-<promise>DONE</promise>
-<summary>One ticking run.</summary>"""
-    scripted_llm.load(
-        {
-            "turns": [
-                _turn(r"agentsys-prompt: planning", PLAN),
-                _turn(r"Iteration 1 of", ticking),
-                _turn(r"agentsys-prompt: reflection", REFLECTION),
-            ]
-        }
-    )
+    ticking = "for i in $(seq 1 30); do echo tick >> ticks.txt; sleep 0.1; done"
+    scripted_llm.load(one_experiment_script("a ticking run", ticking, gpus=0))
     loop_id = start_loop(api, workdir)
     run = wait_until(lambda: loop_runs(loop_id).filter(status="running").first(), 60, interval=0.05)
     ticks = workdir / "ticks.txt"  # the experiment runs in the loop's workdir

@@ -17,13 +17,6 @@ pytestmark = pytest.mark.django_db
 NAME = "lr\u202etxt.exe"  # shows as "lrexe.txt" unless isolated, and reverses what follows
 
 
-@pytest.fixture
-def browser(client, django_user_model):
-    client.user = django_user_model.objects.create_user("ada", password="x" * 12)
-    client.force_login(client.user)
-    return client
-
-
 def unisolated(page: str) -> list[str]:
     """Each place the name is shown as text outside a <bdi> (attributes and <title> aside)."""
     found = []

@@ -15,13 +15,6 @@ from sessions_app.services import rename_session
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def browser(client, django_user_model):
-    client.user = django_user_model.objects.create_user("ada", password="x" * 12)
-    client.force_login(client.user)
-    return client
-
-
 def test_the_pages_need_login(client):
     session = ChatSession.objects.create(title="t")
     for url in ("/chat/", f"/chat/{session.pk}/", "/agents/"):

@@ -17,13 +17,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def browser(client, django_user_model):
-    client.user = django_user_model.objects.create_user("ada", password="x" * 12)
-    client.force_login(client.user)
-    return client
-
-
-@pytest.fixture
 def running_loop():
     agent = Agent.objects.create(
         id="orchestrator-lr", role="research", cls_path="x", project="p", status="running"

@@ -24,12 +24,6 @@ QUERIES = {"/queue/": 12, "/": 14}
 
 
 @pytest.fixture
-def browser(client, django_user_model):
-    client.force_login(django_user_model.objects.create_user("ada", password="x" * 12))
-    return client
-
-
-@pytest.fixture
 def fleet():
     """gpu-a (2 GPUs, one busy), gpu-b (4: one busy, one held by a foreign process, one
     disabled), an offline host, and a run waiting for 2 free GPUs."""

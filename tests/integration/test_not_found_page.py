@@ -6,12 +6,6 @@ import pytest
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def browser(client, django_user_model):
-    client.force_login(django_user_model.objects.create_user("ada", password="x" * 12))
-    return client
-
-
 @pytest.mark.parametrize("path", ["/no-such-page/", "/research/orchestrator-none/"])
 def test_an_unknown_page_is_styled_with_the_nav(browser, path):
     response = browser.get(path)

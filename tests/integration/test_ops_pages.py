@@ -23,12 +23,6 @@ pytestmark = pytest.mark.django_db
 PAGES = ("/", "/queue/", "/alerts/", "/memory/", "/settings/")
 
 
-@pytest.fixture
-def browser(client, django_user_model):
-    client.force_login(django_user_model.objects.create_user("ada", password="x" * 12))
-    return client
-
-
 def a_host(*, gpus=2, alive=True) -> Host:
     host = Host.objects.create(
         name="gpu-box", last_heartbeat=timezone.now() if alive else None, daemon_pid=1

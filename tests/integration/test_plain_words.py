@@ -13,13 +13,6 @@ from sessions_app.models import ChatSession
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def browser(client, django_user_model):
-    client.user = django_user_model.objects.create_user("ada", password="x" * 12)
-    client.force_login(client.user)
-    return client
-
-
 def text_of(browser, path: str) -> str:
     """The page with Django's no-break spaces ("3\xa0hours") as plain ones."""
     return browser.get(path).content.decode().replace("\xa0", " ")

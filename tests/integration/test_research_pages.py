@@ -17,12 +17,6 @@ from scheduler_app.models import Run
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def browser(client, django_user_model):
-    client.force_login(django_user_model.objects.create_user("ada", password="x" * 12))
-    return client
-
-
 def git(cwd, *args) -> str:
     done = subprocess.run(
         ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],

@@ -9,12 +9,6 @@ from scheduler_app.models import Run, RunStatus
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def browser(client, django_user_model):
-    client.force_login(django_user_model.objects.create_user("ada", password="x" * 12))
-    return client
-
-
 def test_pages_need_login(client):
     run = Run.objects.create(name="r", command="true")
     for url in ("/runs/", f"/runs/{run.pk}/", "/runs/compare/"):

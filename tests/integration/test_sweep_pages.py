@@ -10,12 +10,6 @@ from scheduler_app.models import Run, RunStatus, Sweep, SweepKind
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def browser(client, django_user_model):
-    client.force_login(django_user_model.objects.create_user("ada", password="x" * 12))
-    return client
-
-
 def test_pages_need_login(client):
     sweep = Sweep.objects.create(name="lr sweep")
     for url in ("/sweeps/", f"/sweeps/{sweep.pk}/"):

@@ -169,21 +169,24 @@ class Child:
         self._done.set()
 
 
+def launched_record(child, workdir) -> dict:
+    """What launch records of one experiment it spawned."""
+    return {
+        "goal": "g",
+        "command": "true",
+        "parameters": {},
+        "gpu_required": 0,
+        "workdir": str(workdir),
+        "child_id": child.id,
+    }
+
+
 async def test_time_spent_paused_does_not_count_against_an_experiments_time_limit(tmp_path):
     from agentsys.research.experiments import wait_for
 
     agent = wired_agent()
     child = Child(agent)
-    launched = [
-        {
-            "goal": "g",
-            "command": "true",
-            "parameters": {},
-            "gpu_required": 0,
-            "workdir": str(tmp_path),
-            "child_id": child.id,
-        }
-    ]
+    launched = [launched_record(child, tmp_path)]
     waiting = asyncio.create_task(wait_for(agent, launched, timeout=0.4))
     await asyncio.sleep(0.1)
     await agent.pause()  # a person's break, longer than the whole time limit
@@ -200,16 +203,7 @@ async def test_an_experiment_past_its_time_limit_is_still_stopped(tmp_path):
 
     agent = wired_agent()
     child = Child(agent)
-    launched = [
-        {
-            "goal": "g",
-            "command": "true",
-            "parameters": {},
-            "gpu_required": 0,
-            "workdir": str(tmp_path),
-            "child_id": child.id,
-        }
-    ]
+    launched = [launched_record(child, tmp_path)]
     results = await asyncio.wait_for(wait_for(agent, launched, timeout=0.2), 2)
     assert child.stopped and results[0].status == "timed out"
 
