@@ -126,19 +126,25 @@
   }
 
   // The banner that says what is down (runagentd, OpenCode, the database), from /api/health.
-  async function checkHealth(banner) {
-    let text = "";
-    let health = null;
+  async function fetchHealth() {
     try {
       // banner=true: 200 with the status in the body (a 503 would be a console error each poll)
       const response = await fetch("/api/health?banner=true", { headers: { Accept: "application/json" } });
-      health = await response.json();
-      text = [...(health.problems || []), ...(health.warnings || [])].join(" · ");
+      return await response.json();
     } catch (error) {
-      text = "The server is unreachable: what you see may be out of date.";
+      return null; // the server itself is unreachable
     }
+  }
+  function showHealth(banner, health) {
+    const text = health
+      ? [...(health.problems || []), ...(health.warnings || [])].join(" · ")
+      : "The server is unreachable: what you see may be out of date.";
     banner.textContent = text;
     banner.hidden = !text;
+  }
+  async function checkHealth(banner) {
+    const health = await fetchHealth();
+    showHealth(banner, health);
     return health;
   }
 
@@ -162,9 +168,13 @@
   function watchOutage() {
     const banner = pageBanner();
     if (outageTimer || !banner) return;
+    let shown = false;
     const check = async () => {
-      const health = await checkHealth(banner);
+      const health = await fetchHealth();
       const away = !health || (health.database && health.database.ok === false);
+      // A 503 for another reason (a web process draining) leaves the banner as it was.
+      if (away || shown) showHealth(banner, health);
+      shown = away;
       if (!away) {
         window.clearInterval(outageTimer);
         outageTimer = null;
