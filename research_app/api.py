@@ -31,6 +31,9 @@ class ResearchIn(Schema):
     max_iterations: int = Field(25, ge=1, le=1000)
     wait_seconds: float = Field(30, ge=0, le=86400)
     autonomy_level: Literal["cautious", "balanced", "full"] = "balanced"
+    max_experiments_per_iteration: int = Field(
+        8, ge=1, le=100, description="How many of one reply's experiments run; the rest are refused"
+    )
     workdir: Annotated[str, StringConstraints(max_length=1000)] | None = None
     chat_session_id: Annotated[str, StringConstraints(max_length=40)] | None = None
     metrics_pattern: Pattern | None = Field(

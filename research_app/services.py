@@ -60,6 +60,7 @@ def start_research(
     max_iterations: int = 25,
     wait_seconds: float = 30,
     autonomy_level: str = "balanced",
+    max_experiments_per_iteration: int = 8,
     workdir: str | None = None,
     chat_session_id: str | None = None,
     extra_config: dict | None = None,
@@ -92,6 +93,7 @@ def start_research(
         "max_iterations": max_iterations,
         "wait_seconds": wait_seconds,
         "autonomy_level": autonomy_level,
+        "max_experiments_per_iteration": max_experiments_per_iteration,
     }
     if metrics_pattern:
         loop_settings["metrics_pattern"] = _checked_pattern(metrics_pattern)

@@ -188,6 +188,7 @@ class ResearchAgent(Agent):
         await self._pause_after(parsed.promise, ran_experiments=bool(launched))
 
     async def _launch(self, n: int, parsed: ParsedReply, progress: dict) -> list[dict]:
+        parsed.cap_experiments(self.settings.max_experiments_per_iteration)
         launched = await experiments.launch(
             self,
             parsed.experiments,

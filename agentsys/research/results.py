@@ -134,28 +134,83 @@ def _status_line(result: ExperimentResult) -> str:
     return text
 
 
-def format_results(results: list[ExperimentResult]) -> str:
-    blocks = ["## Results from Previous Experiments"]
-    for number, r in enumerate(results, start=1):
-        tail = "\n".join(f"    {line}" for line in r.log_tail.splitlines()) or "    (empty)"
-        blocks.append(
-            "\n".join(
-                [
-                    f"### Experiment {number}: {_one_line(r.goal)}",
-                    f"- run: {r.run_id or '(not started)'}",
-                    # a `command: |` block's lines, shown as \n so the entry stays one line
-                    f"- command: `{r.command.strip().replace(chr(10), chr(92) + 'n')}`",
-                    f"- parameters: {json.dumps(r.parameters, sort_keys=True, default=str)}",
-                    f"- gpu_required: {r.gpu_required}",
-                    f"- status: {_status_line(r)}",
-                    f"- metrics: {_metrics_line(r.metrics)}",
-                    f"- alerts: {'; '.join(map(_one_line, r.alerts)) if r.alerts else 'none'}",
-                    "- log tail:",
-                    tail,
-                ]
-            )
+RESULTS_BUDGET_CHARS = 12_000  # the whole section, however many runs ended
+_FIELD_CHARS = {"goal": 200, "command": 600, "error": 300, "metrics": 600, "alerts": 300}
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _header(number: int, r: ExperimentResult) -> str:
+    # a `command: |` block's lines, shown as \n so the entry stays one line
+    command = r.command.strip().replace(chr(10), chr(92) + "n")
+    alerts = "; ".join(map(_one_line, r.alerts)) if r.alerts else "none"
+    return "\n".join(
+        [
+            f"### Experiment {number}: {_cut(_one_line(r.goal), _FIELD_CHARS['goal'])}",
+            f"- run: {r.run_id or '(not started)'}",
+            f"- command: `{_cut(command, _FIELD_CHARS['command'])}`",
+            f"- parameters: {_cut(json.dumps(r.parameters, sort_keys=True, default=str), 600)}",
+            f"- gpu_required: {r.gpu_required}",
+            f"- status: {_cut(_status_line(r), _FIELD_CHARS['error'])}",
+            f"- metrics: {_cut(_metrics_line(r.metrics), _FIELD_CHARS['metrics'])}",
+            f"- alerts: {_cut(alerts, _FIELD_CHARS['alerts'])}",
+            "- log tail:",
+        ]
+    )
+
+
+def _tail(log_tail: str, share: int) -> tuple[str, bool]:
+    """The last lines of a log tail that fit in `share` characters, indented; True when
+    some of it was cut."""
+    lines = [f"    {line}" for line in log_tail.splitlines()]
+    if not lines:
+        return "    (empty)", False
+    kept, size, cut = [], 0, False
+    for line in reversed(lines):
+        if len(line) > share > 40:  # one huge line: its end is what matters
+            line, cut = "    …" + line[-(share - 10) :], True
+        if size + len(line) + 1 > share:
+            break
+        kept.append(line)
+        size += len(line) + 1
+    if len(kept) < len(lines):
+        cut = True
+        kept.append(f"    … ({len(lines) - len(kept)} earlier lines cut to fit the budget)")
+    return "\n".join(reversed(kept)), cut
+
+
+def format_results(results: list[ExperimentResult], budget: int = RESULTS_BUDGET_CHARS) -> str:
+    """The results section, at most about `budget` characters: the log tails share what the
+    runs' other lines leave, and when even those do not fit, the last runs are left out; the
+    section says what was cut."""
+    heading = "## Results from Previous Experiments"
+    headers = [_header(number, r) for number, r in enumerate(results, start=1)]
+    room = budget - len(heading) - 300  # the note on what was cut
+    shown = []
+    for header in headers:
+        if sum(len(h) + 20 for h in shown) + len(header) > room:
+            break
+        shown.append(header)
+    share = max(0, room - sum(len(h) + 20 for h in shown)) // max(1, len(shown))
+    blocks, cut = [], False
+    for header, r in zip(shown, results, strict=False):
+        tail, shortened = _tail(r.log_tail, share)
+        cut = cut or shortened
+        blocks.append(f"{header}\n{tail}")
+    notes = []
+    if cut:
+        notes.append(
+            f"Log tails were shortened to keep this section under {budget} characters; "
+            "each run's full log is its run.log."
         )
-    return "\n\n".join(blocks)
+    if len(shown) < len(results):
+        notes.append(
+            f"{len(results) - len(shown)} more experiments ended but are not shown: this "
+            f"section is limited to {budget} characters."
+        )
+    return "\n\n".join([heading, *(["_" + " ".join(notes) + "_"] if notes else []), *blocks])
 
 
 def format_history(history: list[dict]) -> str:

@@ -31,6 +31,7 @@ class ResearchSettings:
     experiment_timeout_s: float = 3600.0
     pause_seconds: float = 2.0  # between iterations that ran experiments or said nothing
     max_model_failures: int = 3  # in a row, before the loop fails
+    max_experiments_per_iteration: int = 8  # one reply's; the rest are refused with a note
     metrics_pattern: str = ""  # for the printed lines of its experiments (the sweep's)
     # Where its experiments run ("slurm": sbatch jobs; "" = the deployment's default) and
     # their sbatch options.
@@ -59,6 +60,9 @@ class ResearchSettings:
                 experiment_timeout_s=_number(config, "experiment_timeout_s", 3600.0, float, 1),
                 pause_seconds=_number(config, "pause_seconds", 2.0, float, 0),
                 max_model_failures=_number(config, "max_model_failures", 3, int, 1),
+                max_experiments_per_iteration=_number(
+                    config, "max_experiments_per_iteration", 8, int, 1
+                ),
                 metrics_pattern=str(config.get("metrics_pattern") or ""),
                 run_backend=str(config.get("backend") or ""),
                 slurm_options=dict(config.get("slurm") or {}),
