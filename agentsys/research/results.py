@@ -187,15 +187,14 @@ def format_results(results: list[ExperimentResult], budget: int = RESULTS_BUDGET
     section says what was cut."""
     heading = "## Results from Previous Experiments"
     headers = [_header(number, r) for number, r in enumerate(results, start=1)]
-    room = budget - len(heading) - 300  # the note on what was cut
-    shown = []
-    for header in headers:
-        if sum(len(h) + 20 for h in shown) + len(header) > room:
-            break
-        shown.append(header)
-    share = max(0, room - sum(len(h) + 20 for h in shown)) // max(1, len(shown))
+    room = budget - len(heading) - 300  # 300: the note on what was cut
+    fixed = [len(header) + 70 for header in headers]  # 70: the cut marker, the separators
+    shown = 0
+    while shown < len(headers) and sum(fixed[: shown + 1]) <= room:
+        shown += 1
+    share = (room - sum(fixed[:shown])) // max(1, shown)
     blocks, cut = [], False
-    for header, r in zip(shown, results, strict=False):
+    for header, r in zip(headers[:shown], results, strict=False):
         tail, shortened = _tail(r.log_tail, share)
         cut = cut or shortened
         blocks.append(f"{header}\n{tail}")
@@ -205,9 +204,9 @@ def format_results(results: list[ExperimentResult], budget: int = RESULTS_BUDGET
             f"Log tails were shortened to keep this section under {budget} characters; "
             "each run's full log is its run.log."
         )
-    if len(shown) < len(results):
+    if shown < len(results):
         notes.append(
-            f"{len(results) - len(shown)} more experiments ended but are not shown: this "
+            f"{len(results) - shown} more experiments ended but are not shown: this "
             f"section is limited to {budget} characters."
         )
     return "\n\n".join([heading, *(["_" + " ".join(notes) + "_"] if notes else []), *blocks])

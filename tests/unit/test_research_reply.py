@@ -326,3 +326,121 @@ def test_a_command_block_keeps_the_indentation_inside_it():
     assert reply.experiments[0].command == (
         "python - <<'EOF'\nfor i in range(2):\n    print(i)\nEOF"
     )
+
+
+# -- replies as real models write them (issue 35) --------------------------------------------
+
+
+def test_a_promise_only_mentioned_in_inline_code_is_not_a_promise():
+    reply = parse_reply(
+        "I am not done yet: I still need the lr=0.2 run. When the goal is reached I will "
+        "answer with `<promise>DONE</promise>`."
+    )
+    assert reply.promise is None
+    assert "only inside code" in reply.problems[0]
+
+
+def test_a_format_reminder_in_a_fence_after_the_real_promise_does_not_count():
+    reply = parse_reply(
+        "<summary>Ran the baseline.</summary>\n<promise>CONTINUE</promise>\n\n"
+        "For reference, the format is:\n```\n<summary>...</summary>\n<promise>DONE</promise>\n```"
+    )
+    assert (reply.promise, reply.summary, reply.problems) == ("CONTINUE", "Ran the baseline.", [])
+    # while a whole reply in one ```markdown fence is the answer itself (real models do that)
+    reply = parse_reply(
+        "```markdown\n<experiments>\n- goal: a\n  command: echo a\n</experiments>\n"
+        "<promise>WAITING</promise>\n```"
+    )
+    assert reply.promise == "WAITING" and [e.command for e in reply.experiments] == ["echo a"]
+
+
+def test_tags_in_a_think_part_are_not_used():
+    reply = parse_reply("<think>Say <promise>DONE</promise>? No.</think>\n<summary>s</summary>")
+    assert reply.promise is None
+
+
+def test_promises_are_read_tolerantly_and_the_reason_is_kept():
+    for text in (
+        "<promise>Done!</promise>",
+        "< promise >DONE</ promise >",
+        '<promise value="DONE"/>',
+        "<PROMISE status='done' />",
+        "<promise>_done_</promise>",
+    ):
+        assert parse_reply(text).promise == "DONE", text
+    reply = parse_reply("<promise>DONE — the goal is reached: lr=0.05 is best</promise>")
+    assert reply.promise == "DONE"
+    assert reply.promise_reason == "the goal is reached: lr=0.05 is best"
+
+
+def test_a_promise_that_is_no_promise_is_a_note_naming_the_three_words():
+    reply = parse_reply("<promise>finished, mostly</promise>")
+    assert reply.promise is None
+    assert reply.problems == [
+        "<promise> held 'finished, mostly', which is not a promise: it must start with DONE, "
+        "CONTINUE or WAITING; it was ignored"
+    ]
+
+
+def test_a_yaml_fence_inside_experiments_leaves_no_backticks_in_the_entry():
+    reply = _experiments(
+        "```yaml\n- goal: block\n  command: |\n    echo one\n    echo two\n"
+        '- goal: params last\n  command: echo p\n  parameters: {"lr": 0.1}\n```'
+    )
+    assert [(e.command, e.parameters) for e in reply.experiments] == [
+        ("echo one\necho two", {}),
+        ("echo p", {"lr": 0.1}),
+    ]
+    assert reply.problems == []
+
+
+def test_a_json_array_of_experiments_with_comments_and_trailing_commas():
+    for body in (
+        '[{"goal": "a", "command": "echo a", "parameters": {"lr": 0.1,}, "gpu_required": 1},]',
+        '```json\n[\n  // the baseline\n  {"goal": "a", "command": "echo a",\n'
+        '   "parameters": {"lr": 0.1}, "gpu_required": "1"}\n]\n```',
+        '{"experiments": [{"Goal": "a", "command": ["echo a"], "parameters": {"lr": 0.1},'
+        ' "gpu_required": 1}]}',
+    ):
+        reply = _experiments(body)
+        spec = reply.experiments[0]
+        assert (spec.goal, spec.command, spec.parameters, spec.gpu_required) == (
+            "a",
+            "echo a",
+            {"lr": 0.1},
+            1,
+        ), body
+
+
+def test_json_that_cannot_be_read_is_a_note_saying_what_was_expected():
+    reply = _experiments('[{"goal": "a", "command": }]')
+    assert reply.experiments == [] and "looked like JSON but could not be read" in reply.problems[0]
+
+
+def test_numbered_and_bold_entries_keep_their_goals():
+    reply = _experiments(
+        "1. goal: first\n   command: echo 1\n2) goal: second\n   command: echo 2\n"
+        "3. **goal**: third\n   **command:** echo 3\n   parameters:\n     lr: 0.1\n     opt: adam"
+    )
+    assert [(e.goal, e.command, e.parameters) for e in reply.experiments] == [
+        ("first", "echo 1", {}),
+        ("second", "echo 2", {}),
+        ("third", "echo 3", {"lr": 0.1, "opt": "adam"}),
+    ]
+
+
+def test_prose_mentioning_experiments_after_the_block_is_no_false_never_closed_note():
+    reply = parse_reply(
+        "<experiments>\n- goal: a\n  command: echo a\n</experiments>\n"
+        "The <experiments> block above runs the baseline."
+    )
+    assert len(reply.experiments) == 1 and reply.problems == []
+
+
+def test_experiments_over_the_cap_are_refused_with_a_note():
+    body = "\n".join(f"- goal: e{i}\n  command: echo {i}" for i in range(12))
+    reply = _experiments(body)
+    reply.cap_experiments(8)
+    assert [e.goal for e in reply.experiments] == [f"e{i}" for i in range(8)]
+    assert "4 of your 12 experiments were refused" in reply.problems[-1]
+    assert "at most 8 run per iteration" in reply.problems[-1]

@@ -4,6 +4,7 @@
 import json
 
 from agentsys.research.results import (
+    RESULTS_BUDGET_CHARS,
     ExperimentResult,
     add_row,
     format_history,
@@ -191,3 +192,24 @@ def test_multi_line_values_stay_on_their_line_of_the_section():
 def test_the_history_skips_junk_and_shows_a_missing_summary_as_empty():
     text = format_history([{"phase": "iteration", "iteration": 1, "summary": None}, "junk"])
     assert text == "Iteration 1 [-]:  (files: 0, runs: 0, errors: 0)"
+
+
+def _noisy(number: int) -> ExperimentResult:
+    log = "\n".join(f"step {i} loss {1 / (i + 1):.4f} " + "." * 200 for i in range(30))
+    return ExperimentResult(
+        goal=f"run {number}", run_id=f"r{number}", command="python t.py", log_tail=log
+    )
+
+
+def test_the_results_section_fits_its_budget_however_many_runs_ended_and_says_so():
+    few = format_results([_noisy(1), _noisy(2)])
+    assert len(few) <= RESULTS_BUDGET_CHARS
+    assert "step 29 loss" in few  # the end of each log is what is kept
+    assert "Log tails were shortened to keep this section under 12000 characters" in few
+    many = format_results([_noisy(n) for n in range(300)])
+    assert len(many) <= RESULTS_BUDGET_CHARS
+    assert "more experiments ended but are not shown" in many
+    assert "### Experiment 1: run 0" in many
+    # short results are left whole and say nothing about a budget
+    text = format_results([ExperimentResult(goal="g", run_id="r", command="c", log_tail="ok")])
+    assert "    ok" in text and "budget" not in text and "shortened" not in text

@@ -59,3 +59,13 @@ def test_without_a_deployment_the_built_in_defaults_apply(monkeypatch, tmp_path)
 
 def test_an_agent_starts_with_an_empty_deployment_until_the_runtime_sets_one():
     assert Agent().deployment == Deployment()
+
+
+def test_the_experiments_cap_is_eight_unless_the_config_says_otherwise(tmp_path):
+    config = {"workdir": str(tmp_path)}
+    assert ResearchSettings.from_config(config, DEPLOYMENT).max_experiments_per_iteration == 8
+    config["max_experiments_per_iteration"] = 3
+    assert ResearchSettings.from_config(config, DEPLOYMENT).max_experiments_per_iteration == 3
+    config["max_experiments_per_iteration"] = 0
+    with pytest.raises(BadResearchSettings, match="max_experiments_per_iteration"):
+        ResearchSettings.from_config(config, DEPLOYMENT)
