@@ -52,6 +52,14 @@ def test_a_loops_metrics_pattern_is_its_sweeps_and_its_experiments(api, workdir)
     assert ResearchSettings.from_config(config).metrics_pattern == pattern
 
 
+def test_a_loops_experiment_cap_is_set_when_it_starts(api, workdir):
+    from agentsys.research.settings import ResearchSettings
+
+    loop = start(api, workdir, max_experiments_per_iteration=3)
+    config = {**Agent.objects.get(pk=loop["id"]).config, "opencode_url": "http://x"}
+    assert ResearchSettings.from_config(config).max_experiments_per_iteration == 3
+
+
 @pytest.mark.parametrize(
     ("body", "complaint"),
     [
@@ -59,6 +67,7 @@ def test_a_loops_metrics_pattern_is_its_sweeps_and_its_experiments(api, workdir)
         ({"goal": "x" * 5001}, "goal"),
         ({"max_iterations": 0}, "max_iterations"),
         ({"wait_seconds": -1}, "wait_seconds"),
+        ({"max_experiments_per_iteration": 0}, "max_experiments_per_iteration"),
         ({"autonomy_level": "reckless"}, "autonomy_level"),
         ({"workdir": "/no/such/dir"}, "workdir"),
         ({"chat_session_id": "nope"}, "chat_session_id"),
