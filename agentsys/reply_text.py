@@ -26,9 +26,7 @@ import re
 DOCUMENT_FENCES = {"markdown", "md", "xml", "html", "text", "txt", "plaintext"}
 _FENCE_OPEN = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[ \t]*([^`\n]*?)[ \t]*$", re.MULTILINE)
 _INLINE = re.compile(r"(`+)(?!`)[^\n]*?(?<!`)\1(?!`)")
-_REASONING = re.compile(
-    r"<\s*(think|thinking|reasoning)\s*>.*?<\s*/\s*\1\s*>", re.IGNORECASE | re.DOTALL
-)
+_REASONING_OPEN = re.compile(r"<\s*(?:think|thinking|reasoning)\s*>", re.IGNORECASE)
 _REASONING_CLOSE = re.compile(r"<\s*/\s*(think|thinking|reasoning)\s*>", re.IGNORECASE)
 
 
@@ -53,8 +51,16 @@ def _fences(text: str) -> list[tuple[int, int, int, int, str]]:
 
 
 def without_reasoning(text: str) -> str:
-    """`text` with its reasoning parts blanked (same length)."""
-    text = _REASONING.sub(lambda m: _blank(m.group(0)), text)
+    """`text` with its reasoning parts blanked (same length). Linear: each opening tag is
+    matched with the next closing one, and the search stops where none is left."""
+    pieces, position = [], 0
+    while opening := _REASONING_OPEN.search(text, position):
+        closing = _REASONING_CLOSE.search(text, opening.end())
+        if closing is None:
+            break
+        pieces += [text[position : opening.start()], _blank(text[opening.start() : closing.end()])]
+        position = closing.end()
+    text = "".join(pieces) + text[position:]
     closes = list(_REASONING_CLOSE.finditer(text))
     if closes:  # a closing tag left over: its opening one was in the prompt
         last = closes[-1]

@@ -68,17 +68,44 @@ def parse_experiments(block: str) -> tuple[list[ExperimentSpec], list[str]]:
 # -- JSON -------------------------------------------------------------------------------------
 
 
+_JSON_SPACE = re.compile(r"\s*")
+
+
 def _lenient_json(text: str):
-    """json.loads after dropping comments and trailing commas outside strings."""
-    kept, position = [], 0
-    token = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/|,(?=\s*[\]}])', re.DOTALL)
-    for match in token.finditer(text):
-        kept.append(text[position : match.start()])
-        if match.group(0).startswith('"'):
-            kept.append(match.group(0))
-        position = match.end()
+    """json.loads after dropping comments, then trailing commas, outside strings."""
+    return json.loads(_outside_strings(_outside_strings(text, "/"), ","))
+
+
+def _outside_strings(text: str, mark: str) -> str:
+    """`text` without its comments (`mark` "/") or its trailing commas (`mark` ","), strings
+    kept as they are. A plain scan, linear however the text is broken (an unclosed string,
+    thousands of `/*`)."""
+    special = re.compile(f'["{mark}]')
+    kept, position, end = [], 0, len(text)
+    while found := special.search(text, position):
+        start = found.start()
+        kept.append(text[position:start])
+        position = start + 1
+        if text[start] == '"':
+            stop = start + 1
+            while stop < end and text[stop] != '"':
+                stop += 2 if text[stop] == "\\" else 1
+            kept.append(text[start : stop + 1])
+            position = stop + 1
+        elif text.startswith("//", start):
+            newline = text.find("\n", start)
+            position = end if newline < 0 else newline
+        elif text.startswith("/*", start):
+            close = text.find("*/", start + 2)
+            position = end if close < 0 else close + 2
+        elif mark == ",":
+            after = _JSON_SPACE.match(text, start + 1).end()
+            if text[after : after + 1] not in ("]", "}"):  # else a trailing comma: dropped
+                kept.append(",")
+        else:
+            kept.append(text[start])  # a lone "/"
     kept.append(text[position:])
-    return json.loads("".join(kept))
+    return "".join(kept)
 
 
 def _json_entries(body: str, problems: list[str]) -> list[dict[str, str]]:

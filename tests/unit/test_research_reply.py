@@ -142,6 +142,16 @@ PIECES = [
     END_MARKER,
     "<plan>",
     "</plan>",
+    "```",
+    "```yaml\n",
+    "<think>",
+    "</think>",
+    '[{"goal": "g", "command": "c",}',
+    "//",
+    "/*",
+    "1. ",
+    '<promise value="',
+    "/>",
 ]
 
 
@@ -444,3 +454,15 @@ def test_experiments_over_the_cap_are_refused_with_a_note():
     assert [e.goal for e in reply.experiments] == [f"e{i}" for i in range(8)]
     assert "4 of your 12 experiments were refused" in reply.problems[-1]
     assert "at most 8 run per iteration" in reply.problems[-1]
+
+
+def test_broken_json_and_endless_reasoning_tags_are_read_quickly():
+    started = time.monotonic()
+    broken = parse_reply('<experiments>\n["' + 'a\\"' * 30000 + "\n</experiments>")
+    thinking = parse_reply(
+        "<think>" * 40000
+        + '<experiments>\n[{"goal": "g", "command": "echo", /* ok */}]\n</experiments>'
+    )
+    assert time.monotonic() - started < 5
+    assert "looked like JSON but could not be read" in broken.problems[0]
+    assert [e.goal for e in thinking.experiments] == ["g"]
