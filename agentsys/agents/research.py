@@ -144,6 +144,7 @@ class ResearchAgent(Agent):
         progress = self.state.in_progress
         if progress.get("children") is not None:  # resumed after its experiments started
             n, parsed = progress["iteration"], parse_reply(progress.get("reply", ""))
+            parsed.cap_experiments(self.settings.max_experiments_per_iteration)  # its note
             launched, model_s = progress["children"], progress.get("model_s", 0.0)
             before = self.workspace.load_snapshot() or {}
         elif progress.get("reply") is not None:  # resumed while it launched them
