@@ -48,6 +48,9 @@ def step_lines(step: dict, *, plan: str = "", reflection: str = "") -> str:
         head = "[reflection]" + (f" {verdict}:" if verdict else "")
         whole = reflection if reflection and reflection.startswith(summary[:200]) else summary
         body = _block(whole)
+    elif phase == "model_error":
+        head = f"[model call failed] {summary}"
+        body = ""
     else:
         promise = step.get("promise") or "no promise"
         head = f"[iteration {step.get('iteration')}] {promise}"
