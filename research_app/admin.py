@@ -5,6 +5,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from common.admin_tools import MachineManagedAdmin, json_display
+from common.status_words import promise_word
 from research_app import services
 from research_app.forms import StartResearchForm
 from research_app.models import ResearchLoop
@@ -46,7 +47,7 @@ class ResearchLoopAdmin(MachineManagedAdmin):
                 (
                     step.get("iteration"),
                     step.get("phase"),
-                    step.get("promise") or "-",
+                    promise_word(step.get("promise")) or "-",
                     f"{float(step.get('duration_s') or 0):.1f} s",
                     str(step.get("summary") or "")[:200],
                     ", ".join(step.get("runs") or []) or "-",

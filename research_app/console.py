@@ -7,10 +7,13 @@ from __future__ import annotations
 import re
 import textwrap
 
+from common.status_words import promise_word
+
 WIDTH = 100
 INDENT = "    "
+# A reflection's verdict, where it reads on after "[reflection]".
+VERDICTS = {"REFLECT_STOP": "the loop stops", "REFLECT_CONTINUE": "the loop goes on"}
 _BULLET = re.compile(r"^(?:\d+[.)]|[-*•])\s+")
-PROMISES = {"REFLECT_STOP": "the loop stops", "REFLECT_CONTINUE": "the loop goes on"}
 
 
 def _block(text: str) -> str:
@@ -44,12 +47,15 @@ def step_lines(step: dict, *, plan: str = "", reflection: str = "") -> str:
         head = "[plan]" + (f" {summary}" if summary and summary not in plan else "")
         body = _block(plan or summary)
     elif phase == "reflection":
-        verdict = PROMISES.get(step.get("promise") or "", "")
+        verdict = VERDICTS.get(step.get("promise") or "", "")
         head = "[reflection]" + (f" {verdict}:" if verdict else "")
         whole = reflection if reflection and reflection.startswith(summary[:200]) else summary
         body = _block(whole)
+    elif phase == "model_error":
+        head = f"[model call failed] {summary}"
+        body = ""
     else:
-        promise = step.get("promise") or "no promise"
+        promise = promise_word(step.get("promise")) if step.get("promise") else "no promise"
         head = f"[iteration {step.get('iteration')}] {promise}"
         body = _block(summary)
     runs = ", ".join(f"{r['name'] or r['id'] or r['agent_id']} {r['status']}" for r in step["runs"])

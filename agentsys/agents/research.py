@@ -6,9 +6,11 @@ Each step ends by saving the loop's state (agentsys.research.state) to its workd
 with the same id, and it picks up at its last unfinished step, re-adopting the experiments that
 step had launched instead of launching them again.
 
-A model that fails (down, timed out, an error) fails the iteration it was asked in, with the
-error in the history; the loop goes on, and fails itself only after `max_model_failures` in a
-row, saying why.
+A model call that fails (down, timed out, a provider error) uses up no iteration: the failure
+goes into the history as a `model_error` step saying what to check (agentsys.research.
+model_trouble), the same step is asked again, and the loop fails only after
+`max_model_failures` in a row, saying why. A reply cut off at the model's output limit is
+read as far as it goes, and the next prompt tells the model so.
 """
 
 from __future__ import annotations
@@ -22,13 +24,20 @@ from agentsys.agent import Agent
 from agentsys.research import experiments, tool_token
 from agentsys.research.experiments import new_launch_id
 from agentsys.research.llm import ModelGateway, ModelReply, OpenCodeError, OpenCodeGateway
-from agentsys.research.logbook import control_section, iteration_section, reflection_section
+from agentsys.research.logbook import (
+    control_section,
+    iteration_section,
+    model_error_section,
+    reflection_section,
+)
+from agentsys.research.model_trouble import CUT_OFF, what_to_check
 from agentsys.research.reply import ParsedReply, parse_reply
 from agentsys.research.results import ExperimentResult, format_history, format_results
 from agentsys.research.settings import ResearchSettings
 from agentsys.research.state import (
     ENDED,
     ITERATING,
+    MODEL_ERROR,
     PLANNING,
     REFLECTING,
     IterationRecord,
@@ -114,7 +123,7 @@ class ResearchAgent(Agent):
         if reply is None:
             return  # recorded; tried again
         await self.check_pause()  # the plan's memory and commit wait for a resume
-        parsed = parse_reply(reply.text)
+        parsed = _read(reply.text, reply.finish)
         plan = parsed.plan or parsed.summary
         problems = list(parsed.problems)
         if not parsed.plan:
@@ -143,12 +152,12 @@ class ResearchAgent(Agent):
     async def _iterate(self) -> None:
         progress = self.state.in_progress
         if progress.get("children") is not None:  # resumed after its experiments started
-            n, parsed = progress["iteration"], parse_reply(progress.get("reply", ""))
+            n, parsed = progress["iteration"], _read(progress.get("reply", ""), progress)
             parsed.cap_experiments(self.settings.max_experiments_per_iteration)  # its note
             launched, model_s = progress["children"], progress.get("model_s", 0.0)
             before = self.workspace.load_snapshot() or {}
         elif progress.get("reply") is not None:  # resumed while it launched them
-            n, parsed = progress["iteration"], parse_reply(progress["reply"])
+            n, parsed = progress["iteration"], _read(progress["reply"], progress)
             model_s = progress.get("model_s", 0.0)
             before = self.workspace.load_snapshot() or {}
             launched = await self._launch(n, parsed, progress)
@@ -165,17 +174,22 @@ class ResearchAgent(Agent):
             self.workspace.save_snapshot(before)
             self._save()
             reply = await self._ask("wild_v2_iteration", await self._variables(iteration=n))
-            if reply is None:
-                await self._failed_iteration(n, before)
+            if reply is None:  # recorded; this iteration is asked again
+                self.state.in_progress = {}
+                self._save()
                 return
-            parsed, model_s = parse_reply(reply.text), reply.model_s
+            parsed, model_s = _read(reply.text, reply.finish), reply.model_s
             if parsed.plan:
                 self.state.plan = parsed.plan
                 self.workspace.write_tasks(parsed.plan)
             # Kept before any experiment is spawned: a restart from here on launches these
             # (finding those already spawned), never asks the model again.
             progress.update(
-                reply=reply.text, model_s=model_s, tools=reply.tool_calls, launch=new_launch_id()
+                reply=reply.text,
+                finish=reply.finish,
+                model_s=model_s,
+                tools=reply.tool_calls,
+                launch=new_launch_id(),
             )
             self._save()
             launched = await self._launch(n, parsed, progress)
@@ -247,24 +261,6 @@ class ResearchAgent(Agent):
             self.state.phase = REFLECTING
         self._save()
 
-    async def _failed_iteration(self, n: int, before: dict) -> None:
-        """The model gave no reply: the iteration ends with the error it got."""
-        started = self.state.in_progress.get("started_at", time.time())
-        record = IterationRecord(
-            iteration=n,
-            phase="iteration",
-            summary="The model did not answer.",
-            errors=[self._last_model_error],
-            started_at=started,
-            finished_at=time.time(),
-            duration_s=time.time() - started,
-        )
-        self.workspace.append_log(iteration_section(record))
-        self._end_iteration(record, [], [])
-        if n >= self.state.max_iterations:
-            self.state.phase = REFLECTING
-        self._save()
-
     def _end_iteration(self, record: IterationRecord, results, problems: list[str]) -> None:
         state = self.state
         state.record(record)
@@ -297,7 +293,7 @@ class ResearchAgent(Agent):
         reply = await self._ask("wild_v2_reflection", await self._variables())
         if reply is None:
             return
-        parsed = parse_reply(reply.text)
+        parsed = _read(reply.text, reply.finish)
         self.state.reflection = parsed.reflection or parsed.summary
         await self.check_pause()  # a pause as the reply came in holds its memories too
         await self._store_memories(parsed)
@@ -369,20 +365,46 @@ class ResearchAgent(Agent):
                 lambda: self.gateway.ask(state.opencode_session_id, prompt)
             )
         except OpenCodeError as error:
-            state.consecutive_model_failures += 1
-            self._last_model_error = f"model: {error}"
-            logger.warning("%s: %s", self.id, self._last_model_error)
-            self.emit_event("model_error", {"error": str(error), "skill": skill})
-            if state.consecutive_model_failures >= self.settings.max_model_failures:
-                raise ResearchFailed(
-                    f"the model failed {state.consecutive_model_failures} times in a row; "
-                    f"last: {error}"
-                ) from None
-            self._save()
-            await asyncio.sleep(self.settings.pause_seconds * state.consecutive_model_failures)
+            await self._model_failed(skill, error)
             return None
         state.consecutive_model_failures = 0
         return reply
+
+    async def _model_failed(self, skill: str, error: OpenCodeError) -> None:
+        """Record the failed call and what to check, then wait before the step is asked again;
+        ResearchFailed after `max_model_failures` in a row."""
+        state, settings = self.state, self.settings
+        state.consecutive_model_failures += 1
+        tries, limit = state.consecutive_model_failures, settings.max_model_failures
+        advice = what_to_check(
+            error,
+            provider=settings.model_provider,
+            model=settings.model_id,
+            opencode_url=settings.opencode_url,
+        )
+        logger.warning("%s: model: %s (%s)", self.id, error, advice)
+        self.emit_event(
+            "model_error", {"error": str(error), "advice": advice, "skill": skill, "try": tries}
+        )
+        now = time.time()
+        record = IterationRecord(
+            # the step it was asked for: the plan (0), the next iteration, or a reflection
+            iteration=state.iteration + (1 if state.phase == ITERATING else 0),
+            phase=MODEL_ERROR,
+            summary=f"The model call failed (try {tries} of {limit}); "
+            + ("the loop gives up." if tries >= limit else "it is asked again."),
+            errors=[f"model: {error}", advice],
+            started_at=now,
+            finished_at=now,
+        )
+        state.record(record)
+        self.workspace.append_log(model_error_section(record))
+        self._save()
+        if tries >= limit:
+            raise ResearchFailed(
+                f"the model failed {tries} times in a row; last: {error} ({advice})"
+            ) from None
+        await asyncio.sleep(settings.pause_seconds * tries)
 
     def _run_options(self) -> dict:
         """What every experiment's executor gets from the loop (its sweep's settings)."""
@@ -444,4 +466,13 @@ class ResearchAgent(Agent):
         self.state.save(self.workspace.state_path)
         self.emit_event("research_state", self.state.as_dict())
 
-    _last_model_error = ""
+
+def _read(text: str, finish: str | dict) -> ParsedReply:
+    """The reply parsed; one cut off at the model's output limit says so first. `finish` is
+    the reply's finish reason, or the saved iteration that kept it."""
+    if isinstance(finish, dict):
+        finish = finish.get("finish") or ""
+    parsed = parse_reply(text)
+    if finish == "length":
+        parsed.problems.insert(0, CUT_OFF)
+    return parsed

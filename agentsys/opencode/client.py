@@ -48,6 +48,7 @@ class PromptResult:
     title: str | None = None
     tokens: dict = field(default_factory=dict)
     duration_s: float = 0.0
+    finish: str = ""  # "length": cut off at the model's output limit
 
 
 class OpenCodeClient:
@@ -213,6 +214,7 @@ class OpenCodeClient:
             title=acc.title,
             tokens=acc.tokens,
             duration_s=time.monotonic() - started,
+            finish=acc.finish,
         )
 
     async def _read_until_idle(self, stream, session_id, started, on_part) -> PromptAccumulator:

@@ -34,9 +34,13 @@ class OpenCodeStreamLost(OpenCodeError):
 
 
 class OpenCodeSessionError(OpenCodeError):
-    def __init__(self, name: str, message: str):
-        self.name = name
-        super().__init__(f"{name}: {message}" if message else name)
+    """The model's provider failed the prompt (OpenCode's session.error): `provider_status`
+    is the provider's HTTP status when it answered one (401: a bad key)."""
+
+    def __init__(self, name: str, message: str, provider_status: int | None = None):
+        self.name, self.provider_status = name, provider_status
+        where = f" ({provider_status})" if provider_status else ""
+        super().__init__(f"{name}{where}: {message}" if message else f"{name}{where}")
 
 
 class OpenCodeStuckRetrying(OpenCodeError):

@@ -60,7 +60,10 @@ class PromptAccumulator:
     tokens: dict = field(default_factory=dict)
     idle: bool = False
     busy_seen: bool = False
-    error: tuple[str, str] | None = None
+    error: tuple[str, str, int | None] | None = None
+    # Why the model's last message ended, as the provider said ("stop", "tool-calls", and
+    # "length" for a reply cut off at its output limit).
+    finish: str = ""
     retrying_since: float | None = None
     retry_message: str = ""
     got_output: bool = False
@@ -78,6 +81,8 @@ class PromptAccumulator:
         role, message_id = info.get("role"), info.get("id")
         if role == "assistant":
             self.assistant_messages.add(message_id)
+            if isinstance(info.get("finish"), str) and info["finish"]:
+                self.finish = info["finish"]
             error = info.get("error")
             if isinstance(error, dict) and self.error is None:
                 self.error = _error_of(error)
@@ -167,9 +172,12 @@ class PromptAccumulator:
         return "".join(pieces) if kind == "reasoning" else "\n".join(p for p in pieces if p)
 
 
-def _error_of(error: dict) -> tuple[str, str]:
+def _error_of(error: dict) -> tuple[str, str, int | None]:
+    """(name, message, the provider's HTTP status when it answered one)."""
     data = error.get("data") if isinstance(error.get("data"), dict) else {}
-    return str(error.get("name") or "UnknownError"), str(data.get("message") or "")
+    status = data.get("statusCode")
+    status = status if isinstance(status, int) and not isinstance(status, bool) else None
+    return str(error.get("name") or "UnknownError"), str(data.get("message") or ""), status
 
 
 @dataclass

@@ -30,6 +30,7 @@ class ModelReply:
     # The tools it called on the way (its MCP servers' and OpenCode's own), as the loop's
     # page shows them: {"tool", "status", "title", "input", "output"}.
     tool_calls: list[dict] = field(default_factory=list)
+    finish: str = ""  # the provider's finish reason: "length" is a reply cut off
 
 
 def tool_parts(calls: list[dict]) -> list[dict]:
@@ -97,6 +98,7 @@ class OpenCodeGateway:
             text=result.text,
             model_s=time.monotonic() - started,
             tool_calls=tool_parts(result.tool_calls),
+            finish=result.finish,
         )
 
     async def reconnect_failed_mcp_servers(self) -> list[str]:

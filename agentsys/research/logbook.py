@@ -61,6 +61,22 @@ def reflection_section(record: IterationRecord, reflection: str, parsed) -> str:
     )
 
 
+def model_error_section(record: IterationRecord) -> str:
+    """A failed model call: no iteration of the loop, but a person reading the log later
+    learns why the loop waited and what to check."""
+    step = "the plan" if record.iteration == 0 else f"iteration {record.iteration}"
+    return "\n".join(
+        [
+            f"## Model call failed ({step})",
+            "",
+            f"- at: {_when(record.started_at)}",
+            f"- {record.summary}",
+            "- errors:",
+            _list(record.errors, "(none)"),
+        ]
+    )
+
+
 def control_section(title: str, *, at: float, iteration: int, text: str = "") -> str:
     """A person's command, where it happened between the iterations: a pause, a resume, a
     steer with its words (so the log read later says why the loop turned)."""

@@ -221,6 +221,8 @@ def format_history(history: list[dict]) -> str:
             continue
         summary = _one_line(step.get("summary") or "")[:200]
         phase = step.get("phase")
+        if phase == "model_error":  # the provider's failure, not the model's work
+            continue
         if phase == "plan":
             lines.append(f"Plan: {summary}")
         elif phase == "reflection":

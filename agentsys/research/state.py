@@ -17,6 +17,8 @@ from pathlib import Path
 
 PLANNING, ITERATING, REFLECTING, ENDED = "planning", "iterating", "reflecting", "ended"
 PHASES = (PLANNING, ITERATING, REFLECTING, ENDED)
+# A history step that is no step of the loop's: a failed model call (it uses up no iteration).
+MODEL_ERROR = "model_error"
 
 
 @dataclass
@@ -25,7 +27,7 @@ class IterationRecord:
     or a reflection (promise REFLECT_CONTINUE / REFLECT_STOP)."""
 
     iteration: int
-    phase: str  # "plan" | "iteration" | "reflection"
+    phase: str  # "plan" | "iteration" | "reflection" | MODEL_ERROR
     promise: str | None = None
     summary: str = ""
     files_changed: list[str] = field(default_factory=list)

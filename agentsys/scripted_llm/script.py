@@ -2,7 +2,9 @@
 
 {"turns": [turn, ...], "default": turn?}; a turn is {"match"?: regex, "steps": [step, ...]}
 and a step one of {"text"}, {"reasoning"}, {"tool_call": {"name", "arguments"}},
-{"error": {"status", "message"}}, {"stall": seconds}, {"chunk_delay": seconds}.
+{"error": {"status", "message"}}, {"stall": seconds}, {"chunk_delay": seconds}, and
+{"finish": reason}: the reply's finish_reason (`length` is a reply cut off at the model's
+output limit, as real providers send it; default `stop`, or `tool_calls` after a call).
 
 A request is answered by the first unused turn whose `match` is found in its last user
 message (a turn without `match` takes any). OpenCode continuing after a tool result sends the
@@ -15,7 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-STEP_KINDS = {"text", "reasoning", "tool_call", "error", "stall", "chunk_delay"}
+STEP_KINDS = {"text", "reasoning", "tool_call", "error", "stall", "chunk_delay", "finish"}
+FINISH_REASONS = {"stop", "length", "content_filter", "tool_calls"}
 
 
 class BadScript(ValueError):
@@ -61,6 +64,10 @@ def _turn(raw, where: str) -> Turn:
             isinstance(value, dict) and isinstance(value.get("name"), str)
         ):
             raise BadScript(f"{where}.steps[{n}].tool_call needs a name")
+        if kind == "finish" and value not in FINISH_REASONS:
+            raise BadScript(
+                f"{where}.steps[{n}].finish must be one of {', '.join(sorted(FINISH_REASONS))}"
+            )
         if kind == "error" and not (
             isinstance(value, dict) and isinstance(value.get("status"), int)
         ):

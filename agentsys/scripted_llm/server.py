@@ -201,6 +201,12 @@ def _chunk(body: dict, delta: dict, finish: str | None = None, **extra) -> str:
     return f"data: {json.dumps(data)}\n\n"
 
 
+def _finish(turn: Turn, calls: int | list) -> str:
+    """The turn's own finish step, else what a provider says after such a reply."""
+    given = [step["finish"] for step in turn.steps if "finish" in step]
+    return given[-1] if given else ("tool_calls" if calls else "stop")
+
+
 async def _stream(turn: Turn, body: dict, include_usage: bool):
     delay, calls, produced = 0.0, 0, 0
     yield _chunk(body, {"role": "assistant", "content": ""})
@@ -229,7 +235,7 @@ async def _stream(turn: Turn, body: dict, include_usage: bool):
             }
             calls += 1
             yield _chunk(body, {"tool_calls": [call]})
-    yield _chunk(body, {}, "tool_calls" if calls else "stop")
+    yield _chunk(body, {}, _finish(turn, calls))
     if include_usage:
         usage = {"prompt_tokens": 10, "completion_tokens": produced, "total_tokens": 10 + produced}
         data = {
@@ -271,8 +277,6 @@ async def _whole(turn: Turn, body: dict) -> dict:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body.get("model") or MODEL,
-        "choices": [
-            {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
-        ],
+        "choices": [{"index": 0, "message": message, "finish_reason": _finish(turn, calls)}],
         "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
     }

@@ -1,12 +1,12 @@
 """`{{ x.status|status_word }}`, `{{ step.promise|promise_word }}` and
-`{% status_words_script %}` (see config.status_words)."""
+`{% status_words_script %}` (see common.status_words)."""
 
 from __future__ import annotations
 
 from django import template
 from django.utils.html import json_script
 
-from config import status_words
+from common import status_words
 
 register = template.Library()
 

@@ -110,7 +110,7 @@ def test_make_demo_prints_the_plan_as_a_list_and_the_whole_reflection():
     text = out.getvalue()
     assert "[plan 0]" not in text and " -:" not in text
     assert "[plan]\n    1. Try lr 0.01, 0.05 and 0.1 for 200 steps.\n    2. Refine" in text
-    assert "[iteration 1] DONE\n    lr=0.05 wins." in text
+    assert "[iteration 1] Done: the goal is met\n    lr=0.05 wins." in text
     assert "[reflection] the loop stops:\n    The loss fell fastest" in text
     assert "start the search at 0.05 and try a cosine schedule." in text  # past 300 characters
     assert text.rstrip().endswith("research loop orchestrator-d3m0: done")

@@ -136,7 +136,7 @@ async def test_a_session_error_is_typed_and_the_session_aborted(fake):
             ),
         ),
     ]
-    with pytest.raises(OpenCodeSessionError, match="APIError: model overloaded"):
+    with pytest.raises(OpenCodeSessionError, match=r"APIError \(400\): model overloaded"):
         await ask(fake)
     assert ABORT in fake.paths()
 
