@@ -31,6 +31,16 @@ logger = logging.getLogger("agentsys.session")
 ABORT_SETTLE_S = 0.3  # OpenCode is idle ~20 ms after an abort: ample margin
 
 
+def reply_notes(results: list[dict]) -> list[str]:
+    """The lines saved under the reply: what was not carried out and why, and each note on
+    what was done instead, so a reload, the API and `manage.py chat` all show them."""
+    notes = []
+    for result in results:
+        notes += [f"_Not carried out: {result['error']}_"] if result["error"] else []
+        notes += [f"_Note: {result['note']}_"] if result.get("note") else []
+    return notes
+
+
 class SessionAgent(Agent):
     role = AgentRole.ORCHESTRATOR
     allowed_children = frozenset(
@@ -188,22 +198,13 @@ class SessionAgent(Agent):
         results = []
         for action in found:
             results.append(await self._carry_out(ctx, action))
-        if ctx.mode == "wild" and not ctx.synthetic:
-            missing = tags.missing_required_spawn(found, ctx.mode)
-            if missing:  # the mode's promise holds even when the model forgets it
-                results.append(
-                    await self._carry_out(
-                        ctx,
-                        tags.L1Action(action="spawn_research", goal=ctx.message[:5000]),
-                        note=missing + "; one was started with your message as its goal",
-                    )
-                )
+        if ctx.mode == "wild" and not ctx.synthetic and tags.missing_required_spawn(found, "wild"):
+            # The mode's promise holds even when the model forgets it (or writes it wrong).
+            loop, note = tags.wild_fallback(found, answer, ctx.message)
+            results.append(await self._carry_out(ctx, loop, note=note))
         for result in results:
             relay.send("l1_action", result)
-        notes = [f"_Not carried out: {r['error']}_" for r in results if r["error"]]
-        text = tags.strip_actions(answer)
-        if notes:
-            text = "\n\n".join([text, *notes]).strip()
+        text = "\n\n".join([tags.strip_actions(answer), *reply_notes(results)]).strip()
         return TurnOutcome(
             status="done",
             text=text,
@@ -217,6 +218,7 @@ class SessionAgent(Agent):
         result = {
             "action": action.action,
             "goal": action.goal,
+            "max_iterations": action.max_iterations,
             "agent_id": "",
             "command": action.command,
             "experiment_id": action.experiment_id,
