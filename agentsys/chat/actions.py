@@ -98,11 +98,12 @@ def _looks_like_action(name: str, attributes: dict, body: str) -> bool:
     )
 
 
-def _blocks(text: str) -> list[_Block]:
-    """Every known tag outside code, and every unknown one that looks like an action."""
+def _blocks(text: str, limit: int | None = None) -> list[_Block]:
+    """Every known tag outside code, and every unknown one that looks like an action (the
+    first `limit` of them when a limit is given)."""
     plain = _blanked(text)
     found, position, unclosed = [], 0, set()  # names with no closing tag after `position`
-    while match := _TAG.search(plain, position):
+    while (limit is None or len(found) < limit) and (match := _TAG.search(plain, position)):
         name, source, alone = match.group(1).lower(), match.group(2), match.group(3)
         if name not in KINDS and not set(name.split("_")) & (_VERBS | _THINGS):
             position = match.end()  # <b>, <thinking>: not an action, and not looked into
@@ -193,7 +194,7 @@ def _action(block: _Block) -> L1Action:
 
 
 def parse_actions(text: str) -> list[L1Action]:
-    actions = [_action(block) for block in _blocks(text or "")]
+    actions = [_action(block) for block in _blocks(text or "", limit=MAX_ACTIONS + 1)]
     if len(actions) > MAX_ACTIONS:
         extra = actions[MAX_ACTIONS]
         too_many = f"too many actions in one answer (at most {MAX_ACTIONS}); the rest were "

@@ -150,7 +150,6 @@ def test_a_megabyte_answer_is_parsed_fast():
         '"max_iterations": 5}}\n```\n</spawn_research>',
         "<spawn_research>\n```yaml\ngoal: Tune the lr & batch\nmax_iterations: 5\n```\n"
         "</spawn_research>",
-        "<Spawn_Research>\nGoal: Tune the lr & batch\nmax_iterations: 5\n</spawn_research>",
     ],
 )
 def test_attribute_json_and_fenced_forms_keep_the_goal_and_iterations(text):
@@ -182,9 +181,7 @@ def test_a_lone_attribute_tag_does_not_swallow_the_next_tag():
     ("body", "error"),
     [
         ('{"goal": "x", max_iterations: 4}', "looks like JSON but cannot be read"),
-        ('{"max_iterations": 4}', "needs a goal"),
         ('{"goal": "x", "max_iterations": 4.5}', "got '4.5'"),
-        ('{"spawn_research": ["x"], "b": 1}', "needs a goal"),
     ],
 )
 def test_a_json_body_that_cannot_be_used_says_why(body, error):
@@ -195,7 +192,14 @@ def test_a_json_body_that_cannot_be_used_says_why(body, error):
 def test_text_that_only_looks_like_a_tag_is_not_one():
     text = "if a < b and <spawn_research this is prose> or <stop_childhood>"
     assert [a.action for a in parse_actions(text)] == ["stop_childhood"]  # a verb: a note
-    assert parse_actions("if a < b and <spawn_research this is prose>") == []
+    for other in (
+        "if a < b and <spawn_research this is prose>",
+        "<thinking>\ngoal: understand the question\n</thinking>",
+        "<b>bold</b> and <br/> and <details><summary>More</summary></details>",
+        "<promise>DONE</promise> and <experiments>none yet</experiments>",
+        "`<start_research>goal: x</start_research>`",
+    ):
+        assert parse_actions(other) == [], other
 
 
 @pytest.mark.parametrize(
@@ -223,20 +227,6 @@ def test_an_unknown_tag_that_looks_like_an_action_names_the_known_tags(text, nam
     assert name in strip_actions("Sure.\n" + text)  # shown as written, not used
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "<thinking>\ngoal: understand the question\n</thinking>",
-        "<b>bold</b> and <br/> and <details><summary>More</summary></details>",
-        "<promise>DONE</promise>",
-        "<experiments>none yet</experiments>",
-        "`<start_research>goal: x</start_research>`",
-    ],
-)
-def test_other_tags_are_not_actions(text):
-    assert parse_actions(text) == []
-
-
 def test_wild_fallback_keeps_the_models_goal_where_it_can_be_read():
     unknown = "On it.\n<start_research>\ngoal: Tune lr\nmax_iterations: 3\n</start_research>"
     loop, note = wild_fallback(parse_actions(unknown), unknown, "which lr?")
@@ -257,9 +247,11 @@ def test_wild_fallback_says_when_the_only_spawn_was_in_code():
     assert "inside code" not in note and "your message as its goal" in note
 
 
-def test_action_forms_never_raise_and_stay_fast():
+def test_a_megabyte_of_unknown_and_broken_tags_is_capped_and_fast():
     for garbage in ['<spawn_research goal="', "<start_research>{", "<spawn_research>{]}"]:
         parse_actions(garbage * 3)
         strip_actions(garbage * 3)
-    text = '<run_this goal="' * 20_000 + "<launch_x>" * 20_000
-    parse_actions(text)  # a scan gone quadratic would hit the test timeout
+    text = '<spawn_research goal="' * 20_000 + "<launch_x>" * 20_000
+    actions = parse_actions(text)  # a scan gone quadratic would hit the test timeout
+    assert len(actions) == 6 and "too many actions" in actions[-1].error
+    assert actions[0].action == "launch_x" and "not an action tag" in actions[0].error
