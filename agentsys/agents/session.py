@@ -31,16 +31,6 @@ logger = logging.getLogger("agentsys.session")
 ABORT_SETTLE_S = 0.3  # OpenCode is idle ~20 ms after an abort: ample margin
 
 
-def reply_notes(results: list[dict]) -> list[str]:
-    """The lines saved under the reply: what was not carried out and why, and each note on
-    what was done instead, so a reload, the API and `manage.py chat` all show them."""
-    notes = []
-    for result in results:
-        notes += [f"_Not carried out: {result['error']}_"] if result["error"] else []
-        notes += [f"_Note: {result['note']}_"] if result.get("note") else []
-    return notes
-
-
 class SessionAgent(Agent):
     role = AgentRole.ORCHESTRATOR
     allowed_children = frozenset(
@@ -204,7 +194,7 @@ class SessionAgent(Agent):
             results.append(await self._carry_out(ctx, loop, note=note))
         for result in results:
             relay.send("l1_action", result)
-        text = "\n\n".join([tags.strip_actions(answer), *reply_notes(results)]).strip()
+        text = "\n\n".join([tags.strip_actions(answer), *tags.reply_notes(results)]).strip()
         return TurnOutcome(
             status="done",
             text=text,

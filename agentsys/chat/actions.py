@@ -247,3 +247,16 @@ def wild_fallback(actions: list[L1Action], answer: str, message: str) -> tuple[L
     if any(_SPAWN_RESEARCH.search(code.group(0)) for code in _CODE.finditer(answer or "")):
         missing += " (its only <spawn_research> is inside code, which shows a tag without using it)"
     return loop, f"{missing}; one was started with your message as its goal"
+
+
+def reply_notes(results: list[dict]) -> list[str]:
+    """The lines saved under the reply for its carried-out actions (l1_action results): what
+    was not carried out and why, and each note on what was done instead, so a reload, the
+    API and `manage.py chat` all show them."""
+    notes = []
+    for result in results:
+        if not isinstance(result, dict):
+            continue
+        notes += [f"_Not carried out: {result['error']}_"] if result.get("error") else []
+        notes += [f"_Note: {result['note']}_"] if result.get("note") else []
+    return notes

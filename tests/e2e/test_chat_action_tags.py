@@ -105,3 +105,4 @@ def test_an_unknown_tag_is_noted_in_manage_py_chat_the_saved_reply_and_the_page(
     page = browser.get(f"/chat/{session.pk}/").content.decode()
     assert "Unknown action tag &lt;start_research&gt;" in page
     assert 'class="action-note small">Note: WILD mode expects a research loop' in page
+    assert page.count("WILD mode expects") == 1  # on its card, not again in the text above
