@@ -98,39 +98,41 @@ def _looks_like_action(name: str, attributes: dict, body: str) -> bool:
     )
 
 
-def _blocks(text: str, limit: int | None = None) -> list[_Block]:
-    """Every known tag outside code, and every unknown one that looks like an action (the
-    first `limit` of them when a limit is given)."""
+def _blocks(text: str, limit: int | None = None, unknown: bool = True) -> list[_Block]:
+    """Every known tag outside code, and (`unknown`) every unknown one that looks like an
+    action; the first `limit` of them when a limit is given. An unknown tag's body is read for
+    a goal but not taken: a known tag inside it still counts."""
     plain = _blanked(text)
-    found, position, unclosed = [], 0, set()  # names with no closing tag after `position`
+    found, position, closes = [], 0, {}  # name -> its next closing tag (None: no more)
     while (limit is None or len(found) < limit) and (match := _TAG.search(plain, position)):
         name, source, alone = match.group(1).lower(), match.group(2), match.group(3)
-        if name not in KINDS and not set(name.split("_")) & (_VERBS | _THINGS):
+        if name not in KINDS and not (unknown and set(name.split("_")) & (_VERBS | _THINGS)):
             position = match.end()  # <b>, <thinking>: not an action, and not looked into
             continue
         attributes = read_attributes(text[match.start(2) : match.end(2)]) if source else {}
         close = None
-        if not alone and name not in unclosed:
-            close = re.compile(rf"</\s*{name}\s*>", re.IGNORECASE).search(plain, match.end())
-            if close is None:
-                unclosed.add(name)  # nor after any later tag: not searched again
+        if not alone:
+            known = closes.get(name, False)
+            if known is False or (known is not None and known.start() < match.end()):
+                pattern = re.compile(rf"</\s*{name}\s*>", re.IGNORECASE)
+                closes[name] = pattern.search(plain, match.end())  # reused by the next ones
+            close = closes[name]
         if close is not None and name in KINDS and attributes:
             # An opening tag with attributes, never closed before the next action tag,
             # stands alone: the close found belongs to that next tag.
             following = _KNOWN_OPEN.search(plain, match.end(), close.start())
             close = None if following else close
         body = text[match.end() : close.start()] if close else ""
-        end = close.end() if close else match.end()
+        position = close.end() if close else match.end()
         if name in KINDS:
             if close is None and not alone and not attributes:
                 found.append(_Block(name, match.start(), len(text), {}, None))
                 break
-            found.append(_Block(name, match.start(), end, attributes, body))
-        elif _looks_like_action(name, attributes, body):
-            found.append(_Block(name, match.start(), end, attributes, body))
+            found.append(_Block(name, match.start(), position, attributes, body))
         else:
-            end = match.end()
-        position = end
+            if _looks_like_action(name, attributes, body):
+                found.append(_Block(name, match.start(), position, attributes, body))
+            position = match.end()
     return found
 
 
@@ -207,9 +209,7 @@ def strip_actions(text: str) -> str:
     one stays, as the model wrote it, and its note says it was not used)."""
     text = text or ""
     kept, position = [], 0
-    for block in _blocks(text):
-        if block.name not in KINDS:
-            continue
+    for block in _blocks(text, unknown=False):
         kept.append(text[position : block.start])
         position = block.end
     kept.append(text[position:])

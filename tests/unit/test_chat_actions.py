@@ -170,6 +170,13 @@ def test_a_json_command_and_attribute_ids():
     assert stop.experiment_id == "executor-00ff00ff" and not stop.error
 
 
+def test_a_known_tag_inside_an_unknown_one_still_counts():
+    text = "<launch_actions>\n<spawn_research>\ngoal: b\n</spawn_research>\n</launch_actions>"
+    unknown, spawn = parse_actions(text)
+    assert "<launch_actions> is not an action tag" in unknown.error
+    assert spawn.goal == "b" and not spawn.error
+
+
 def test_a_lone_attribute_tag_does_not_swallow_the_next_tag():
     first, second = parse_actions(
         '<spawn_research goal="a">\n<spawn_research>\ngoal: b\n</spawn_research>'
@@ -251,7 +258,8 @@ def test_a_megabyte_of_unknown_and_broken_tags_is_capped_and_fast():
     for garbage in ['<spawn_research goal="', "<start_research>{", "<spawn_research>{]}"]:
         parse_actions(garbage * 3)
         strip_actions(garbage * 3)
-    text = '<spawn_research goal="' * 20_000 + "<launch_x>" * 20_000
+    text = '<spawn_research goal="' * 5_000 + "<launch_x>" * 20_000 + "</launch_x>"
+    strip_actions(text)
     actions = parse_actions(text)  # a scan gone quadratic would hit the test timeout
     assert len(actions) == 6 and "too many actions" in actions[-1].error
     assert actions[0].action == "launch_x" and "not an action tag" in actions[0].error
