@@ -44,7 +44,7 @@ _VERBS = {"spawn", "start", "run", "launch", "stop", "steer", "kill", "cancel", 
 _VERBS |= {"create", "execute", "abort", "halt", "terminate", "pause", "resume", "new"}
 _THINGS = {"research", "experiment", "experiments", "loop", "command", "child", "job", "task"}
 _ACTION_KEYS = re.compile(
-    r"^\s*(?:-\s*)?\"?(?:goal|command|experiment_id|max_iterations)\"?\s*[:=]",
+    r"^[ \t]*(?:-[ \t]*)?\"?(?:goal|command|experiment_id|max_iterations)\"?[ \t]*[:=]",
     re.IGNORECASE | re.MULTILINE,
 )
 UNKNOWN = (

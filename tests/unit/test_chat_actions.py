@@ -258,6 +258,8 @@ def test_a_megabyte_of_unknown_and_broken_tags_is_capped_and_fast():
     for garbage in ['<spawn_research goal="', "<start_research>{", "<spawn_research>{]}"]:
         parse_actions(garbage * 3)
         strip_actions(garbage * 3)
+    parse_actions("<experiments>" + "\n" * 100_000 + "x</experiments>")  # blank lines
+    parse_actions("<spawn_research " + 'a="b" ' * 20_000)
     text = '<spawn_research goal="' * 5_000 + "<launch_x>" * 20_000 + "</launch_x>"
     strip_actions(text)
     actions = parse_actions(text)  # a scan gone quadratic would hit the test timeout
