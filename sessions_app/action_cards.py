@@ -19,8 +19,9 @@ ACTION_WORDS = {
 
 
 def action_title(action: dict) -> str:
+    """What was done; a tag the agent does not know (`<start_research>`) is named as such."""
     name = str(action.get("action") or "")
-    done, refused = ACTION_WORDS.get(name, (name.replace("_", " ") or "Action",) * 2)
+    done, refused = ACTION_WORDS.get(name, (f"Unknown action tag <{name}>",) * 2)
     return refused if action.get("error") else done
 
 

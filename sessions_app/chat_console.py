@@ -7,30 +7,37 @@ from __future__ import annotations
 import re
 
 from agentsys.chat.actions import KINDS
+from agentsys.chat.tag_values import ATTRIBUTES
 
-_OPEN = re.compile(r"<(" + "|".join(KINDS) + r")\s*>", re.IGNORECASE)
+_NAMES = "|".join(KINDS)
+# An action tag's opening (attributes and all, "/" when it closes itself), as actions.py reads it.
+_OPEN = re.compile(rf"<\s*({_NAMES})({ATTRIBUTES})\s*(/?)>", re.IGNORECASE)
+# The start of one, cut off by the end of a delta: after the name, attributes so far.
+_UNFINISHED = re.compile(
+    rf"<\s*(?:{_NAMES})(?:{ATTRIBUTES})"
+    r"""(?:\s+[A-Za-z_][\w.-]*(?:\s*=\s*(?:"[^"]*|'[^']*|[^\s"'<>/=`]*))?)?\s*/?$""",
+    re.IGNORECASE,
+)
 
 
 def _could_open(tail: str) -> bool:
     """Whether `tail` (from a '<' to the end) may still grow into an action tag."""
-    lowered = tail.lower()
-    for kind in KINDS:
-        tag = "<" + kind
-        if tag.startswith(lowered):
-            return True
-        if lowered.startswith(tag) and not lowered[len(tag) :].strip():
-            return True
-    return False
+    lowered = "<" + tail[1:].lstrip().lower()
+    if any(("<" + kind).startswith(lowered) for kind in KINDS):
+        return True
+    return bool(_UNFINISHED.match(lowered))
 
 
 class ActionTagFilter:
     """Feed it a text part's deltas; it returns what to print now. A tag split over deltas is
     held back until it is known; a tag never closed hides the rest of the part, as on the
-    page (the action line says what it asked for)."""
+    page (the action line says what it asked for), unless it has attributes: such a tag
+    stands alone, and what follows it is printed at the end of the part."""
 
     def __init__(self) -> None:
         self.pending = ""
         self.inside: str | None = None
+        self.alone = False  # the tag inside has attributes: it may stand alone
         self.held = ""  # trailing blank space: shown only if more text follows it
 
     def feed(self, delta: str) -> str:
@@ -52,7 +59,9 @@ class ActionTagFilter:
             found = _OPEN.search(self.pending)
             if found is not None:
                 shown.append(self.pending[: found.start()])
-                self.inside = found.group(1).lower()
+                if not found.group(3):
+                    self.inside = found.group(1).lower()
+                    self.alone = bool(found.group(2).strip())
                 self.pending = self.pending[found.end() :]
                 continue
             start = self.pending.rfind("<")
@@ -66,7 +75,7 @@ class ActionTagFilter:
 
     def flush(self) -> str:
         """The rest of the part (its end: blank space after the last words is dropped)."""
-        rest = "" if self.inside is not None else self.pending
+        rest = "" if self.inside is not None and not self.alone else self.pending
         text = (self.held + rest).rstrip()
         self.pending, self.inside, self.held = "", None, ""
         return text
@@ -78,7 +87,13 @@ def _short(text: str, limit: int = 160) -> str:
 
 
 def action_line(payload: dict) -> str:
-    """One l1_action result as a sentence: what was started, steered or stopped, or why not."""
+    """One l1_action result as a sentence: what was started, steered or stopped, or why not;
+    a note on it (WILD mode's loop started for an answer that named none) on a line below."""
+    line = _what_was_done(payload)
+    return line + (f"\n    Note: {payload['note']}" if payload.get("note") else "")
+
+
+def _what_was_done(payload: dict) -> str:
     action, agent = payload.get("action", ""), payload.get("agent_id") or ""
     target = payload.get("experiment_id") or agent
     if payload.get("error"):
@@ -87,7 +102,9 @@ def action_line(payload: dict) -> str:
             "spawn_command": "run the command",
             "steer_child": f"steer {target}",
             "stop_child": f"stop {target}",
-        }.get(action, action)
+        }.get(action)
+        if asked is None:  # a tag the agent does not know: the error names the known ones
+            return f"→ Not carried out: {_short(payload['error'], 300)}"
         return f"→ Could not {asked}: {_short(payload['error'])}"
     if action == "spawn_research":
         return f"→ Research loop {agent} started: {_short(payload.get('goal', ''))}"

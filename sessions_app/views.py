@@ -11,6 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from agentsys.chat.actions import reply_notes
 from events_app.events import chat_stream
 from events_app.selectors import last_seq
 from sessions_app import action_cards, selectors, services, turns
@@ -78,16 +79,21 @@ def _stream_start(session_id: str, active: dict | None) -> int:
 
 
 def _with_actions(messages: list) -> list:
-    """Each reply with the l1_action results of its turn (`.actions`), and each report of a
-    finished child with the line a person reads instead (`.notice`); one query for all."""
+    """Each reply with the l1_action results of its turn (`.actions`), its text without the
+    notes saved under it (its cards show them), and each report of a finished child with the
+    line a person reads instead (`.notice`); one query for all."""
     turn_ids = {m.turn_id for m in messages if m.turn_id and m.role != "user"}
     turns = list(
         ChatTurn.objects.filter(pk__in=turn_ids).only("id", "actions", "synthetic", "variables")
     )
     actions = {t.pk: action_cards.cards(t.actions) for t in turns}
     notices = notices_for([t for t in turns if t.synthetic])
+    saved_notes = {t.pk: "\n\n".join(reply_notes(t.actions)) for t in turns if t.actions}
     for message in messages:
         message.actions = actions.get(message.turn_id, []) if message.role == "assistant" else []
+        if message.actions and saved_notes.get(message.turn_id):
+            # The cards say it: the notes saved under the reply are not shown twice.
+            message.content = message.content.removesuffix(saved_notes[message.turn_id]).rstrip()
         message.notice = notices.get(message.turn_id) if message.role == "system" else None
     return messages
 

@@ -188,22 +188,13 @@ class SessionAgent(Agent):
         results = []
         for action in found:
             results.append(await self._carry_out(ctx, action))
-        if ctx.mode == "wild" and not ctx.synthetic:
-            missing = tags.missing_required_spawn(found, ctx.mode)
-            if missing:  # the mode's promise holds even when the model forgets it
-                results.append(
-                    await self._carry_out(
-                        ctx,
-                        tags.L1Action(action="spawn_research", goal=ctx.message[:5000]),
-                        note=missing + "; one was started with your message as its goal",
-                    )
-                )
+        if ctx.mode == "wild" and not ctx.synthetic and tags.missing_required_spawn(found, "wild"):
+            # The mode's promise holds even when the model forgets it (or writes it wrong).
+            loop, note = tags.wild_fallback(found, answer, ctx.message)
+            results.append(await self._carry_out(ctx, loop, note=note))
         for result in results:
             relay.send("l1_action", result)
-        notes = [f"_Not carried out: {r['error']}_" for r in results if r["error"]]
-        text = tags.strip_actions(answer)
-        if notes:
-            text = "\n\n".join([text, *notes]).strip()
+        text = "\n\n".join([tags.strip_actions(answer), *tags.reply_notes(results)]).strip()
         return TurnOutcome(
             status="done",
             text=text,
@@ -217,6 +208,7 @@ class SessionAgent(Agent):
         result = {
             "action": action.action,
             "goal": action.goal,
+            "max_iterations": action.max_iterations,
             "agent_id": "",
             "command": action.command,
             "experiment_id": action.experiment_id,

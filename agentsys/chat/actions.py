@@ -2,16 +2,26 @@
 
 Only the model's own answer is parsed (never the prompt it was shown, never the person's
 message), and in it only text outside code: a tag in a ``` block or in `backticks` is the
-model showing the syntax, not using it. Values are `key: value` lines; a value runs on over
-following lines until the next known key, so multi-line goals survive, and a value is kept as
-written (`python -c 'print(1)'` keeps its quotes) unless quotes wrap all of it. A tag that
-cannot be used becomes an action with `error` saying why, so the person sees it.
+model showing the syntax, not using it. A tag's values are read in any of three forms (the
+forms themselves: agentsys.chat.tag_values):
+- `key: value` lines; a value runs on over following lines until the next known key, so
+  multi-line goals survive, and a value is kept as written (`python -c 'print(1)'` keeps its
+  quotes) unless quotes wrap all of it;
+- XML attributes: `<spawn_research goal="..." max_iterations="5"/>`, or the same opening tag
+  with a body (`key: value` lines that add to the attributes) and its closing tag; an opening
+  tag with attributes that is never closed stands alone;
+- a JSON object as the body (`{"goal": "...", "max_iterations": 4}`).
+A ``` fence around a body is taken off. A tag that cannot be used becomes an action with
+`error` saying why, so the person sees it; so does an unknown tag that looks like an action
+(`<start_research>`, `<run_experiment>`: see `_looks_like_action`), which names the known tags.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from agentsys.chat.tag_values import ATTRIBUTES, read_attributes, read_body
 
 KINDS = ("spawn_research", "spawn_command", "steer_child", "stop_child")
 KEYS = {
@@ -24,8 +34,24 @@ LIMITS = {"goal": 5000, "command": 10_000, "context": 20_000, "workdir": 1000}
 MAX_ACTIONS = 5
 EXPERIMENT_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 _CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.DOTALL)
-_OPEN = re.compile(r"<(spawn_research|spawn_command|steer_child|stop_child)\s*>", re.IGNORECASE)
-_KEY_LINE = re.compile(r"^\s*([A-Za-z_]+)\s*:\s?(.*)$")
+_NAMES = "|".join(KINDS)
+# Any opening tag outside code: its name, attributes, and "/" when it closes itself.
+_TAG = re.compile(rf"<\s*([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*)({ATTRIBUTES})\s*(/?)>")
+_KNOWN_OPEN = re.compile(rf"<\s*(?:{_NAMES})(?:\s[^<>]*)?>", re.IGNORECASE)
+_SPAWN_RESEARCH = re.compile(rf"<\s*spawn_research\b({ATTRIBUTES})\s*/?>", re.IGNORECASE)
+# What an unknown tag's name says when it is an action: a verb, or a thing an action acts on.
+_VERBS = {"spawn", "start", "run", "launch", "stop", "steer", "kill", "cancel", "begin"}
+_VERBS |= {"create", "execute", "abort", "halt", "terminate", "pause", "resume", "new"}
+_THINGS = {"research", "experiment", "experiments", "loop", "command", "child", "job", "task"}
+_ACTION_KEYS = re.compile(
+    r"^[ \t]*(?:-[ \t]*)?\"?(?:goal|command|experiment_id|max_iterations)\"?[ \t]*[:=]",
+    re.IGNORECASE | re.MULTILINE,
+)
+UNKNOWN = (
+    "is not an action tag, so nothing was done with it (the action tags are "
+    + ", ".join(f"<{kind}>" for kind in KINDS)
+    + ")"
+)
 
 
 @dataclass(frozen=True)
@@ -39,55 +65,98 @@ class L1Action:
     context: str = ""
     error: str = ""
 
+    @property
+    def known(self) -> bool:
+        return self.action in KINDS
+
+
+@dataclass(frozen=True)
+class _Block:
+    name: str  # lower case: a known kind, or an unknown tag that looks like an action
+    start: int
+    end: int
+    attributes: dict
+    body: str | None  # None: never closed
+
 
 def _blanked(text: str) -> str:
     """The text with code replaced by spaces: same length, so positions still match."""
     return _CODE.sub(lambda m: " " * len(m.group(0)), text)
 
 
-def _blocks(text: str) -> list[tuple[str, int, int, str | None]]:
-    """(kind, start, end, body or None when never closed) of every tag outside code."""
+def _looks_like_action(name: str, attributes: dict, body: str) -> bool:
+    """An unknown tag the model meant as an action: a name of two or more words, one a verb
+    (`<start_research>`, `<run_experiment>`), or a name with a verb or a thing acted on whose
+    tag holds an action's key (`<experiments>` with `goal:` lines). `<thinking>` is neither."""
+    words = name.split("_")
+    if len(words) >= 2 and any(word in _VERBS for word in words):
+        return True
+    if not any(word in _VERBS or word in _THINGS for word in words):
+        return False
+    return bool(set(attributes) & {"goal", "command", "experiment_id"}) or bool(
+        _ACTION_KEYS.search(body)
+    )
+
+
+def _blocks(text: str, limit: int | None = None, unknown: bool = True) -> list[_Block]:
+    """Every known tag outside code, and (`unknown`) every unknown one that looks like an
+    action; the first `limit` of them when a limit is given. An unknown tag's body is read for
+    a goal but not taken: a known tag inside it still counts."""
     plain = _blanked(text)
-    found, position = [], 0
-    while match := _OPEN.search(plain, position):
-        kind = match.group(1).lower()
-        close = re.compile(rf"</\s*{kind}\s*>", re.IGNORECASE).search(plain, match.end())
-        if close is None:
-            found.append((kind, match.start(), len(text), None))
-            break
-        found.append((kind, match.start(), close.end(), text[match.end() : close.start()]))
-        position = close.end()
+    found, position, closes = [], 0, {}  # name -> its next closing tag (None: no more)
+    while (limit is None or len(found) < limit) and (match := _TAG.search(plain, position)):
+        name, source, alone = match.group(1).lower(), match.group(2), match.group(3)
+        if name not in KINDS and not (unknown and set(name.split("_")) & (_VERBS | _THINGS)):
+            position = match.end()  # <b>, <thinking>: not an action, and not looked into
+            continue
+        attributes = read_attributes(text[match.start(2) : match.end(2)]) if source else {}
+        close = None
+        if not alone:
+            known = closes.get(name, False)
+            if known is False or (known is not None and known.start() < match.end()):
+                pattern = re.compile(rf"</\s*{name}\s*>", re.IGNORECASE)
+                closes[name] = pattern.search(plain, match.end())  # reused by the next ones
+            close = closes[name]
+        if close is not None and name in KINDS and attributes:
+            # An opening tag with attributes, never closed before the next action tag,
+            # stands alone: the close found belongs to that next tag.
+            following = _KNOWN_OPEN.search(plain, match.end(), close.start())
+            close = None if following else close
+        body = text[match.end() : close.start()] if close else ""
+        position = close.end() if close else match.end()
+        if name in KINDS:
+            if close is None and not alone and not attributes:
+                found.append(_Block(name, match.start(), len(text), {}, None))
+                break
+            found.append(_Block(name, match.start(), position, attributes, body))
+        else:
+            if _looks_like_action(name, attributes, body):
+                found.append(_Block(name, match.start(), position, attributes, body))
+            position = match.end()
     return found
 
 
-def _unquoted(value: str) -> str:
-    value = value.strip()
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        inner = value[1:-1]
-        if value[0] not in inner:  # the quotes wrap all of it, not two quoted words
-            return inner
-    return value
+def _unknown(block: _Block) -> L1Action:
+    """A note naming the known tags; a goal it gives is kept (WILD mode may use it)."""
+    values, _ = read_body(KEYS["spawn_research"], block.body or "")
+    values.update({k: v for k, v in block.attributes.items() if k in KEYS["spawn_research"]})
+    goal = values.get("goal", "")[: LIMITS["goal"]]
+    raw = values.get("max_iterations", "").strip()
+    iterations = int(raw) if raw.isdigit() and 1 <= int(raw) <= 1000 else None
+    error = f"<{block.name}> {UNKNOWN}"
+    return L1Action(action=block.name, goal=goal, max_iterations=iterations, error=error)
 
 
-def _fields(kind: str, body: str) -> dict[str, str]:
-    known, values, current = KEYS[kind], {}, None
-    for line in body.splitlines():
-        match = _KEY_LINE.match(line)
-        key = match.group(1).lower() if match else None
-        if key in known:
-            current = key
-            values[key] = [match.group(2)]
-        elif match and current is None:
-            continue  # an unknown key before any known one: ignored
-        elif current is not None:
-            values[current].append(line)
-    return {k: _unquoted("\n".join(v)) for k, v in values.items()}
-
-
-def _action(kind: str, body: str | None) -> L1Action:
-    if body is None:
+def _action(block: _Block) -> L1Action:
+    kind = block.name
+    if kind not in KINDS:
+        return _unknown(block)
+    if block.body is None:
         return L1Action(action=kind, error=f"<{kind}> is never closed (no </{kind}>)")
-    values = _fields(kind, body)
+    values, problem = read_body(KEYS[kind], block.body)
+    if problem:
+        return L1Action(action=kind, error=f"{kind}: {problem}")
+    values.update({k: v for k, v in block.attributes.items() if k in KEYS[kind]})
     for key, limit in LIMITS.items():
         if len(values.get(key, "")) > limit:
             return L1Action(action=kind, error=f"{kind}: {key} is over {limit} characters")
@@ -127,7 +196,7 @@ def _action(kind: str, body: str | None) -> L1Action:
 
 
 def parse_actions(text: str) -> list[L1Action]:
-    actions = [_action(kind, body) for kind, _, _, body in _blocks(text or "")]
+    actions = [_action(block) for block in _blocks(text or "", limit=MAX_ACTIONS + 1)]
     if len(actions) > MAX_ACTIONS:
         extra = actions[MAX_ACTIONS]
         too_many = f"too many actions in one answer (at most {MAX_ACTIONS}); the rest were "
@@ -136,12 +205,13 @@ def parse_actions(text: str) -> list[L1Action]:
 
 
 def strip_actions(text: str) -> str:
-    """The answer as the person reads it: every tag block outside code removed."""
+    """The answer as the person reads it: every known tag outside code removed (an unknown
+    one stays, as the model wrote it, and its note says it was not used)."""
     text = text or ""
     kept, position = [], 0
-    for _, start, end, _ in _blocks(text):
-        kept.append(text[position:start])
-        position = end
+    for block in _blocks(text, unknown=False):
+        kept.append(text[position : block.start])
+        position = block.end
     kept.append(text[position:])
     return re.sub(r"\n{3,}", "\n\n", "".join(kept)).strip()
 
@@ -160,3 +230,33 @@ def missing_required_spawn(actions: list[L1Action], mode: str) -> str:
     if mode != "wild" or any(a.action == "spawn_research" and not a.error for a in actions):
         return ""
     return "WILD mode expects a research loop for every request, but the answer started none"
+
+
+def wild_fallback(actions: list[L1Action], answer: str, message: str) -> tuple[L1Action, str]:
+    """WILD mode's loop for an answer that started none, and the note saying so: with the
+    goal the model wrote where one can be read (a <spawn_research> refused for another
+    reason, an unknown tag such as <start_research>), else with the person's message."""
+    missing = "WILD mode expects a research loop for every request, but the answer started none"
+    refused = [a for a in actions if a.action == "spawn_research" and a.goal]
+    unknown = [a for a in actions if not a.known and a.goal]
+    if refused or unknown:
+        source = (refused or unknown)[0]
+        loop = L1Action("spawn_research", goal=source.goal, max_iterations=source.max_iterations)
+        return loop, f"{missing}; one was started with the goal it gave in <{source.action}>"
+    loop = L1Action("spawn_research", goal=message[: LIMITS["goal"]])
+    if any(_SPAWN_RESEARCH.search(code.group(0)) for code in _CODE.finditer(answer or "")):
+        missing += " (its only <spawn_research> is inside code, which shows a tag without using it)"
+    return loop, f"{missing}; one was started with your message as its goal"
+
+
+def reply_notes(results: list[dict]) -> list[str]:
+    """The lines saved under the reply for its carried-out actions (l1_action results): what
+    was not carried out and why, and each note on what was done instead, so a reload, the
+    API and `manage.py chat` all show them."""
+    notes = []
+    for result in results:
+        if not isinstance(result, dict):
+            continue
+        notes += [f"_Not carried out: {result['error']}_"] if result.get("error") else []
+        notes += [f"_Note: {result['note']}_"] if result.get("note") else []
+    return notes

@@ -11,7 +11,17 @@
   const sendButton = document.getElementById("send");
   const stopButton = document.getElementById("stop");
   const errorLine = document.getElementById("chat-error");
-  const ACTION_TAG = /<(spawn_research|spawn_command|steer_child|stop_child)\s*>[\s\S]*?(<\/\1\s*>|$)/gi;
+  // The action tags, as agentsys/chat/actions.py reads them: `key: value` or JSON bodies,
+  // attributes, and tags that close themselves; an opening tag with attributes and no
+  // closing tag stands alone. They are taken out of the text as it streams.
+  const KINDS = "spawn_research|spawn_command|steer_child|stop_child";
+  const ATTRS = String.raw`(?:\s+[A-Za-z_][\w.-]*\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'<>\/=\x60]+))*`;
+  const LONE_TAG = new RegExp(String.raw`<\s*(?:${KINDS})${ATTRS}\s*\/>`, "gi");
+  const ACTION_TAG = new RegExp(String.raw`<\s*(${KINDS})(${ATTRS})\s*>([\s\S]*?)(<\/\s*\1\s*>|$)`, "gi");
+  function withoutTags(text) {
+    return text.replace(LONE_TAG, "").replace(ACTION_TAG, (whole, kind, attrs, body, close) =>
+      close || !attrs.trim() ? "" : body);
+  }
   const raw = new Map(); // part id -> text as streamed (tags and all)
   let streaming = chat.dataset.streaming || "";
 
@@ -126,7 +136,7 @@
       (part.querySelector(".text") || part).textContent = text;
       return;
     }
-    renderSoon(part, text.replace(ACTION_TAG, "").replace(/\n{3,}/g, "\n\n"));
+    renderSoon(part, withoutTags(text).replace(/\n{3,}/g, "\n\n"));
   }
 
   // Markdown is rendered at most every 40 ms per part, however fast the deltas come (a timer,
@@ -173,7 +183,7 @@
 
   function actionTitle(payload) {
     const name = payload.action || "";
-    const fallback = name.replace(/_/g, " ") || "Action";
+    const fallback = `Unknown action tag <${name}>`;
     const [done, refused] = ACTION_WORDS[name] || [fallback, fallback];
     return payload.error ? refused : done;
   }
@@ -207,6 +217,7 @@
       card.append(progress);
     }
     if (payload.error) card.append(el("div", "error small", "Not carried out: " + payload.error));
+    if (payload.note) card.append(el("div", "action-note small", "Note: " + payload.note));
     reply(payload.turn_id).append(card);
     if (loop && window.htmx) htmx.process(card);
   }

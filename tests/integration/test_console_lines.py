@@ -114,3 +114,35 @@ def test_make_demo_prints_the_plan_as_a_list_and_the_whole_reflection():
     assert "[reflection] the loop stops:\n    The loss fell fastest" in text
     assert "start the search at 0.05 and try a cosine schedule." in text  # past 300 characters
     assert text.rstrip().endswith("research loop orchestrator-d3m0: done")
+
+
+@pytest.mark.parametrize("size", [1, 5, 500])
+def test_attribute_and_json_tags_are_taken_out_too(size):
+    reply = (
+        'On it. <spawn_research goal="Tune lr > 0.1" max_iterations="5"/> Then\n'
+        '<SPAWN_RESEARCH>{"goal": "b"}</spawn_research> and <spawn_research goal="c"> done.'
+    )
+    part = ActionTagFilter()
+    shown = "".join(part.feed(delta) for delta in _streamed(reply, size)) + part.flush()
+    assert shown == "On it.  Then\n and  done."
+
+
+def test_make_chat_prints_the_note_under_the_action():
+    out = StringIO()
+    action = {
+        "action": "spawn_research",
+        "goal": "Tune lr",
+        "agent_id": "orchestrator-1a2b3c4d",
+        "error": "",
+        "note": "WILD mode expects a research loop; one was started with the goal it gave",
+    }
+    ChatCommand(stdout=out)._show("l1_action", action, set())
+    assert [line.strip() for line in out.getvalue().strip().splitlines()] == [
+        "→ Research loop orchestrator-1a2b3c4d started: Tune lr",
+        "Note: WILD mode expects a research loop; one was started with the goal it gave",
+    ]
+    unknown = StringIO()
+    error = "<start_research> is not an action tag, so nothing was done with it (...)"
+    refused = {"action": "start_research", "error": error}
+    ChatCommand(stdout=unknown)._show("l1_action", refused, set())
+    assert unknown.getvalue().strip() == f"→ Not carried out: {error}"

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from agentsys.chat.actions import check_mode, missing_required_spawn, parse_actions, strip_actions
+from agentsys.chat.actions import (
+    check_mode,
+    missing_required_spawn,
+    parse_actions,
+    strip_actions,
+    wild_fallback,
+)
 
 
 def test_each_kind_with_multi_line_values():
@@ -125,3 +131,137 @@ def test_a_megabyte_answer_is_parsed_fast():
     text = ("word `code` " * 90_000) + "<stop_child>\nexperiment_id: a-1\n</stop_child>"
     [action] = parse_actions(text)  # a regex gone quadratic would hit the test timeout
     assert action.experiment_id == "a-1"
+
+
+# -- the forms real models write (issue 35 item 5) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<spawn_research goal="Tune the lr &amp; batch" max_iterations="5"/>',
+        "<spawn_research goal='Tune the lr & batch' max_iterations=5 />",
+        '<spawn_research goal="Tune the lr & batch" max_iterations="5">',
+        '<spawn_research goal="Tune the lr & batch">\nmax_iterations: 5\n</spawn_research>',
+        '<spawn_research>{"goal": "Tune the lr & batch", "max_iterations": 5}</spawn_research>',
+        '<spawn_research>\n{\n  "goal": "Tune the lr & batch",\n  "max_iterations": "5",\n}\n'
+        "</spawn_research>",
+        '<spawn_research>\n```json\n{"spawn_research": {"goal": "Tune the lr & batch", '
+        '"max_iterations": 5}}\n```\n</spawn_research>',
+        "<spawn_research>\n```yaml\ngoal: Tune the lr & batch\nmax_iterations: 5\n```\n"
+        "</spawn_research>",
+    ],
+)
+def test_attribute_json_and_fenced_forms_keep_the_goal_and_iterations(text):
+    [action] = parse_actions(f"Starting a loop.\n{text}\nIt will report back.")
+    assert action.action == "spawn_research" and not action.error, action
+    assert action.goal == "Tune the lr & batch" and action.max_iterations == 5
+    assert strip_actions(f"Starting a loop.\n{text}\nIt will report back.") == (
+        "Starting a loop.\n\nIt will report back."
+    )
+
+
+def test_a_json_command_and_attribute_ids():
+    [run, stop] = parse_actions(
+        '<spawn_command>{"command": ["python", "train.py"], "workdir": "runs/a"}</spawn_command>'
+        '<stop_child experiment_id="executor-00ff00ff"/>'
+    )
+    assert run.command == "python train.py" and run.workdir == "runs/a" and not run.error
+    assert stop.experiment_id == "executor-00ff00ff" and not stop.error
+
+
+def test_a_known_tag_inside_an_unknown_one_still_counts():
+    text = "<launch_actions>\n<spawn_research>\ngoal: b\n</spawn_research>\n</launch_actions>"
+    unknown, spawn = parse_actions(text)
+    assert "<launch_actions> is not an action tag" in unknown.error
+    assert spawn.goal == "b" and not spawn.error
+
+
+def test_a_lone_attribute_tag_does_not_swallow_the_next_tag():
+    first, second = parse_actions(
+        '<spawn_research goal="a">\n<spawn_research>\ngoal: b\n</spawn_research>'
+    )
+    assert (first.goal, second.goal) == ("a", "b")
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ('{"goal": "x", max_iterations: 4}', "looks like JSON but cannot be read"),
+        ('{"goal": "x", "max_iterations": 4.5}', "got '4.5'"),
+    ],
+)
+def test_a_json_body_that_cannot_be_used_says_why(body, error):
+    [action] = parse_actions(f"<spawn_research>{body}</spawn_research>")
+    assert error in action.error
+
+
+def test_text_that_only_looks_like_a_tag_is_not_one():
+    text = "if a < b and <spawn_research this is prose> or <stop_childhood>"
+    assert [a.action for a in parse_actions(text)] == ["stop_childhood"]  # a verb: a note
+    for other in (
+        "if a < b and <spawn_research this is prose>",
+        "<thinking>\ngoal: understand the question\n</thinking>",
+        "<b>bold</b> and <br/> and <details><summary>More</summary></details>",
+        "<promise>DONE</promise> and <experiments>none yet</experiments>",
+        "`<start_research>goal: x</start_research>`",
+    ):
+        assert parse_actions(other) == [], other
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "goal"),
+    [
+        (
+            "<start_research>\ngoal: Tune lr\nmax_iterations: 3\n</start_research>",
+            "start_research",
+            "Tune lr",
+        ),
+        ('<spawn_experiment goal="Tune lr"/>', "spawn_experiment", "Tune lr"),
+        ("<run_experiment>\ncommand: python train.py\n</run_experiment>", "run_experiment", ""),
+        ('<launch_loop>{"goal": "Tune lr"}</launch_loop>', "launch_loop", "Tune lr"),
+        ("<stop_experiment>experiment_id: a-1</stop_experiment>", "stop_experiment", ""),
+        ("<experiments>\n- goal: Tune lr\n</experiments>", "experiments", "Tune lr"),
+        ('<research goal="Tune lr"/>', "research", "Tune lr"),
+    ],
+)
+def test_an_unknown_tag_that_looks_like_an_action_names_the_known_tags(text, name, goal):
+    [action] = parse_actions("Sure.\n" + text)
+    assert action.action == name and not action.known
+    assert f"<{name}> is not an action tag" in action.error
+    assert "<spawn_research>, <spawn_command>, <steer_child>, <stop_child>" in action.error
+    assert action.goal == goal
+    assert name in strip_actions("Sure.\n" + text)  # shown as written, not used
+
+
+def test_wild_fallback_keeps_the_models_goal_where_it_can_be_read():
+    unknown = "On it.\n<start_research>\ngoal: Tune lr\nmax_iterations: 3\n</start_research>"
+    loop, note = wild_fallback(parse_actions(unknown), unknown, "which lr?")
+    assert (loop.action, loop.goal, loop.max_iterations) == ("spawn_research", "Tune lr", 3)
+    assert "WILD mode" in note and "the goal it gave in <start_research>" in note
+    refused = "<spawn_research>\ngoal: Tune lr\nmax_iterations: many\n</spawn_research>"
+    loop, note = wild_fallback(parse_actions(refused), refused, "which lr?")
+    assert loop.goal == "Tune lr" and "<spawn_research>" in note
+
+
+def test_wild_fallback_says_when_the_only_spawn_was_in_code():
+    fenced = 'Here:\n```xml\n<spawn_research goal="Tune lr"/>\n```'
+    assert parse_actions(fenced) == []
+    loop, note = wild_fallback([], fenced, "which lr?")
+    assert loop.goal == "which lr?" and loop.max_iterations is None
+    assert "only <spawn_research> is inside code" in note and "your message as its goal" in note
+    loop, note = wild_fallback([], "No tags at all.", "which lr?")
+    assert "inside code" not in note and "your message as its goal" in note
+
+
+def test_a_megabyte_of_unknown_and_broken_tags_is_capped_and_fast():
+    for garbage in ['<spawn_research goal="', "<start_research>{", "<spawn_research>{]}"]:
+        parse_actions(garbage * 3)
+        strip_actions(garbage * 3)
+    parse_actions("<experiments>" + "\n" * 100_000 + "x</experiments>")  # blank lines
+    parse_actions("<spawn_research " + 'a="b" ' * 20_000)
+    text = '<spawn_research goal="' * 5_000 + "<launch_x>" * 20_000 + "</launch_x>"
+    strip_actions(text)
+    actions = parse_actions(text)  # a scan gone quadratic would hit the test timeout
+    assert len(actions) == 6 and "too many actions" in actions[-1].error
+    assert actions[0].action == "launch_x" and "not an action tag" in actions[0].error
