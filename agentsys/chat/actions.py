@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 
 from agentsys.chat.tag_values import ATTRIBUTES, read_attributes, read_body
+from agentsys.reply_text import outside_code
 
 KINDS = ("spawn_research", "spawn_command", "steer_child", "stop_child")
 KEYS = {
@@ -33,7 +34,6 @@ KEYS = {
 LIMITS = {"goal": 5000, "command": 10_000, "context": 20_000, "workdir": 1000}
 MAX_ACTIONS = 5
 EXPERIMENT_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
-_CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.DOTALL)
 _NAMES = "|".join(KINDS)
 # Any opening tag outside code: its name, attributes, and "/" when it closes itself.
 _TAG = re.compile(rf"<\s*([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*)({ATTRIBUTES})\s*(/?)>")
@@ -79,11 +79,6 @@ class _Block:
     body: str | None  # None: never closed
 
 
-def _blanked(text: str) -> str:
-    """The text with code replaced by spaces: same length, so positions still match."""
-    return _CODE.sub(lambda m: " " * len(m.group(0)), text)
-
-
 def _looks_like_action(name: str, attributes: dict, body: str) -> bool:
     """An unknown tag the model meant as an action: a name of two or more words, one a verb
     (`<start_research>`, `<run_experiment>`), or a name with a verb or a thing acted on whose
@@ -102,7 +97,7 @@ def _blocks(text: str, limit: int | None = None, unknown: bool = True) -> list[_
     """Every known tag outside code, and (`unknown`) every unknown one that looks like an
     action; the first `limit` of them when a limit is given. An unknown tag's body is read for
     a goal but not taken: a known tag inside it still counts."""
-    plain = _blanked(text)
+    plain = outside_code(text)
     found, position, closes = [], 0, {}  # name -> its next closing tag (None: no more)
     while (limit is None or len(found) < limit) and (match := _TAG.search(plain, position)):
         name, source, alone = match.group(1).lower(), match.group(2), match.group(3)
@@ -244,7 +239,7 @@ def wild_fallback(actions: list[L1Action], answer: str, message: str) -> tuple[L
         loop = L1Action("spawn_research", goal=source.goal, max_iterations=source.max_iterations)
         return loop, f"{missing}; one was started with the goal it gave in <{source.action}>"
     loop = L1Action("spawn_research", goal=message[: LIMITS["goal"]])
-    if any(_SPAWN_RESEARCH.search(code.group(0)) for code in _CODE.finditer(answer or "")):
+    if _SPAWN_RESEARCH.search(answer or "") and not _SPAWN_RESEARCH.search(outside_code(answer)):
         missing += " (its only <spawn_research> is inside code, which shows a tag without using it)"
     return loop, f"{missing}; one was started with your message as its goal"
 

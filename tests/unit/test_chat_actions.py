@@ -245,8 +245,15 @@ def test_wild_fallback_keeps_the_models_goal_where_it_can_be_read():
 
 
 def test_wild_fallback_says_when_the_only_spawn_was_in_code():
-    fenced = 'Here:\n```xml\n<spawn_research goal="Tune lr"/>\n```'
+    fenced = 'Here is the syntax:\n```\n<spawn_research goal="Tune lr"/>\n```\nShall I?'
     assert parse_actions(fenced) == []
+    # A fence that says it holds a document, or holds the whole answer, is the answer
+    # (agentsys.reply_text, as the research loop reads it).
+    for meant in (
+        'Here:\n```xml\n<spawn_research goal="Tune lr"/>\n```',
+        '```\n<spawn_research goal="Tune lr"/>\n```',
+    ):
+        assert [a.goal for a in parse_actions(meant)] == ["Tune lr"], meant
     loop, note = wild_fallback([], fenced, "which lr?")
     assert loop.goal == "which lr?" and loop.max_iterations is None
     assert "only <spawn_research> is inside code" in note and "your message as its goal" in note
