@@ -119,9 +119,6 @@ def run_worker(spec: WorkerSpec, conn: Connection) -> None:
     if os.getsid(0) != os.getpid():
         os.setsid()  # own session: the stop cascade kills the agent and its shells together
     asyncio.run(_serve(spec, PipeChannel(conn)))
-    # The agent is over: so is any shell it started (an executor's run has a session of its
-    # own, and is not among these).
-    asyncio.run(_end_own_session())
     for hook in exit_hooks:
         hook()
 
@@ -163,6 +160,10 @@ async def _serve(spec: WorkerSpec, channel: PipeChannel) -> None:
         status = agent.status
     listener.cancel()
     watcher.cancel()
+    # The agent is over: so is any shell it started (an executor's run has a session of its
+    # own, and is not among these). Before its end is told: runagentd records that end at
+    # once, and a stopped agent must not be seen stopped while its shells still run.
+    await _end_own_session()
     channel.send(_terminal_message(agent, status))
 
 

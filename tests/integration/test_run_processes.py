@@ -129,9 +129,11 @@ def test_stopping_an_agent_ends_a_shell_that_left_its_process_group(daemon, agen
     wait_until(lambda: processes_running("3005"), 10)
     request_agent_command(agent_id=agent.id, kind=CommandKind.STOP)
     wait_status(agent.id, AgentStatus.STOPPED)
+    # Seen stopped, its shells are gone already; only its worker may still be exiting.
     worker = Agent.objects.get(pk=agent.id).pid
-    wait_until(lambda: not processes_running("3005"), 5, message="the shell to be gone")
-    assert session_members(worker) == []
+    assert processes_running("3005") == []
+    assert [pid for pid in session_members(worker) if pid != worker] == []
+    wait_until(lambda: not session_members(worker), 10, message="the worker to exit")
 
 
 # -- the command runs exactly as typed -----------------------------------------------------

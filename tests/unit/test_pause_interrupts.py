@@ -137,7 +137,8 @@ async def test_no_experiment_is_spawned_after_the_pause(tmp_path):
     launching = asyncio.create_task(
         launch(agent, specs, root=tmp_path, iteration=1, run_options={})
     )
-    await asyncio.sleep(0)  # the first spawn is on its way
+    while not agent.spawned:  # the first spawn on its way (however many steps launch takes)
+        await asyncio.sleep(0)
     await agent.pause()
     await asyncio.sleep(0.05)
     assert agent.spawned == ["e0"]  # sent before the pause was recorded; nothing after
@@ -153,14 +154,25 @@ class Child:
         self.id, self.status, self.error = "exec-1", AgentStatus.RUNNING, ""
         self.stopped = False
         self._done = asyncio.Event()
+        self._expired = asyncio.Event()
         agent.children[self.id] = self
 
     def end(self) -> None:
         self.status = AgentStatus.DONE
         self._done.set()
 
+    def time_runs_out(self) -> None:
+        """The wait in progress ends as when its `timeout` passes."""
+        self._expired.set()
+
     async def wait(self, timeout=None):
-        await asyncio.wait_for(self._done.wait(), timeout)
+        self._expired.clear()
+        waits = [asyncio.ensure_future(event.wait()) for event in (self._done, self._expired)]
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        for waiting in waits:
+            waiting.cancel()
+        if not self._done.is_set():
+            raise TimeoutError
         return self.status
 
     async def cancel(self) -> None:
@@ -181,18 +193,38 @@ def launched_record(child, workdir) -> dict:
     }
 
 
-async def test_time_spent_paused_does_not_count_against_an_experiments_time_limit(tmp_path):
+class Clock:
+    """The agent's clock (agentsys.agent's time.monotonic), moved only by the test: a busy
+    machine's pauses between two steps of the test cannot count as the experiment's time."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+async def test_time_spent_paused_does_not_count_against_an_experiments_time_limit(
+    tmp_path, monkeypatch
+):
+    import agentsys.agent
     from agentsys.research.experiments import wait_for
 
+    clock = Clock()
+    monkeypatch.setattr(agentsys.agent, "time", clock)
     agent = wired_agent()
     child = Child(agent)
     launched = [launched_record(child, tmp_path)]
     waiting = asyncio.create_task(wait_for(agent, launched, timeout=0.4))
-    await asyncio.sleep(0.1)
-    await agent.pause()  # a person's break, longer than the whole time limit
-    await asyncio.sleep(0.6)
+    await settle()
+    clock.now += 0.1
+    await agent.pause()
+    clock.now += 60  # a person's break, far longer than the whole time limit
+    child.time_runs_out()  # the loop looks at its time while paused
+    await settle()
     await agent.resume()
-    await asyncio.sleep(0.1)
+    await settle()
+    clock.now += 0.1
     child.end()  # 0.2 s of the 0.4 s limit ran
     results = await asyncio.wait_for(waiting, 2)
     assert not child.stopped and results[0].status == "done"

@@ -17,6 +17,7 @@ from sessions_app.chat_console import ActionTagFilter, action_line
 from sessions_app.models import ChatSession, ChatTurn
 
 POLL_SECONDS = 0.1
+READ_LIMIT = 500  # events a read prints
 
 
 class Command(BaseCommand):
@@ -70,18 +71,21 @@ class Command(BaseCommand):
 
     def _print_until(self, session, after: int, deadline: float, wait_reports: bool) -> None:
         started: set[str] = set()
+        stream = chat_stream(session.pk)
+        live_turns = ChatTurn.objects.filter(session=session, status__in=LIVE_TURN_STATUSES)
         while time.monotonic() < deadline:
-            stream = chat_stream(session.pk)
-            for event in self._wait(events_after, stream=stream, after_seq=after, limit=500):
+            # In this order, as runagentd writes: a loop's report turn is queued before it is
+            # done, and a turn's events are in before it is done. So with every child seen
+            # reported, then no turn live, the read after holds all of their events; only a
+            # child first seen in that read (the reply ended meanwhile) is waited for again.
+            unreported = wait_reports and self._wait(self._unreported, started)
+            live = self._wait(live_turns.exists)
+            known = len(started)
+            events = self._wait(events_after, stream=stream, after_seq=after, limit=READ_LIMIT)
+            for event in events:
                 after = event.seq
                 self._show(event.kind, event.payload, started)
-            live_turns = ChatTurn.objects.filter(session=session, status__in=LIVE_TURN_STATUSES)
-            live = self._wait(live_turns.exists)
-            if not live and not (wait_reports and self._wait(self._unreported, started)):
-                # A turn can write its last events and end between the read above and this
-                # check (a synthetic report does, on a busy machine): print those too.
-                for event in self._wait(events_after, stream=stream, after_seq=after):
-                    self._show(event.kind, event.payload, started)
+            if not (unreported or live or len(started) > known or len(events) == READ_LIMIT):
                 return
             time.sleep(POLL_SECONDS)
         raise CommandError("timed out; the chat goes on (follow it with GET .../stream)")
