@@ -29,13 +29,18 @@ class DaemonProcess:
         self.process = manage(
             "runagentd", "--heartbeat", "0.5", "--stop-grace", "1", *args, env=env
         )
-        wait_until(
-            lambda: Host.objects.filter(
-                name=name, status=HostStatus.ONLINE, daemon_pid=self.process.pid
-            ).exists(),
-            30,
-            message=f"runagentd {name} to register",
-        )
+        try:
+            wait_until(
+                lambda: Host.objects.filter(
+                    name=name, status=HostStatus.ONLINE, daemon_pid=self.process.pid
+                ).exists(),
+                30,
+                message=f"runagentd {name} to register",
+            )
+        except BaseException:  # the test fails here: no runagentd left behind without a parent
+            self.process.kill()
+            self.process.wait()
+            raise
 
     @property
     def pid(self) -> int:
