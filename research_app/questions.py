@@ -7,7 +7,8 @@ answer given on the loop's page, in the chat it came from or through
   that is down or restarting delivers it when it comes back); the waiting loop sees it within a
   second and reads it as the next iteration's guidance from the researcher.
 - Once answered the question's alerts are resolved, and so are those of a loop that ended
-  while it waited (`settle_alerts`, called with every saved state).
+  while it waited, or that had paused itself for replies without tags (`settle_alerts`,
+  called with every saved state).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from scheduler_app.models import Alert, AlertStatus
 from scheduler_app.services import respond_to_alert
 
 MAX_ANSWER_CHARS = 10_000
-QUESTION_SIGNATURE = "question:"
+QUESTION_SIGNATURE = "question:"  # + the iteration it was asked in (agentsys attention)
+TAGLESS_SIGNATURE = "tagless"  # the alert of a loop paused for replies without tags
 
 
 class AnswerRefused(ValueError):
@@ -73,10 +75,10 @@ def answer_question(*, agent_id: str, answer: str, user=None) -> MemoryEntry:
 def resolve_alerts(agent_id: str, *, user=None, through: int | None = None) -> None:
     """Resolve the loop's open question alerts (`question:<iteration>`): all of them, or
     those asked in iterations up to `through`."""
-    pending = Alert.objects.filter(
+    asked = Alert.objects.filter(
         agent_id=agent_id, status=AlertStatus.PENDING, signature__startswith=QUESTION_SIGNATURE
     )
-    for alert_id, signature in pending.values_list("id", "signature"):
+    for alert_id, signature in asked.values_list("id", "signature"):
         asked_in = signature.removeprefix(QUESTION_SIGNATURE)
         if through is None or (asked_in.isdigit() and int(asked_in) <= through):
             respond_to_alert(alert_id=alert_id, response="acknowledge", user=user)
@@ -89,5 +91,10 @@ def settle_alerts(agent_id: str, state: dict) -> None:
     the question was asked has an earlier iteration, so it resolves nothing."""
     if state.get("status") != "running":
         resolve_alerts(agent_id)
+        paused_for_tags = Alert.objects.filter(
+            agent_id=agent_id, status=AlertStatus.PENDING, signature=TAGLESS_SIGNATURE
+        )
+        for alert_id in paused_for_tags.values_list("id", flat=True):
+            respond_to_alert(alert_id=alert_id, response="acknowledge")
     elif not state.get("question") and isinstance(state.get("iteration"), int):
         resolve_alerts(agent_id, through=state["iteration"])
