@@ -6,6 +6,8 @@ Screenshots of both pages while the loop waits."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -36,6 +38,7 @@ def _script() -> dict:
     }
 
 
+@pytest.mark.timeout(300)  # a real chat, loop and model behind OpenCode, on a shared machine
 def test_a_loops_question_shows_in_its_chat_and_page_and_is_answered_there(
     site_in_workdir, make_daemon, scripted_llm
 ):
@@ -50,10 +53,12 @@ def test_a_loops_question_shows_in_its_chat_and_page_and_is_answered_there(
     page.keyboard.press("Enter")
 
     card = page.locator(".action-card")
-    expect(card).to_contain_text("Started a research loop", timeout=30_000)
+    expect(card).to_contain_text("Started a research loop", timeout=60_000)
     asked = card.locator(".loop-question")
     expect(asked).to_contain_text(QUESTION, timeout=60_000)  # the card's line asks again
-    expect(card.locator(".loop-progress .pill").first).to_have_text("awaiting your answer")
+    pill = card.locator(".loop-progress .pill").first
+    expect(pill).to_have_text("awaiting your answer")
+    expect(pill).to_have_class(re.compile(r"\bwarning\b"))
     expect(asked.get_by_role("textbox", name="Your answer")).to_be_visible()
     screenshot(page, "question-chat")
 
