@@ -11,6 +11,7 @@ from __future__ import annotations
 # its underscores as spaces.
 STATUS_WORDS = {
     "awaiting_human": "awaiting you",
+    "awaiting_reply": "awaiting your answer",
     "questionable": "ended unclear",
 }
 

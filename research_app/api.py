@@ -15,7 +15,9 @@ from agents_app import api as agents_api
 from agents_app.schemas import CommandOut, ErrorOut, SteerIn, SteerOut
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH
 from common.api_contract import MAX_OFFSET
-from research_app import selectors, services
+from research_app import questions, selectors, services
+from research_app.models import ResearchLoop
+from research_app.questions import MAX_ANSWER_CHARS
 from scheduler_app.api_runs import SlurmOptionsIn, check_metrics_pattern
 
 router = Router(tags=["research"])
@@ -61,7 +63,13 @@ class ResearchOut(Schema):
     max_iterations: int
     phase: str = Field(description="The research phase it last saved (a stopped loop keeps it)")
     state: str = Field(
-        description="What a person reads: what a running loop does now, else its status"
+        description="What a person reads: what a running loop does now (awaiting_reply: it "
+        "waits for the answer to its question), else its status"
+    )
+    question: str | None = Field(
+        None,
+        description="What the loop asks the researcher while its state is awaiting_reply "
+        "(answer it with POST /api/research/{id}/answer)",
     )
     sweep_id: str | None
     chat_session_id: str | None
@@ -200,3 +208,32 @@ def resume_research(request, loop_id: str):
 )
 def stop_research(request, loop_id: str):
     return agents_api.stop_agent(request, loop_id) if _known(loop_id) else _no_loop(loop_id)
+
+
+class AnswerIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    answer: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_ANSWER_CHARS)
+    ]
+
+
+class AnswerOut(Schema):
+    detail: str
+
+
+@router.post(
+    "/research/{loop_id}/answer",
+    response={202: AnswerOut, 404: ErrorOut, 409: ErrorOut},
+    summary="Answer the loop's question: the answer goes into its next prompt",
+)
+def answer_research(request, loop_id: str, payload: AnswerIn):
+    try:
+        questions.answer_question(
+            agent_id=loop_id, answer=payload.answer, user=agents_api._caller(request)
+        )
+    except ResearchLoop.DoesNotExist:
+        return _no_loop(loop_id)
+    except questions.AnswerRefused as refused:
+        return Status(409, {"detail": str(refused)})
+    return Status(202, {"detail": "Answer sent: the loop reads it in its next prompt."})

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from agents_app import services
 from agents_app.models import Agent
 from agentsys.types import CommandKind, SteerUrgency
+from research_app import questions
 from research_app.models import ResearchLoop
+from research_app.progress import loop_progress
 
 COMMANDS = {"pause": CommandKind.PAUSE, "resume": CommandKind.RESUME, "stop": CommandKind.STOP}
 DONE = {
@@ -19,6 +21,7 @@ DONE = {
     "resume": "Resume sent: the loop goes on where it paused.",
     "stop": "Stop sent: the loop, its experiments and its model session end.",
 }
+ANSWERED = "Answer sent: the loop reads it in its next prompt and goes on."
 STEERED = {
     SteerUrgency.MESSAGE: "Message left in the loop's inbox: it reads it at its next iteration.",
     SteerUrgency.PRIORITY: "Steer sent: the loop acts on it at its next iteration.",
@@ -28,10 +31,12 @@ STEERED = {
 
 @require_POST
 def loop_command(request: HttpRequest, agent_id: str, action: str) -> HttpResponse:
-    if action not in COMMANDS and action != "steer":
+    if action not in COMMANDS and action not in ("steer", "answer"):
         raise Http404("No such action")
     if not ResearchLoop.objects.filter(agent_id=agent_id).exists():
         raise Http404("No such research loop")
+    if action == "answer":
+        return _answer(request, agent_id)
     try:
         if action == "steer":
             _steer(request, agent_id)
@@ -60,3 +65,22 @@ def _steer(request: HttpRequest, agent_id: str) -> None:
         )
     services.steer_agent(agent_id=agent_id, context=context, urgency=urgency, user=request.user)
     messages.success(request, STEERED[SteerUrgency(urgency)])
+
+
+def _answer(request: HttpRequest, agent_id: str) -> HttpResponse:
+    """The answer to the loop's question, from its page or from the chat's card of the loop
+    (htmx: the card's progress line comes back, saying the answer was sent)."""
+    try:
+        questions.answer_question(
+            agent_id=agent_id, answer=request.POST.get("answer", ""), user=request.user
+        )
+        refused = ""
+        messages.success(request, ANSWERED)
+    except questions.AnswerRefused as error:
+        refused = f"Not sent: {error}"
+        messages.error(request, refused)
+    if request.headers.get("HX-Request"):
+        list(messages.get_messages(request))  # said in the card itself, not on the next page
+        found = loop_progress(agent_id)
+        return render(request, "research_app/_progress.html", {"p": found, "refused": refused})
+    return redirect("research-loop", agent_id=agent_id)

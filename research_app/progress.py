@@ -10,6 +10,7 @@ from django.db.models import Count, Q
 
 from agentsys.types import TERMINAL_AGENT_STATUSES, EndState
 from research_app import selectors
+from research_app.questions import answer_sent, open_question
 from scheduler_app.models import MetricSeries, Run
 from scheduler_app.selectors import LOSS_KEYS
 
@@ -25,12 +26,19 @@ def loop_progress(agent_id: str) -> dict | None:
             total=Count("id"), ended=Count("id", filter=Q(status__in=[s.value for s in EndState]))
         )
     phase = str(loop.state.get("phase") or "")
+    question = open_question(loop)
     return {
         "id": loop.agent_id,
         "status": status,
         "state": selectors.state_words(
-            status, phase, loop.iteration, stopping=selectors.stop_pending(loop)
+            status,
+            phase,
+            loop.iteration,
+            stopping=selectors.stop_pending(loop),
+            asking=bool(question),
         ),
+        "question": question,
+        "answer_sent": bool(question) and answer_sent(loop),
         "live": status not in TERMINAL_AGENT_STATUSES,
         "iteration": loop.iteration,
         "max_iterations": int(loop.settings.get("max_iterations") or 0),

@@ -10,6 +10,7 @@ from agentsys.types import LIVE_AGENT_STATUSES, AgentStatus
 from events_app.models import Event
 from memory_app.models import MemoryEntry
 from research_app.models import ResearchLoop
+from research_app.questions import open_question
 from scheduler_app.models import Run
 
 HISTORY_KEYS = (
@@ -47,11 +48,16 @@ PHASE_WORDS = {
 }
 
 
-def state_words(status: str, phase: str, iteration: int, *, stopping: bool = False) -> str:
+def state_words(
+    status: str, phase: str, iteration: int, *, stopping: bool = False, asking: bool = False
+) -> str:
     """The loop's state as a person reads it in its header, never a phase it has left; an
-    ended or paused loop's status as is, for the template's status_word."""
+    ended or paused loop's status as is, for the template's status_word. `asking`: a running
+    loop waits for the answer to its question."""
     if status in LIVE_AGENT_STATUSES and stopping:
         return "stopping"
+    if status == AgentStatus.RUNNING and asking:
+        return "awaiting_reply"
     if status == AgentStatus.RUNNING:
         return PHASE_WORDS.get(phase, "running").format(next=iteration + 1)
     if status == AgentStatus.IDLE:
@@ -69,6 +75,7 @@ def stop_pending(loop: ResearchLoop) -> bool:
 def summary(loop: ResearchLoop) -> dict:
     agent = loop.agent
     phase = str(loop.state.get("phase") or "")
+    question = open_question(loop)
     return {
         "id": loop.agent_id,
         "goal": loop.goal,
@@ -77,7 +84,8 @@ def summary(loop: ResearchLoop) -> dict:
         "iteration": loop.iteration,
         "max_iterations": int(loop.settings.get("max_iterations") or 0),
         "phase": phase,
-        "state": state_words(agent.status, phase, loop.iteration),
+        "state": state_words(agent.status, phase, loop.iteration, asking=bool(question)),
+        "question": question or None,
         "sweep_id": loop.sweep_id,
         "chat_session_id": loop.chat_session_id,
         "superseded_by": agent.superseded_by_id,
@@ -136,6 +144,9 @@ TIMELINE_EVENTS = {
     "resumed": "Resumed",
     "steered": "Steered (priority)",
     "pause_refused": "Pause refused",
+    "question": "Asked the researcher",
+    "answered": "Read the answer",
+    "needs_attention": "Paused itself",
     "superseded": "Restarted by a critical steer",
     "worker_restarted": "Its worker was restarted",
     "done": "Done",
@@ -172,7 +183,7 @@ def timeline(loop: ResearchLoop) -> list[dict]:
 
 def _event_detail(event) -> str:
     payload = event.payload if isinstance(event.payload, dict) else {}
-    for key in ("context", "reason", "error", "cause"):
+    for key in ("context", "reason", "error", "cause", "question"):
         if isinstance(payload.get(key), str) and payload[key]:
             return payload[key]
     return ""

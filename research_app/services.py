@@ -16,6 +16,7 @@ from agentsys.metric_sources.stdout import compile_pattern
 from agentsys.registry import RESEARCH_AGENT
 from agentsys.types import AgentRole
 from research_app.models import ResearchLoop
+from research_app.questions import settle_alerts
 from scheduler_app.models import Sweep, SweepKind, SweepStatus
 
 logger = logging.getLogger("research_app")
@@ -169,6 +170,7 @@ def save_state(agent_id: str, state: dict) -> dict:
         loop.opencode_session_id = state["opencode_session_id"][:100]
     loop.save()
     _end_sweep(loop, state.get("status"))
+    settle_alerts(agent_id, state)
     return {
         "iteration": loop.iteration,
         "status": state.get("status") if isinstance(state.get("status"), str) else "",

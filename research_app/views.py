@@ -19,7 +19,7 @@ from events_app.events import AGENTS_STREAM
 from events_app.selectors import last_seq
 from memory_app.models import MemoryEntry
 from memory_app.rendering import plan_items
-from research_app import progress, selectors
+from research_app import progress, questions, selectors
 from research_app.models import ResearchLoop
 from scheduler_app.models import MetricSeries
 from scheduler_app.selectors import LOSS_KEYS
@@ -66,6 +66,7 @@ def loop_detail(request: HttpRequest, agent_id: str) -> HttpResponse:
             loop.agent.status, detail["phase"], loop.iteration, stopping=True
         )
     _final_losses(detail["history"])
+    detail["answer_sent"] = bool(detail["question"]) and questions.answer_sent(loop)
     workdir = Path(str(loop.settings.get("workdir") or "."))
     tasks = _read(loop_dir_of(workdir, loop.agent_id) / TASKS_FILE) or loop.plan
     context = {

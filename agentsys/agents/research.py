@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict
 
 from agentsys.agent import Agent
-from agentsys.research import experiments, tool_token
+from agentsys.research import attention, experiments, tool_token
 from agentsys.research.experiments import new_launch_id
 from agentsys.research.llm import ModelGateway, ModelReply, OpenCodeError, OpenCodeGateway
 from agentsys.research.logbook import (
@@ -162,6 +162,7 @@ class ResearchAgent(Agent):
             before = self.workspace.load_snapshot() or {}
             launched = await self._launch(n, parsed, progress)
         else:
+            await attention.wait_for_answer(self)  # an open question: no prompt until answered
             n = self.state.iteration + 1
             self.state.in_progress = progress = {"iteration": n, "started_at": time.time()}
             messages = await self._inbox()
@@ -199,7 +200,9 @@ class ResearchAgent(Agent):
         )
         experiments_s = time.monotonic() - waited if launched else 0.0
         await self.check_pause()  # results that came in with a pause are read on resume
+        found = attention.review(self.state, parsed, progress.get("reply", ""), n)
         await self._finish_iteration(n, parsed, results, before, model_s, experiments_s)
+        await attention.follow_up(self, found)  # a question, or prose twice: tell the person
         await self._pause_after(parsed.promise, ran_experiments=bool(launched))
 
     async def _launch(self, n: int, parsed: ParsedReply, progress: dict) -> list[dict]:

@@ -67,6 +67,10 @@ class ResearchState:
     # The iteration under way: {"iteration", "started_at", "reply", "children": [...]}.
     in_progress: dict = field(default_factory=dict)
     consecutive_model_failures: int = 0
+    # The open question to the researcher ({"text", "iteration", "asked_at"}; {} when none):
+    # the loop waits for the answer (agentsys.research.attention), also after a restart.
+    question: dict = field(default_factory=dict)
+    tagless_streak: int = 0  # replies in a row without any of the loop's tags
     started_at: float = field(default_factory=time.time)
     finished_at: float | None = None
 

@@ -1,0 +1,183 @@
+"""Replies that need someone's attention: a question for the researcher, and prose with none of
+the tags the loop acts on. `agentsys.research.reply` reads the tags; this module reads what a
+reply without the usual tags is doing, from the parsed reply plus its raw text.
+
+The rules:
+- A reply asks the researcher something when it holds a `<question>…</question>` tag, or when
+  it has no `<promise>` and no `<experiments>` and its prose ends with a question to the reader.
+  Prose is the text outside code (``` fences and `inline code`), quoted lines (`> …`) and tag
+  blocks; it ends with a question when one of its last two sentences ends in "?" and that
+  sentence either speaks to the reader ("you", "your", "please", "let me know") or asks for a
+  decision (it, or its clause after a colon, semicolon, comma or dash, opens with should,
+  shall, which, would, could, can, may, do, does, is it or are we). A rhetorical question
+  answered in the next sentences is not among the last two.
+- A reply is tagless when it has no promise, no experiments, no plan and no tag of the loop's
+  (`promise`, `experiments`, `experiment`, `summary`, `plan`, `question`) outside code, and is
+  not a question. The next prompt then names the tags expected (TAGLESS_NOTE); a second
+  tagless reply in a row pauses the loop and tells the person (TAGLESS_LIMIT).
+- A question is kept in the loop's state until an answer comes (a message or a steer to the
+  loop); the loop waits for it in `wait_for_answer` between iterations, asking the model
+  nothing, so it uses up no iteration. A pause holds the wait as it holds any step; a stop
+  ends it at once; a restart finds the question in the saved state and waits again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentsys.agents.research import ResearchAgent
+    from agentsys.research.reply import ParsedReply
+    from agentsys.research.state import ResearchState
+
+logger = logging.getLogger("agentsys.research")
+
+TAGLESS_LIMIT = 2  # tagless replies in a row that pause the loop
+QUESTION_CHARS = 2000  # of a question kept and shown
+ANSWER_POLL_SECONDS = 1.0  # how often a waiting loop looks for the answer
+TAGLESS_NOTE = (
+    "Your last answer had none of the expected tags (no promise, no experiments, no "
+    "summary tag), so nothing was run or recorded: end every answer with a summary tag and a "
+    "promise tag (CONTINUE, WAITING or DONE), list runs in an experiments tag, and put a "
+    "question for the researcher in a question tag."
+)
+TAGLESS_PAUSE_REASON = (
+    "Paused: the model's last {n} replies had none of the expected tags (promise, "
+    "experiments, summary), so the loop could not act on them. Check the model and its "
+    "replies in the iteration log; Resume goes on (the next prompt names the tags again)."
+)
+
+_FENCE = re.compile(r"(```|~~~).*?(?:\1|\Z)", re.DOTALL)
+_INLINE_CODE = re.compile(r"`[^`\n]*`")
+_LOOP_TAG = re.compile(
+    r"<\s*/?\s*(promise|experiments?|summary|plan|question)\b[^>]*>", re.IGNORECASE
+)
+_QUESTION_TAG = re.compile(r"<\s*question\s*>(.*?)<\s*/\s*question\s*>", re.IGNORECASE | re.DOTALL)
+_ANY_BLOCK = re.compile(r"<\s*(\w+)[^>]*>.*?<\s*/\s*\1\s*>", re.DOTALL)
+_ANY_TAG = re.compile(r"</?\s*\w+[^>]*>")
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+_TO_THE_READER = re.compile(r"\b(you|your|please|let me know)\b", re.IGNORECASE)
+_DECISION = re.compile(
+    r"(?:^|[:;,\u2014-])\W*(should|shall|which|would|could|can|may|do|does|is it|are we)\b",
+    re.IGNORECASE,
+)
+
+
+def outside_code(text: str) -> str:
+    """The text without ``` / ~~~ fences (an unclosed one runs to the end), inline code and
+    quoted lines: what the model says, not what it quotes."""
+    text = _INLINE_CODE.sub(" ", _FENCE.sub("\n", text))
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(">"))
+
+
+def question_in(parsed: ParsedReply, text: str) -> str:
+    """The question the reply asks the researcher, or "" (the module docstring's rule)."""
+    text = text if isinstance(text, str) else ""
+    prose = outside_code(text)
+    tagged = [m.group(1).strip() for m in _QUESTION_TAG.finditer(prose)]
+    if any(tagged):
+        return next(q for q in reversed(tagged) if q)[:QUESTION_CHARS]
+    if parsed.promise is not None or parsed.experiments:
+        return ""
+    bare = _ANY_TAG.sub(" ", _ANY_BLOCK.sub("\n", prose))
+    sentences = [s.strip() for s in _SENTENCE.findall(bare) if s.strip()]
+    asked = [s for s in sentences[-2:] if s.endswith("?") and _asks(s)]
+    if not asked:
+        return ""
+    paragraph = _paragraph_of(bare, asked[-1])
+    return paragraph[:QUESTION_CHARS]
+
+
+def _asks(sentence: str) -> bool:
+    return bool(_TO_THE_READER.search(sentence) or _DECISION.search(sentence))
+
+
+def _paragraph_of(text: str, sentence: str) -> str:
+    """The paragraph holding `sentence`, its lines joined: the question with its context."""
+    for paragraph in reversed(re.split(r"\n\s*\n", text)):
+        if sentence in " ".join(paragraph.split()) or sentence in paragraph:
+            return " ".join(paragraph.split())
+    return sentence
+
+
+def is_tagless(parsed: ParsedReply, text: str) -> bool:
+    """No tag the loop acts on, outside code (the module docstring's rule; a question is
+    tested first by the caller)."""
+    if parsed.promise is not None or parsed.experiments or parsed.plan:
+        return False
+    return not _LOOP_TAG.search(outside_code(text if isinstance(text, str) else ""))
+
+
+def review(state: ResearchState, parsed: ParsedReply, text: str, iteration: int) -> str:
+    """After an iteration's reply: keep its question in the state, or count a tagless reply
+    and add the note for the next prompt to `parsed.problems`. Returns "question",
+    "tagless" or ""."""
+    question = question_in(parsed, text)
+    if question:
+        state.tagless_streak = 0
+        state.question = {"text": question, "iteration": iteration, "asked_at": time.time()}
+        return "question"
+    if is_tagless(parsed, text):
+        state.tagless_streak += 1
+        parsed.problems.append(TAGLESS_NOTE)
+        return "tagless"
+    state.tagless_streak = 0
+    return ""
+
+
+async def follow_up(agent: ResearchAgent, found: str) -> None:
+    """Tell the person: a question (alert + event; the loop then waits for the answer at the
+    start of its next iteration), or a second tagless reply in a row (alert + event, and the
+    loop pauses itself until Resume)."""
+    state = agent.state
+    if found == "question" and state.question:
+        if state.phase != "iterating":  # its last iteration: nothing left to wait for
+            state.question = {}
+            return
+        text = state.question["text"]
+        agent.emit_event("question", {"question": text, "iteration": state.question["iteration"]})
+        agent._log_control("Question for the researcher (the loop waits for the answer)", text)
+        asked_in = state.question["iteration"]  # research_app.questions reads it back
+        await _alert(agent, f"The research loop asks: {text}", f"question:{asked_in}")
+    elif found == "tagless" and state.tagless_streak >= TAGLESS_LIMIT:
+        reason = TAGLESS_PAUSE_REASON.format(n=state.tagless_streak)
+        state.tagless_streak = 0
+        agent.emit_event("needs_attention", {"reason": reason})
+        agent._log_control("Paused: replies without tags", reason)
+        await _alert(agent, f"The research loop paused: {reason}", "tagless")
+        await agent.pause()
+
+
+async def _alert(agent: ResearchAgent, message: str, signature: str) -> None:
+    try:
+        await agent.alert("warning", message, signature, {"loop": agent.id})
+    except Exception:  # the event and the loop page still say it
+        logger.exception("%s: could not raise the alert", agent.id)
+
+
+async def wait_for_answer(agent: ResearchAgent) -> None:
+    """While the loop's question is open, wait (pause-aware, stop-cancellable) until a message
+    or a steer reaches the loop; it is read as the next iteration's guidance."""
+    state = agent.state
+    if not state.question:
+        return
+    while not await _answer_came(agent):
+        await agent.check_pause()
+        await asyncio.sleep(ANSWER_POLL_SECONDS)
+    agent.emit_event("answered", {"question": state.question.get("text", "")})
+    state.question = {}
+    agent._save()
+
+
+async def _answer_came(agent: ResearchAgent) -> bool:
+    if agent._steer_buffer:  # a PRIORITY steer: read by the next iteration too
+        return True
+    try:
+        return bool(await agent.in_memory("read_inbox"))  # peeked: the iteration acks it
+    except Exception:  # the database away: keep waiting
+        logger.exception("%s: could not look for the answer", agent.id)
+        return False
