@@ -24,10 +24,13 @@ The rules:
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import re
 import time
 from typing import TYPE_CHECKING
+
+from agentsys.reply_text import outside_code
 
 if TYPE_CHECKING:
     from agentsys.agents.research import ResearchAgent
@@ -51,14 +54,13 @@ TAGLESS_PAUSE_REASON = (
     "replies in the iteration log; Resume goes on (the next prompt names the tags again)."
 )
 
-_FENCE = re.compile(r"(```|~~~).*?(?:\1|\Z)", re.DOTALL)
-_INLINE_CODE = re.compile(r"`[^`\n]*`")
 _LOOP_TAG = re.compile(
-    r"<\s*/?\s*(promise|experiments?|summary|plan|question)\b[^>]*>", re.IGNORECASE
+    r"<\s*/?\s*(promise|experiments?|summary|plan|question)\b[^<>]{0,500}>", re.IGNORECASE
 )
-_QUESTION_TAG = re.compile(r"<\s*question\s*>(.*?)<\s*/\s*question\s*>", re.IGNORECASE | re.DOTALL)
-_ANY_BLOCK = re.compile(r"<\s*(\w+)[^>]*>.*?<\s*/\s*\1\s*>", re.DOTALL)
-_ANY_TAG = re.compile(r"</?\s*\w+[^>]*>")
+# Attributes are bounded: an unclosed `<a ` repeated must not make each `<` scan to the end.
+_OPEN_TAG = re.compile(r"<\s*(\w+)[^<>]{0,500}>")
+_CLOSE_TAG = re.compile(r"<\s*/\s*(\w+)\s*>")
+_ANY_TAG = re.compile(r"</?\s*\w+[^<>]{0,500}>")
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _TO_THE_READER = re.compile(r"\b(you|your|please|let me know)\b", re.IGNORECASE)
 _DECISION = re.compile(
@@ -67,29 +69,48 @@ _DECISION = re.compile(
 )
 
 
-def outside_code(text: str) -> str:
-    """The text without ``` / ~~~ fences (an unclosed one runs to the end), inline code and
-    quoted lines: what the model says, not what it quotes."""
-    text = _INLINE_CODE.sub(" ", _FENCE.sub("\n", text))
-    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(">"))
+def _prose(text: str) -> str:
+    """What the model says, not what it quotes: the text outside code and reasoning
+    (agentsys.reply_text, the rule every reply reader uses), without quoted lines."""
+    return "\n".join(
+        line for line in outside_code(text).splitlines() if not line.lstrip().startswith(">")
+    )
 
 
 def question_in(parsed: ParsedReply, text: str) -> str:
     """The question the reply asks the researcher, or "" (the module docstring's rule)."""
     text = text if isinstance(text, str) else ""
-    prose = outside_code(text)
-    tagged = [m.group(1).strip() for m in _QUESTION_TAG.finditer(prose)]
-    if any(tagged):
-        return next(q for q in reversed(tagged) if q)[:QUESTION_CHARS]
+    if parsed.question:
+        return parsed.question[:QUESTION_CHARS]
+    prose = _prose(text)
     if parsed.promise is not None or parsed.experiments:
         return ""
-    bare = _ANY_TAG.sub(" ", _ANY_BLOCK.sub("\n", prose))
+    bare = _ANY_TAG.sub(" ", _without_blocks(prose))
     sentences = [s.strip() for s in _SENTENCE.findall(bare) if s.strip()]
     asked = [s for s in sentences[-2:] if s.endswith("?") and _asks(s)]
     if not asked:
         return ""
     paragraph = _paragraph_of(bare, asked[-1])
     return paragraph[:QUESTION_CHARS]
+
+
+def _without_blocks(text: str) -> str:
+    """The text with each `<name …>…</name>` block replaced by a line break, in one pass:
+    every closing tag is found once, and each opening tag looks up its next one (a reply of
+    thousands of unclosed tags must not take minutes)."""
+    closes: dict[str, list[tuple[int, int]]] = {}
+    for close in _CLOSE_TAG.finditer(text):
+        closes.setdefault(close.group(1).lower(), []).append((close.start(), close.end()))
+    kept, position = [], 0
+    for opening in _OPEN_TAG.finditer(text):
+        if opening.start() < position:  # inside a block already taken out
+            continue
+        ends = closes.get(opening.group(1).lower(), [])
+        after = bisect.bisect_left(ends, (opening.end(), 0))
+        if after < len(ends):
+            kept += [text[position : opening.start()], "\n"]
+            position = ends[after][1]
+    return "".join([*kept, text[position:]])
 
 
 def _asks(sentence: str) -> bool:
@@ -109,7 +130,7 @@ def is_tagless(parsed: ParsedReply, text: str) -> bool:
     tested first by the caller)."""
     if parsed.promise is not None or parsed.experiments or parsed.plan:
         return False
-    return not _LOOP_TAG.search(outside_code(text if isinstance(text, str) else ""))
+    return not _LOOP_TAG.search(_prose(text if isinstance(text, str) else ""))
 
 
 def review(state: ResearchState, parsed: ParsedReply, text: str, iteration: int) -> str:

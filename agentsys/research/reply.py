@@ -35,9 +35,26 @@ __all__ = ["END_MARKER", "ExperimentSpec", "ParsedReply", "parse_experiments", "
 SUMMARY_FALLBACK_CHARS = 300
 TRUE_WORDS = {"yes", "true", "1"}
 END_MARKER = "<!-- agentsys-prompt-end -->"
-TAGS = ("promise", "plan", "summary", "experiments", "experiment", "reflection", "memories")
+TAGS = (
+    "promise",
+    "plan",
+    "summary",
+    "experiments",
+    "experiment",
+    "reflection",
+    "memories",
+    "question",
+)
 PROMISES = ("DONE", "CONTINUE", "WAITING")
-_NOTED_IN_CODE = ("promise", "experiments", "experiment", "plan", "summary", "reflection")
+_NOTED_IN_CODE = (
+    "promise",
+    "experiments",
+    "experiment",
+    "plan",
+    "summary",
+    "reflection",
+    "question",
+)
 
 
 @dataclass
@@ -50,6 +67,7 @@ class ParsedReply:
     reflection: str | None = None
     continue_loop: bool | None = None
     memories: list[tuple[str, str]] = field(default_factory=list)
+    question: str | None = None  # for the researcher: agentsys.research.attention
     problems: list[str] = field(default_factory=list)
 
     def cap_experiments(self, limit: int) -> None:
@@ -136,6 +154,7 @@ def parse_reply(text: str) -> ParsedReply:
     _read_promise(reply, text, plain)
     reply.plan = last_tag(text, "plan", plain) or None
     reply.reflection = last_tag(text, "reflection", plain) or None
+    reply.question = last_tag(text, "question", plain) or None
     summary = last_tag(text, "summary", plain)
     reply.summary = summary if summary else _fallback_summary(without_reasoning(text))
     cont = last_tag(text, "continue", plain)
@@ -188,8 +207,9 @@ def _read_promise(reply: ParsedReply, text: str, plain: str) -> None:
 
 def _fallback_summary(text: str) -> str:
     """The first characters of the text without its tag blocks and tag marks. Linear: a reply
-    of thousands of unclosed tags must not take minutes."""
-    for name in (*TAGS, "continue"):
+    of thousands of unclosed tags must not take minutes. A question stays: a reply that only
+    asks is summed up by what it asks."""
+    for name in (*(tag for tag in TAGS if tag != "question"), "continue"):
         kept, pos = [], 0
         opening, closing = _opening(name), _closing(name)
         while (start := opening.search(text, pos)) and (end := closing.search(text, start.end())):

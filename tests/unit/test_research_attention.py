@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from agentsys.research.attention import TAGLESS_NOTE, is_tagless, question_in, review
@@ -94,3 +96,22 @@ def test_review_keeps_the_question_in_the_state():
     assert state.question["text"] == text and state.question["iteration"] == 4
     assert state.tagless_streak == 0
     assert ResearchState.from_dict(state.as_dict()).question == state.question  # saved
+
+
+@pytest.mark.parametrize(
+    "hostile", ["<a>" * 70_000, "<a " * 70_000, "<question>x" * 40_000, "<b>x? " * 40_000]
+)
+def test_a_hostile_reply_is_read_for_a_question_quickly(hostile):
+    """Each of these took minutes when every opening tag scanned to the end of the reply."""
+    started = time.monotonic()
+    parsed = parse_reply(hostile)
+    question_in(parsed, hostile)
+    is_tagless(parsed, hostile)
+    assert time.monotonic() - started < 5
+
+
+def test_a_question_tag_is_read_as_the_reply_reader_reads_tags():
+    quoted = "Ask with `<question>GPU or CPU?</question>`.\n<promise>CONTINUE</promise>"
+    assert question_in(parse_reply(quoted), quoted) == ""
+    meant = "<summary>Read train.py.</summary>\n< question >Should I use the GPU?</ question >"
+    assert question_in(parse_reply(meant), meant) == "Should I use the GPU?"
