@@ -30,27 +30,24 @@ from agentsys.research.logbook import (
     model_error_section,
     reflection_section,
 )
-from agentsys.research.model_trouble import CUT_OFF, what_to_check
-from agentsys.research.reply import ParsedReply, parse_reply
-from agentsys.research.results import ExperimentResult, format_history, format_results
+from agentsys.research.model_trouble import failed_call, read_reply
+from agentsys.research.prompt_variables import prompt_variables
+from agentsys.research.reply import ParsedReply
+from agentsys.research.results import ExperimentResult
 from agentsys.research.settings import ResearchSettings
 from agentsys.research.state import (
     ENDED,
     ITERATING,
-    MODEL_ERROR,
     PLANNING,
     REFLECTING,
     IterationRecord,
     ResearchState,
 )
-from agentsys.research.struggle import detect_struggle
 from agentsys.research.workspace import Workspace
 from agentsys.skills import PromptSkills
 from agentsys.types import AgentRole, EntryType
 
 logger = logging.getLogger("agentsys.research")
-
-NO_RESULTS = "No experiments have run yet."
 
 
 class ResearchFailed(Exception):
@@ -123,7 +120,7 @@ class ResearchAgent(Agent):
         if reply is None:
             return  # recorded; tried again
         await self.check_pause()  # the plan's memory and commit wait for a resume
-        parsed = _read(reply.text, reply.finish)
+        parsed = read_reply(reply.text, reply.finish)
         plan = parsed.plan or parsed.summary
         problems = list(parsed.problems)
         if not parsed.plan:
@@ -152,12 +149,12 @@ class ResearchAgent(Agent):
     async def _iterate(self) -> None:
         progress = self.state.in_progress
         if progress.get("children") is not None:  # resumed after its experiments started
-            n, parsed = progress["iteration"], _read(progress.get("reply", ""), progress)
+            n, parsed = progress["iteration"], read_reply(progress.get("reply", ""), progress)
             parsed.cap_experiments(self.settings.max_experiments_per_iteration)  # its note
             launched, model_s = progress["children"], progress.get("model_s", 0.0)
             before = self.workspace.load_snapshot() or {}
         elif progress.get("reply") is not None:  # resumed while it launched them
-            n, parsed = progress["iteration"], _read(progress["reply"], progress)
+            n, parsed = progress["iteration"], read_reply(progress["reply"], progress)
             model_s = progress.get("model_s", 0.0)
             before = self.workspace.load_snapshot() or {}
             launched = await self._launch(n, parsed, progress)
@@ -179,7 +176,7 @@ class ResearchAgent(Agent):
                 self.state.in_progress = {}
                 self._save()
                 return
-            parsed, model_s = _read(reply.text, reply.finish), reply.model_s
+            parsed, model_s = read_reply(reply.text, reply.finish), reply.model_s
             if parsed.plan:
                 self.state.plan = parsed.plan
                 self.workspace.write_tasks(parsed.plan)
@@ -296,7 +293,7 @@ class ResearchAgent(Agent):
         reply = await self._ask("wild_v2_reflection", await self._variables())
         if reply is None:
             return
-        parsed = _read(reply.text, reply.finish)
+        parsed = read_reply(reply.text, reply.finish)
         self.state.reflection = parsed.reflection or parsed.summary
         await self.check_pause()  # a pause as the reply came in holds its memories too
         await self._store_memories(parsed)
@@ -376,38 +373,19 @@ class ResearchAgent(Agent):
     async def _model_failed(self, skill: str, error: OpenCodeError) -> None:
         """Record the failed call and what to check, then wait before the step is asked again;
         ResearchFailed after `max_model_failures` in a row."""
-        state, settings = self.state, self.settings
-        state.consecutive_model_failures += 1
-        tries, limit = state.consecutive_model_failures, settings.max_model_failures
-        advice = what_to_check(
-            error,
-            provider=settings.model_provider,
-            model=settings.model_id,
-            opencode_url=settings.opencode_url,
-        )
+        record = failed_call(self.state, self.settings, error)
+        tries, advice = self.state.consecutive_model_failures, record.errors[-1]
         logger.warning("%s: model: %s (%s)", self.id, error, advice)
         self.emit_event(
             "model_error", {"error": str(error), "advice": advice, "skill": skill, "try": tries}
         )
-        now = time.time()
-        record = IterationRecord(
-            # the step it was asked for: the plan (0), the next iteration, or a reflection
-            iteration=state.iteration + (1 if state.phase == ITERATING else 0),
-            phase=MODEL_ERROR,
-            summary=f"The model call failed (try {tries} of {limit}); "
-            + ("the loop gives up." if tries >= limit else "it is asked again."),
-            errors=[f"model: {error}", advice],
-            started_at=now,
-            finished_at=now,
-        )
-        state.record(record)
         self.workspace.append_log(model_error_section(record))
         self._save()
-        if tries >= limit:
+        if tries >= self.settings.max_model_failures:
             raise ResearchFailed(
                 f"the model failed {tries} times in a row; last: {error} ({advice})"
             ) from None
-        await asyncio.sleep(settings.pause_seconds * tries)
+        await asyncio.sleep(self.settings.pause_seconds * tries)
 
     def _run_options(self) -> dict:
         """What every experiment's executor gets from the loop (its sweep's settings)."""
@@ -420,32 +398,14 @@ class ResearchAgent(Agent):
         return {key: value for key, value in options.items() if value}
 
     async def _variables(self, **extra) -> dict:
-        state, workspace = self.state, self.workspace
-        iterations = [h for h in state.history if h.get("phase") == "iteration"]
-        streak, shorts, warning = detect_struggle(iterations)
-        state.no_progress_streak, state.short_iteration_count = streak, shorts
-        results = [ExperimentResult(**r) for r in state.last_results]
-        return {
-            "goal": state.goal,
-            "iteration": state.iteration,
-            "max_iterations": state.max_iterations,
-            "session_id": self.id,
-            "workdir": str(self.settings.workdir),
-            "tasks_path": str(workspace.tasks_path),
-            "log_path": str(workspace.log_path),
-            "steer_context": state.steer_context,
-            "history": format_history(state.history),
-            "no_progress_streak": streak,
-            "short_iteration_count": shorts,
-            "autonomy_level": self.settings.autonomy_level,
-            "memories_text": await self._memories_text(),
-            "evo_sweep_enabled": self.settings.evo_sweep_enabled,
-            "experiment_results": format_results(results) if results else NO_RESULTS,
-            "struggle_warning": warning,
-            "parse_problems": "\n".join(f"- {p}" for p in state.parse_problems),
-            "plan": state.plan,
+        return prompt_variables(
+            self.state,
+            self.settings,
+            self.workspace,
+            agent_id=self.id,
+            memories_text=await self._memories_text(),
             **extra,
-        }
+        )
 
     async def _inbox(self) -> list[str]:
         """MESSAGE-tier steers waiting in the inbox, read (acknowledged) once."""
@@ -468,14 +428,3 @@ class ResearchAgent(Agent):
     def _save(self) -> None:
         self.state.save(self.workspace.state_path)
         self.emit_event("research_state", self.state.as_dict())
-
-
-def _read(text: str, finish: str | dict) -> ParsedReply:
-    """The reply parsed; one cut off at the model's output limit says so first. `finish` is
-    the reply's finish reason, or the saved iteration that kept it."""
-    if isinstance(finish, dict):
-        finish = finish.get("finish") or ""
-    parsed = parse_reply(text)
-    if finish == "length":
-        parsed.problems.insert(0, CUT_OFF)
-    return parsed

@@ -8,6 +8,8 @@ only after `max_model_failures` in a row, with this line as its error.
 
 from __future__ import annotations
 
+import time
+
 from agentsys.opencode import OpenCodeError
 from agentsys.opencode.errors import (
     OpenCodeAuthError,
@@ -17,6 +19,9 @@ from agentsys.opencode.errors import (
     OpenCodeTimeout,
     OpenCodeUnavailable,
 )
+from agentsys.research.reply import ParsedReply, parse_reply
+from agentsys.research.settings import ResearchSettings
+from agentsys.research.state import ITERATING, MODEL_ERROR, IterationRecord, ResearchState
 
 # The environment variable OpenCode reads each hosted provider's key from.
 KEY_VARIABLES = {
@@ -39,6 +44,45 @@ CUT_OFF = (
     "your reply was cut off at the model's output limit (finish_reason: length); what came "
     "after the cut was lost: answer shorter (fewer experiments, no long logs)"
 )
+
+
+def read_reply(text: str, finish: str | dict) -> ParsedReply:
+    """The reply parsed; one cut off at the model's output limit says so first. `finish` is
+    the reply's finish reason, or the saved iteration that kept it."""
+    if isinstance(finish, dict):
+        finish = finish.get("finish") or ""
+    parsed = parse_reply(text)
+    if finish == "length":
+        parsed.problems.insert(0, CUT_OFF)
+    return parsed
+
+
+def failed_call(
+    state: ResearchState, settings: ResearchSettings, error: OpenCodeError
+) -> IterationRecord:
+    """Count the failure in `state` and add the history step that says it, with what to check
+    as its last error."""
+    state.consecutive_model_failures += 1
+    tries, limit = state.consecutive_model_failures, settings.max_model_failures
+    advice = what_to_check(
+        error,
+        provider=settings.model_provider,
+        model=settings.model_id,
+        opencode_url=settings.opencode_url,
+    )
+    now = time.time()
+    record = IterationRecord(
+        # the step it was asked for: the plan (0), the next iteration, or a reflection
+        iteration=state.iteration + (1 if state.phase == ITERATING else 0),
+        phase=MODEL_ERROR,
+        summary=f"The model call failed (try {tries} of {limit}); "
+        + ("the loop gives up." if tries >= limit else "it is asked again."),
+        errors=[f"model: {error}", advice],
+        started_at=now,
+        finished_at=now,
+    )
+    state.record(record)
+    return record
 
 
 def what_to_check(error: OpenCodeError, *, provider: str, model: str, opencode_url: str) -> str:
