@@ -156,10 +156,13 @@ async def follow_up(agent: ResearchAgent, found: str) -> None:
     loop pauses itself until Resume)."""
     state = agent.state
     if found == "question" and state.question:
-        if state.phase != "iterating":  # its last iteration: nothing left to wait for
-            state.question = {}
-            return
         text = state.question["text"]
+        if state.phase != "iterating":  # its last iteration, or DONE: nothing left to wait for
+            state.question = {}  # but never dropped unseen: the page's timeline and log say it
+            unwaited = f"{text} (asked in its last step: the loop did not wait for an answer)"
+            agent.emit_event("question", {"question": unwaited, "waited": False})
+            agent._log_control("Question for the researcher", unwaited)
+            return
         agent.emit_event("question", {"question": text, "iteration": state.question["iteration"]})
         agent._log_control("Question for the researcher (the loop waits for the answer)", text)
         asked_in = state.question["iteration"]  # research_app.questions reads it back

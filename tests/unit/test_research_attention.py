@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from agentsys.research.attention import TAGLESS_NOTE, is_tagless, question_in, review
+from agentsys.research.attention import TAGLESS_NOTE, follow_up, is_tagless, question_in, review
 from agentsys.research.reply import parse_reply
 from agentsys.research.state import ResearchState
 
@@ -115,3 +115,33 @@ def test_a_question_tag_is_read_as_the_reply_reader_reads_tags():
     assert question_in(parse_reply(quoted), quoted) == ""
     meant = "<summary>Read train.py.</summary>\n< question >Should I use the GPU?</ question >"
     assert question_in(parse_reply(meant), meant) == "Should I use the GPU?"
+
+
+class _Agent:
+    """What follow_up uses of a research agent, recording what it told the person."""
+
+    def __init__(self, state):
+        self.state, self.events, self.log, self.alerts = state, [], [], []
+
+    def emit_event(self, kind, payload):
+        self.events.append((kind, payload))
+
+    def _log_control(self, title, text=""):
+        self.log.append((title, text))
+
+    async def alert(self, *args):
+        self.alerts.append(args)
+
+
+async def test_a_question_in_the_last_step_is_said_not_dropped():
+    """Asked as the loop goes on to reflect: nothing is left to wait in, but the person still
+    reads the question in the loop's timeline and log, saying it was not waited for."""
+    state = ResearchState(goal="g", phase="reflecting")
+    state.question = {"text": "Should I try lr=1?", "iteration": 3, "asked_at": 0.0}
+    agent = _Agent(state)
+    await follow_up(agent, "question")
+    assert state.question == {}
+    ((kind, payload),) = agent.events
+    assert kind == "question" and payload["waited"] is False
+    assert "Should I try lr=1?" in payload["question"] and "did not wait" in payload["question"]
+    assert "Should I try lr=1?" in agent.log[0][1]
