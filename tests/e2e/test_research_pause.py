@@ -30,12 +30,14 @@ from tests.helpers import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-HELD_SECONDS = 4.0  # watched after the pause: longer than the model's 2 s stall
+THINKING_SECONDS = 3.5  # the model's stall: the pause must land in it (~0.3 s at load 8)
+HELD_SECONDS = 4.0  # watched after the pause: longer than what was left of the stall
 
 
 def slow_turn(match: str, text: str) -> dict:
-    """Answers, but only after 2 s of thinking: a pause in those 2 s lands mid-answer."""
-    return {"match": match, "steps": [{"reasoning": "thinking"}, {"stall": 2}, {"text": text}]}
+    """Answers, but only after THINKING_SECONDS: a pause in those seconds lands mid-answer."""
+    steps = [{"reasoning": "thinking"}, {"stall": THINKING_SECONDS}, {"text": text}]
+    return {"match": match, "steps": steps}
 
 
 def one_experiment_script(goal: str, command: str, gpus: int) -> dict:
