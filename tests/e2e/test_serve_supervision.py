@@ -67,6 +67,10 @@ def _everything(serve: subprocess.Popen) -> list[int]:
     return [p.pid for p in psutil.Process(serve.pid).children(recursive=True)]
 
 
+# 78 s on a quiet CI machine (a whole `serve`, a loop from `make chat`, a runagentd killed and
+# brought back): the default 120 s left too little for a busy one (it timed out twice while
+# `serve` was still starting, at load 8-12).
+@pytest.mark.timeout(300)
 def test_serve_restarts_a_killed_daemon_and_keeps_the_web_up(embedded_home):
     home, port = embedded_home, free_port()
     serve, output, env = _serve(home, port)
