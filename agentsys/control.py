@@ -50,7 +50,7 @@ class SupervisorControls:
                 await hosted.cls.end_leftovers(hosted.id, hosted.record.config)
             return
         session = RunProcesses.session_of(hosted.pid)  # named while its leader lives
-        hosted.channel.send({"t": Cmd.STOP})
+        hosted.send({"t": Cmd.STOP})
         if not await wait_set(hosted.exited, grace):
             # Its work (an executor's run, in a session of its own) ends first: once the
             # worker is gone its end is recorded and its GPUs go to the next run.

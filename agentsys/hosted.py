@@ -36,6 +36,9 @@ class Hosted:
     paused: bool = False  # it said it paused, and no resume has been sent since
     finished: bool = False
     exited: asyncio.Event = field(default_factory=asyncio.Event)
+    # Commands sent while its worker was still being taken (a child's end told to a parent
+    # that is resuming after a restart): sent once the worker has its spec.
+    unsent: list[dict] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -44,6 +47,20 @@ class Hosted:
     @property
     def pid(self) -> int | None:
         return getattr(self.process, "pid", None)
+
+    def send(self, message: dict) -> bool:
+        """Send a command to its worker; kept for later while it has none yet."""
+        if self.channel is None:
+            self.unsent.append(message)
+            return True
+        return self.channel.send(message)
+
+    def attach(self, process, channel: PipeChannel) -> None:
+        """Its worker, which has been sent its spec: the commands kept meanwhile follow."""
+        self.process, self.channel = process, channel
+        waiting, self.unsent = self.unsent, []
+        for message in waiting:
+            channel.send(message)
 
 
 class LocalLink:

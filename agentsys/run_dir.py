@@ -83,7 +83,10 @@ def loop_dir_of(workdir: str | Path, agent_id: str) -> Path:
 
 
 def write_pid_file(run_dir: Path, pid: int, start_time: str) -> None:
-    (run_dir / PID_FILE).write_text(f"{pid} {start_time}")
+    # Replaced whole: a runagentd killed mid-write must not leave an empty job.pid.
+    tmp = run_dir / f"{PID_FILE}.tmp"
+    tmp.write_text(f"{pid} {start_time}")
+    tmp.replace(run_dir / PID_FILE)
 
 
 def read_pid_file(run_dir: Path) -> tuple[int, str] | None:

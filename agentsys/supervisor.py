@@ -221,7 +221,7 @@ class Supervisor(SupervisorControls):
         channel = PipeChannel(parent_end)
         if not channel.send(spec):  # it died meanwhile: its exit is handled as any worker's
             logger.warning("%s: its worker process was gone before it started", record.id)
-        hosted.process, hosted.channel = process, channel
+        hosted.attach(process, channel)
         loop = asyncio.get_running_loop()
         loop.add_reader(parent_end.fileno(), self._on_readable, hosted)
         loop.add_reader(process.sentinel, self._on_exit, hosted)
@@ -400,7 +400,7 @@ class Supervisor(SupervisorControls):
         if target.local is not None:
             self._apply_locally(target.local, message)
             return True
-        return target.channel.send(message)
+        return target.send(message)
 
     def _apply_locally(self, agent: Agent, message: dict) -> None:
         if message["t"] == Cmd.STOP:

@@ -150,7 +150,7 @@ class ExecutorAgent(Agent):
         async with shipping_log(self, self.run_dir / LOG_FILE):
             if self.slurm_job is not None:
                 outcome = await self._run_on_slurm()
-            elif self.config.get("resume") and (self.run_dir / PID_FILE).exists():
+            elif self.config.get("resume") and await self._was_started():
                 outcome = Outcome(await self._adopt())
             else:
                 outcome = Outcome(await self._run_with_retries(command))
@@ -320,11 +320,28 @@ class ExecutorAgent(Agent):
         )
         return process
 
+    async def _was_started(self) -> bool:
+        """Whether the previous executor started the run: its job.pid, or, when runagentd
+        was killed between the start and that write, a process carrying the run's marker
+        (started again, the run would run twice)."""
+        return (self.run_dir / PID_FILE).exists() or bool((await self._marked_leader())[0])
+
+    async def _marked_leader(self) -> tuple[int, str]:
+        """The run's first process found by its marker (0 when none lives): its wrapper
+        shell, which writes job.done last."""
+        members = await asyncio.to_thread(RunProcesses(self.id).members)
+        if not members:
+            return 0, ""
+        leader = min(members, key=lambda info: (info.start_time, info.pid))
+        return leader.pid, str(leader.start_time)
+
     async def _adopt(self) -> int | None:
         """Resume after a restart: follow the run the previous executor started."""
         pid, started = read_pid_file(self.run_dir) or (0, "")
         if not is_running(pid, started):
-            pid = 0  # it ended, and the pid may since belong to some other process
+            # It ended (and the pid may since be some other process's), or job.pid was cut
+            # short by the kill: a run still going is found by its marker, never killed.
+            pid, started = await self._marked_leader()
         self.run_pid = pid or None
         self.processes = RunProcesses(self.id, pid, int(started or 0) if pid else 0)
         done = self.run_dir / EXIT_CODE_FILE

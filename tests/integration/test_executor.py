@@ -305,6 +305,36 @@ def test_sigkill_of_runagentd_mid_run_re_adopts_the_run_and_its_metrics(daemons,
     assert steps == list(range(30))  # none lost, none stored twice
 
 
+@pytest.mark.parametrize("job_pid", ["empty", "missing"])
+def test_a_run_whose_job_pid_the_kill_cut_short_is_adopted_not_killed_nor_run_twice(
+    daemons, tmp_path, job_pid
+):
+    """runagentd killed between starting the command and writing job.pid (CI: the re-adopting
+    executor found no pid, killed the live run by its marker and called it lost; with no
+    job.pid at all it started the command a second time)."""
+    daemon = daemons("solo", "1")
+    release, starts = tmp_path / "release", tmp_path / "starts"
+    command = f"echo start >> {starts}; while [ ! -e {release} ]; do sleep 0.1; done; exit 0"
+    run = launch_run(tmp_path, command, gpu_required=1)
+    wait_event(run.agent_id, "run_started")
+    run_dir = Path(Run.objects.get(pk=run.pk).run_dir)
+    command_pid = int((run_dir / "job.pid").read_text().split()[0])
+    daemon.stop(signal.SIGKILL)
+    if job_pid == "empty":
+        (run_dir / "job.pid").write_text("")  # as a kill inside the write leaves it
+    else:
+        (run_dir / "job.pid").unlink()  # a kill just before it
+    daemons("solo", "1")
+    adopted = wait_event(run.agent_id, "run_adopted", timeout=20)
+    assert adopted.payload == {"pid": command_pid, "alive": True}
+    assert pid_alive(command_pid)
+    release.touch()
+    run = run_ended(run)
+    assert (run.status, run.exit_code) == (RunStatus.DONE, 0)
+    assert starts.read_text() == "start\n"  # the command ran once
+    assert len(events(run.agent_id, "run_started")) == 1
+
+
 def test_only_the_latest_attempts_output_decides_a_retry(daemons, tmp_path):
     daemons()
     marker = tmp_path / "tried"
