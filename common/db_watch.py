@@ -104,11 +104,29 @@ def watch(stop: threading.Event) -> None:
             # readable at once; the query then fails. Otherwise a ping every idle period.
             select.select([conn.fileno()], [], [], IDLE_CHECK_SECONDS)
             conn.execute("SELECT 1")
+            if outage.since is not None:  # a request's confirm_down, since disproved
+                _came_back()
         except (*DATABASE_ERRORS, OSError, ValueError) as error:
             with contextlib.suppress(Exception):
                 conn.close()
             conn = None
             _went_down(error)
+
+
+def confirm_down(error: BaseException) -> bool:
+    """A request's own query failed with `error` before the watch noticed anything: if a
+    new connection fails too, the database is away now (said at once, not a tick later,
+    and not after the request's other checks waited on it). True when it is known away."""
+    if outage.since is not None:
+        return True
+    try:
+        _connect().close()
+    except DATABASE_ERRORS as refused:
+        if not _server_answered(refused):
+            _went_down(refused)
+    except Exception:  # a connection that cannot even be tried proves nothing here
+        logger.debug("could not confirm the database outage (%s)", error, exc_info=True)
+    return outage.since is not None
 
 
 def start() -> None:

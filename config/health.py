@@ -22,13 +22,15 @@ from ninja import Router, Schema
 from pydantic import ConfigDict
 
 from agentsys.types import RequestStatus
-from common.db_outage import outage
+from common import db_watch
+from common.db_outage import is_database_unavailable, outage
 from common.mcp_status import mcp_check, mcp_warnings
 from common.opencode_status import opencode_check
 from scheduler_app import selectors as host_selectors
 from scheduler_app.models import ScheduleRequest
 
 CHANNEL_TIMEOUT_SECONDS = 2.0
+BACK_MEANWHILE = "The database was unreachable a moment ago and is back: ask again."
 router = Router(tags=["health"])
 
 
@@ -49,6 +51,8 @@ def database_check() -> dict:
             cursor.execute("SELECT 1")
             cursor.fetchone()
     except DatabaseError as exc:
+        if is_database_unavailable(exc):
+            db_watch.confirm_down(exc)
         return {"ok": False, "error": str(exc).strip().splitlines()[0] if str(exc) else "down"}
     return {"ok": True, "latency_ms": round((time.perf_counter() - started) * 1000, 2)}
 
@@ -151,8 +155,12 @@ def _database_report() -> tuple[dict, list[str]]:
     return details, problems
 
 
-async def report() -> dict:
+async def report() -> dict | None:
+    """Every check's details, or None when the database check found it away (then the
+    channel layer, on the same database, would only wait out its timeout)."""
     details, problems = await sync_to_async(_database_report)()
+    if outage.since is not None:
+        return None
     # On the server's own event loop: the channel layer's connections belong to it.
     details["channel_layer"] = await channel_layer_check()
     if not details["channel_layer"]["ok"]:
@@ -206,13 +214,14 @@ def _caller_may_see_details(request: HttpRequest) -> bool:
     response={200: HealthOut, 503: HealthOut},
 )
 async def health(request, banner: bool = False):
-    if (down := database_down_report()) is not None:
-        # Known down (common/db_watch.py): said at once, to everyone alike, as telling a
-        # token or a login apart would need the database.
+    result = None if outage.since is not None else await report()
+    if result is None:
+        # Known down (common/db_watch.py, or found so by this request's check): said at
+        # once, to everyone alike, as telling a token or a login apart needs the database.
+        down = database_down_report() or {"status": "degraded", "problems": [BACK_MEANWHILE]}
         response = JsonResponse(down, status=200 if banner else 503)
         response._has_been_logged = True
         return response
-    result = await report()
     code = 200 if result["status"] == "ok" or banner else 503
     detailed = await sync_to_async(_caller_may_see_details)(request)
     body = result if detailed else {"status": result["status"]}

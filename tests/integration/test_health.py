@@ -121,6 +121,37 @@ async def test_database_down_is_503_with_the_reason(probe, token, monkeypatch):
     assert "hosts" not in body
 
 
+async def test_a_database_found_away_by_the_probe_itself_is_said_at_once(
+    probe, token, monkeypatch
+):
+    """The server died a moment ago and the web's watch has not noticed yet (CI: 1.6 s for a
+    503, waiting out the channel layer on the dead database): the probe's own failed query,
+    confirmed by a new connection failing too, is the outage, said at once."""
+    from common import db_watch
+    from common.db_outage import outage
+
+    await _host()
+
+    def refuse(*args, **kwargs):
+        raise OperationalError("connection refused")
+
+    async def never(*args, **kwargs):
+        raise AssertionError("the channel layer rides the database that is away")
+
+    monkeypatch.setattr(health, "connection", SimpleNamespace(ensure_connection=refuse))
+    monkeypatch.setattr(db_watch, "_connect", refuse)
+    monkeypatch.setattr(db_watch, "_close_the_pool", lambda: None)
+    monkeypatch.setattr(health, "channel_layer_check", never)
+    try:
+        answer = await probe()
+        assert answer.status_code == 503
+        body = answer.json()
+        assert body["problems"][0].startswith("The database is unreachable since"), body
+        assert body["database"]["ok"] is False and body["database"]["down_since"], body
+    finally:
+        outage.end()
+
+
 def test_every_page_shows_the_banner_while_no_daemon_beats(admin_client):
     _host_sync(ago=300)
     for path in ("/", "/admin/", "/admin/scheduler_app/run/"):
