@@ -152,7 +152,7 @@ def main() -> None:
 
     root = Path(tempfile.mkdtemp(prefix="agentsys-bench-chat-"))
     work = root / "work"
-    shutil.copytree(REPO / "config" / "demo_workspace", work)
+    shutil.copytree(REPO / "researchagent" / "demo_workspace", work)
     llm = ScriptedLLM(script())
     llm.serve_in_thread()
     opencode = LocalOpenCode(

@@ -37,7 +37,7 @@ class BenchSystem:
         Path(self.env["AGENTSYS_WORKDIR"]).mkdir()
         os.environ.update(self.env)
         os.environ.pop("DATABASE_URL", None)
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "researchagent.settings")
         sys.path.insert(0, str(REPO))
         import django
 
@@ -81,7 +81,7 @@ class BenchSystem:
 
         from django.conf import settings
 
-        argv = [sys.executable, "-m", "config.webserver", "-p", str(self.port)]
+        argv = [sys.executable, "-m", "researchagent.webserver", "-p", str(self.port)]
         argv += ["--processes", str(settings.AGENTSYS.web_processes)]
         self.processes.append(self._spawn(argv))
 

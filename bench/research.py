@@ -39,7 +39,7 @@ def overhead_script() -> dict:
 
 def workspace(root: Path) -> Path:
     work = root / "work"
-    shutil.copytree(REPO / "config" / "demo_workspace", work)
+    shutil.copytree(REPO / "researchagent" / "demo_workspace", work)
     ident = ["-c", "user.name=bench", "-c", "user.email=bench@localhost"]
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "start"]):
         subprocess.run(["git", *ident, *args], cwd=work, check=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._report import percentile, report
-from config.embedded_db import EmbeddedPostgres
+from researchagent.embedded_db import EmbeddedPostgres
 
 REPO = Path(__file__).resolve().parent.parent
 

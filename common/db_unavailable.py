@@ -27,7 +27,7 @@ from common.db_outage import is_database_unavailable, outage
 
 MESSAGE = "The database is unavailable right now; try again in a few seconds."
 RETRY_AFTER_SECONDS = 5
-HEALTH_PATH = f"{API_PREFIX}health"  # says the outage itself (config/health.py)
+HEALTH_PATH = f"{API_PREFIX}health"  # says the outage itself (researchagent/health.py)
 # Standalone: a page that extends base.html would load the session and the user, from the
 # database that is away. The banner is styled as the base template's (static/css/app.css).
 PAGE = """<!doctype html>

@@ -2,7 +2,7 @@
 
 An event stream (SSE, the NDJSON chat stream, a WebSocket) has no end of its own: left alone it
 is cut mid-chunk when the server stops, and a client cannot tell a stopped server from a lost
-network. When the web process begins to stop (config.webserver), every stream wrapped in
+network. When the web process begins to stop (researchagent.webserver), every stream wrapped in
 `until_draining` ends where it is, so its response finishes properly (the chunked body's last
 chunk, a WebSocket close frame) and the client resumes from the last id it saw once a server
 answers again.

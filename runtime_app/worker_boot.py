@@ -7,7 +7,7 @@ import os
 
 import django
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "researchagent.settings")
 django.setup()
 
 from django.db import connections  # noqa: E402

@@ -12,7 +12,7 @@ changes only what is the loop's own:
 
 Every write route a loop's token may reach (common.api_contract.AGENT_WRITES) asks here before
 it writes; a refusal is a LoopRefused, which the API answers 403 with its reason
-(config.api). A person's token, a login session and the deployment's token pass untouched
+(researchagent.api). A person's token, a login session and the deployment's token pass untouched
 (agent_id "")."""
 
 from __future__ import annotations

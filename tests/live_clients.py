@@ -25,16 +25,24 @@ RECONNECT_DELAY = 0.2
 
 
 class Web:
-    """The web process (config.webserver: daphne) serving the project against the test
+    """The web process (researchagent.webserver: daphne) serving the project against the test
     database. stop() expects it gone within its stop deadline, whatever is in flight."""
 
     def __init__(self, port: int = 0, *, stderr=subprocess.DEVNULL, processes: int = 1, **env: str):
         """port 0: a free one, chosen by daphne as it binds (a port picked beforehand may be
         taken by another test's server before daphne binds it). processes > 1: that many
-        web processes on the port, under one parent (config.web_processes)."""
+        web processes on the port, under one parent (researchagent.web_processes)."""
         self.env = env
         port_file = Path(tempfile.mkdtemp(prefix="web-port-")) / "port"
-        argv = [PYTHON, "-m", "config.webserver", "-p", str(port), "--port-file", str(port_file)]
+        argv = [
+            PYTHON,
+            "-m",
+            "researchagent.webserver",
+            "-p",
+            str(port),
+            "--port-file",
+            str(port_file),
+        ]
         self.process = subprocess.Popen(
             [*argv, "--processes", str(processes)],
             cwd=REPO,

@@ -16,7 +16,7 @@ from tests.helpers import REPO
 from tests.runtime_harness import DaemonProcess
 
 DEMO_SCRIPTS = ("train.py", "train_tensorboard.py", "train_prints.py")
-TRAIN = REPO / "config" / "demo_workspace" / "train.py"
+TRAIN = REPO / "researchagent" / "demo_workspace" / "train.py"
 
 
 @dataclass

@@ -93,7 +93,7 @@
     "ready", "queued", "running", "paused", "done", "failed", "stopped", "cancelled", "rejected", "lost",
   ]);
 
-  // The word a person reads for a status value: the server's table (config/
+  // The word a person reads for a status value: the server's table (common/
   // status_words.py, rendered into every page as #status-words), so a pill updated live
   // reads as the server renders it.
   let words = null;

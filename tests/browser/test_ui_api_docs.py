@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 import pytest
 from playwright.sync_api import expect
 
-from config.api import api
+from researchagent.api import api
 from tests.chromium import screenshot
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

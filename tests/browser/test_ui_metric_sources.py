@@ -17,7 +17,7 @@ from tests.metric_source_scripts import CAPTIONS, command, run_env, write_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 PY = sys.executable
-DEMO = REPO / "config" / "demo_workspace"
+DEMO = REPO / "researchagent" / "demo_workspace"
 
 
 def _done(run, timeout=60):

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from config.embedded_db import EmbeddedPostgres
+from researchagent.embedded_db import EmbeddedPostgres
 from tests.chromium import ARTIFACTS, PASSWORD, USER, launch_chromium, log_in
 from tests.e2e.test_make_run import OutputReader
 from tests.e2e.test_serve_supervision import _serve
@@ -90,7 +90,7 @@ def _timed(call):
 
 
 def _web(home: Path, port: int) -> subprocess.Popen:
-    argv = [PYTHON, "-m", "config.webserver", "-p", str(port), "--processes", "1"]
+    argv = [PYTHON, "-m", "researchagent.webserver", "-p", str(port), "--processes", "1"]
     return subprocess.Popen(argv, cwd=REPO, env=_env(home))
 
 

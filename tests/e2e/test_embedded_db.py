@@ -6,7 +6,7 @@ import subprocess
 import psutil
 import pytest
 
-from config.embedded_db import EmbeddedPostgres
+from researchagent.embedded_db import EmbeddedPostgres
 from tests.helpers import PYTHON, REPO, child_env, manage, wait_until
 
 pytestmark = pytest.mark.slow
@@ -104,7 +104,7 @@ def test_a_killed_user_does_not_keep_the_server_alive(home, env):
         [
             PYTHON,
             "-c",
-            "import sys, time; from config.embedded_db import EmbeddedPostgres;"
+            "import sys, time; from researchagent.embedded_db import EmbeddedPostgres;"
             f"EmbeddedPostgres({str(home)!r}).acquire(); print('ready', flush=True);"
             "time.sleep(600)",
         ],
@@ -135,7 +135,7 @@ def test_a_restart_keeps_every_lease_and_the_socket(home, env):
         [
             PYTHON,
             "-c",
-            "import time; from config.embedded_db import EmbeddedPostgres;"
+            "import time; from researchagent.embedded_db import EmbeddedPostgres;"
             f"print(EmbeddedPostgres({str(home)!r}).acquire(), flush=True); time.sleep(600)",
         ],
         cwd=REPO,
@@ -170,7 +170,7 @@ def test_a_stop_too_slow_for_fast_mode_ends_in_immediate_mode_and_loses_nothing(
     on in immediate mode, the start after it works, and what was committed is there."""
     import psycopg
 
-    from config import embedded_db
+    from researchagent import embedded_db
 
     server = EmbeddedPostgres(home)
     socket_dir = str(server.acquire())
@@ -194,7 +194,7 @@ def test_processes_starting_together_on_a_fresh_home_all_get_the_database(home, 
     """The web's processes start at once (AGENTSYS_WEB_PROCESSES): on a new machine each
     finds no database and creates it; only one CREATE wins, and none of them fails."""
     code = (
-        "import sys; from config.embedded_db import EmbeddedPostgres; "
+        "import sys; from researchagent.embedded_db import EmbeddedPostgres; "
         "e = EmbeddedPostgres(sys.argv[1]); e.acquire(); e.release()"
     )
     starts = [

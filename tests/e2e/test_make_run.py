@@ -11,7 +11,7 @@ import httpx
 import psutil
 import pytest
 
-from config.embedded_db import EmbeddedPostgres
+from researchagent.embedded_db import EmbeddedPostgres
 from tests.helpers import REPO, child_env, free_port, pid_alive, wait_until
 
 pytestmark = pytest.mark.slow
@@ -89,7 +89,7 @@ def test_make_run_serves_login_and_admin_then_stops_clean(embedded_home):
         assert postmaster is not None
         family.append(postmaster)
         names = " ".join(" ".join(psutil.Process(p).cmdline()) for p in family)
-        assert "config.webserver" in names and "runagentd" in names
+        assert "researchagent.webserver" in names and "runagentd" in names
 
         with httpx.Client(base_url=url.rstrip("/"), timeout=10) as client:
             assert client.get("/").status_code == 302  # to the login page

@@ -9,7 +9,7 @@ records its exit code); the runs' processes outlive the outage; the queue goes o
 database is down the web answers 503 with a clear message.
 
 The test runs against the database the suite uses: the embedded server (restarted through
-config.embedded_db), or an external one when AGENTSYS_TEST_PG_CTL names how to
+researchagent.embedded_db), or an external one when AGENTSYS_TEST_PG_CTL names how to
 control it (e.g. "pg_ctlcluster 15 main"); test_external_postgres_restart reruns it that way
 on the system PostgreSQL.
 """

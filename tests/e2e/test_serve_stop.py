@@ -9,8 +9,8 @@ import sys
 import time
 
 from agentsys import process_session
-from config.management.commands import serve
-from config.restart_policy import RestartPolicy, exit_cause
+from researchagent.management.commands import serve
+from researchagent.restart_policy import RestartPolicy, exit_cause
 from tests.helpers import pid_alive, wait_until
 
 STUBBORN = (

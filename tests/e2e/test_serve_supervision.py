@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from agentsys.process_session import session_members
-from config.management.commands.serve import Command
+from researchagent.management.commands.serve import Command
 from tests.e2e.test_make_run import OutputReader
 from tests.helpers import child_env, free_port, manage, pid_alive, wait_until
 
@@ -114,7 +114,7 @@ def test_serve_restarts_a_killed_daemon_and_keeps_the_web_up(embedded_home):
 
             # kill -9 the daemon: the web keeps answering, a new daemon takes over.
             os.kill(first, signal.SIGKILL)
-            web = _child(serve, "config.webserver")
+            web = _child(serve, "researchagent.webserver")
             deadline = time.monotonic() + 60
             second = None
             while time.monotonic() < deadline and not second:
@@ -124,7 +124,7 @@ def test_serve_restarts_a_killed_daemon_and_keeps_the_web_up(embedded_home):
                 time.sleep(0.2)
             assert second, output.text
             assert (
-                _child(serve, "config.webserver").pid == web.pid
+                _child(serve, "researchagent.webserver").pid == web.pid
             )  # the web server was never stopped
             assert output.find(
                 rf"runagentd \(pid {first}\) exited after \S+s with signal SIGKILL; restarting"

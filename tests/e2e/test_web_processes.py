@@ -1,4 +1,4 @@
-"""Several web processes on one port (AGENTSYS_WEB_PROCESSES, config.web_processes): clients
+"""Several web processes on one port (AGENTSYS_WEB_PROCESSES, researchagent.web_processes): clients
 are spread over all of them, a stop ends them all within the web's deadline, and one that
 dies takes the web down whole, for `manage.py serve` to restart it."""
 

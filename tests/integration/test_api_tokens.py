@@ -14,7 +14,7 @@ from django.test import Client
 
 from accounts_app import services
 from accounts_app.models import ApiToken
-from config import bootstrap
+from researchagent import bootstrap
 from sessions_app.models import ChatSession
 
 pytestmark = pytest.mark.django_db

@@ -117,7 +117,7 @@ def test_the_readme_console_sample_is_what_make_run_prints(agentsys_config, sett
     from io import StringIO
     from types import SimpleNamespace
 
-    from config.management.commands.serve import Command
+    from researchagent.management.commands.serve import Command
 
     agentsys_config(host="127.0.0.1", port=8000)
     out = StringIO()

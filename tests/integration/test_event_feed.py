@@ -15,12 +15,12 @@ from channels_postgres.models import GroupChannel
 from django.conf import settings
 from django.test import Client
 
-from config.asgi import application
 from events_app import feed as feed_module
 from events_app import sse
 from events_app.events import AGENTS_STREAM, MESSAGE_TYPE, group_for, record_event
 from events_app.feed import follow_stream
 from events_app.models import Event
+from researchagent.asgi import application
 
 pytestmark = [
     # channels-postgres leaves groups through its own database alias.

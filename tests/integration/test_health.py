@@ -15,8 +15,8 @@ from django.db import OperationalError
 from django.test import AsyncClient
 from django.utils import timezone
 
-from config import health
 from hosts_app.models import Host, HostStatus
+from researchagent import health
 from tests.helpers import wait_until
 from tests.integration.test_event_feed import TOKEN
 
@@ -121,9 +121,7 @@ async def test_database_down_is_503_with_the_reason(probe, token, monkeypatch):
     assert "hosts" not in body
 
 
-async def test_a_database_found_away_by_the_probe_itself_is_said_at_once(
-    probe, token, monkeypatch
-):
+async def test_a_database_found_away_by_the_probe_itself_is_said_at_once(probe, token, monkeypatch):
     """The server died a moment ago and the web's watch has not noticed yet (CI: 1.6 s for a
     503, waiting out the channel layer on the dead database): the probe's own failed query,
     confirmed by a new connection failing too, is the outage, said at once."""

@@ -20,10 +20,10 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 
-from config.asgi import application
 from events_app import consumers
 from events_app.events import AGENTS_STREAM, chat_stream, record_event
 from events_app.events import publish_message as publish
+from researchagent.asgi import application
 from sessions_app.services import create_session
 from sessions_app.turns import submit_turn
 from tests.integration.test_event_feed import SSEClient, origin_header, session_cookie

@@ -10,8 +10,8 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from config.asgi import application
 from research_app.services import start_research
+from researchagent.asgi import application
 from runtime_app.memory_view import DjangoMemoryView
 from sessions_app.consumers import CLOSE_NOT_FOUND
 from sessions_app.models import ChatSession

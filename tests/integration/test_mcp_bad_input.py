@@ -97,7 +97,7 @@ def _check_every_tool(server, skip: set[tuple[str, str]] = frozenset()) -> int:
 def test_every_research_agent_tool_answers_bad_input_with_a_reason(
     tmp_path, django_user_model, settings
 ):
-    from config.asgi import application
+    from researchagent.asgi import application
 
     settings.AGENTSYS_WORKDIR = tmp_path
     user = django_user_model.objects.create_user("ada", password="pw-1234567")

@@ -28,7 +28,7 @@ TRAIN = (
 
 @pytest.fixture
 def tools(tmp_path, django_user_model, settings):
-    from config.asgi import application
+    from researchagent.asgi import application
 
     settings.AGENTSYS_WORKDIR = tmp_path
     user = django_user_model.objects.create_user("ada", password="pw-1234567")

@@ -15,7 +15,7 @@ from tests.runtime_harness import DaemonProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 PY = sys.executable
-DEMO = REPO / "config" / "demo_workspace"
+DEMO = REPO / "researchagent" / "demo_workspace"
 
 
 @pytest.fixture

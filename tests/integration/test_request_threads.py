@@ -1,5 +1,5 @@
 """A request's sync work runs on a thread of its own, taken from those earlier requests left
-idle (config.asgi_handler): never one still running what a cancelled request left behind."""
+idle (researchagent.asgi_handler): never one still running what a cancelled request left behind."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 import httpx
 import pytest
 
-from config.asgi_handler import RequestThreads
+from researchagent.asgi_handler import RequestThreads
 from tests.live_clients import TOKEN, Web
 
 

@@ -40,7 +40,7 @@ def test_no_status_anywhere_uses_an_old_word():
 
 
 def test_the_api_schema_lists_the_same_words_and_explains_them():
-    from config.api import api
+    from researchagent.api import api
 
     components = api.get_openapi_schema()["components"]["schemas"]
     for enum_name, label in [
@@ -54,7 +54,7 @@ def test_the_api_schema_lists_the_same_words_and_explains_them():
 
 
 SOURCES = ["agentsys", "agents_app", "scheduler_app", "sessions_app", "memory_app"]
-SOURCES += ["config", "templates", "static", "bench", "skills", "README.md"]
+SOURCES += ["researchagent", "templates", "static", "bench", "skills", "README.md"]
 OLD_LITERAL = re.compile(r"""["'`](finished|completed|FINISHED|COMPLETED)["'`]""")
 # SLURM's own job states (COMPLETED, ...), which its client and the SLURM executor read and
 # the runs never show; OpenCode's tool part states, which the MCP bench waits for.

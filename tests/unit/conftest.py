@@ -6,5 +6,7 @@ import sys
 
 def pytest_sessionfinish(session):
     if not session.config.pluginmanager.has_plugin("django"):
-        imported = sorted(name for name in ("django", "config.settings") if name in sys.modules)
+        imported = sorted(
+            name for name in ("django", "researchagent.settings") if name in sys.modules
+        )
         assert not imported, f"a unit test imported {imported}: it belongs in tests/integration"

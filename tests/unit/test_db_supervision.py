@@ -1,4 +1,4 @@
-"""`serve`'s watch on the embedded database (config/db_supervision.py), on a stand-in for the
+"""`serve`'s watch on the embedded database (researchagent/db_supervision.py), on a stand-in for the
 server: the children's backoff and give-up rule applies to it too. The real kill -9 under
 `make run`: tests/e2e/test_database_death.py."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from config.db_supervision import EmbeddedDatabaseWatch
-from config.restart_policy import RestartPolicy
+from researchagent.db_supervision import EmbeddedDatabaseWatch
+from researchagent.restart_policy import RestartPolicy
 
 
 class Server:

@@ -21,7 +21,9 @@ from agentsys.metric_sources.stdout import (
     compile_pattern,
 )
 
-DEMO_PRINTS = Path(__file__).resolve().parents[2] / "config" / "demo_workspace" / "train_prints.py"
+DEMO_PRINTS = (
+    Path(__file__).resolve().parents[2] / "researchagent" / "demo_workspace" / "train_prints.py"
+)
 
 
 def printed(log: Path, code: str) -> None:

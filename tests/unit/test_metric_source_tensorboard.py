@@ -16,7 +16,7 @@ import pytest
 from agentsys.metric_sources.tensorboard import TensorBoardSource
 
 REPO = Path(__file__).resolve().parents[2]
-DEMO = REPO / "config" / "demo_workspace" / "train_tensorboard.py"
+DEMO = REPO / "researchagent" / "demo_workspace" / "train_tensorboard.py"
 
 # Logs loss = 1/step and acc = step/100 (tensorboardX, v1 simple_value) for each "log N" line
 # on stdin and answers "ok"; "hparams" logs hyperparameters. tensorboardX writes from a queue

@@ -4,12 +4,12 @@ from django.urls import path
 
 from accounts_app import views as settings_views
 from agents_app import views as agent_views
-from config import views
-from config.api import api
 from events_app import sse
 from memory_app import views as memory_views
 from research_app import controls as research_controls
 from research_app import views as research_views
+from researchagent import views
+from researchagent.api import api
 from scheduler_app import alert_views, sweep_views
 from scheduler_app import views as run_views
 from sessions_app import views as chat_views

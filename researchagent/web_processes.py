@@ -1,8 +1,8 @@
-"""Several web processes on one port: `python -m config.webserver --processes N`.
+"""Several web processes on one port: `python -m researchagent.webserver --processes N`.
 
 One daphne process is bound by Python's GIL to one core: POST /api/runs from 20 scripts at
 once kept it busy at ~130 runs/s with other cores idle (issue 25). Here N web processes
-(config.webserver, each as it runs alone) listen on the same address with SO_REUSEPORT, and
+(researchagent.webserver, each as it runs alone) listen on the same address with SO_REUSEPORT, and
 the kernel spreads new connections over them. A page's WebSocket, an event stream and a
 request need nothing shared in memory: sessions, the channel layer and the MCP endpoint
 (stateless) all live in PostgreSQL or in the request itself.
@@ -82,7 +82,7 @@ class WebProcesses:
         return self._watch()
 
     def _spawn(self, port: int, index: int) -> subprocess.Popen:
-        argv = [sys.executable, "-m", "config.webserver", "-b", self.options.bind]
+        argv = [sys.executable, "-m", "researchagent.webserver", "-b", self.options.bind]
         argv += ["-p", str(port), "--reuse-port"]
         if self.options.access_log:
             argv += ["--access-log", self.options.access_log]

@@ -17,9 +17,9 @@ from common.api_contract import (
     readable_validation_error,
     reject_unknown_query_parameters,
 )
-from config.health import router as health_router
 from memory_app.api import router as memory_router
 from research_app.api import router as research_router
+from researchagent.health import router as health_router
 from scheduler_app.api import router as scheduler_router
 from scheduler_app.api_metrics import router as metrics_router
 from scheduler_app.api_run_batch import router as run_batch_router

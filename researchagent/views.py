@@ -3,9 +3,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.templatetags.static import static
 
-from config import selectors
 from events_app.events import AGENTS_STREAM
 from events_app.selectors import last_seq
+from researchagent import selectors
 
 
 def home(request: HttpRequest) -> HttpResponse:

@@ -1,5 +1,5 @@
-"""The web process: daphne serving config.asgi, gone within STOP_DEADLINE_SECONDS of
-SIGTERM or SIGINT whatever its requests are doing. `python -m config.webserver --port N`.
+"""The web process: daphne serving researchagent.asgi, gone within STOP_DEADLINE_SECONDS of
+SIGTERM or SIGINT whatever its requests are doing. `python -m researchagent.webserver --port N`.
 
 Plain daphne waits for every request on its way out: it cancels the application tasks and then
 waits for them, and a sync view (a query, an HTTP call to OpenCode) cannot be cancelled, so its
@@ -168,7 +168,7 @@ def leave(code: int) -> None:
 
 
 def parse_arguments(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m config.webserver")
+    parser = argparse.ArgumentParser(prog="python -m researchagent.webserver")
     parser.add_argument("-b", "--bind", default="127.0.0.1", help="Address to listen on")
     parser.add_argument("-p", "--port", type=int, default=8000, help="0: any free port")
     parser.add_argument(
@@ -181,7 +181,7 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
         "--processes",
         type=int,
         default=1,
-        help="Web processes sharing the port (config.web_processes); 1: this one alone",
+        help="Web processes sharing the port (researchagent.web_processes); 1: this one alone",
     )
     parser.add_argument(
         "--reuse-port",
@@ -197,12 +197,12 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     options = parse_arguments(sys.argv[1:] if argv is None else argv)
     if options.processes > 1:
-        from config.web_processes import WebProcesses
+        from researchagent.web_processes import WebProcesses
 
         sys.exit(WebProcesses(options, options.processes, STOP_DEADLINE_SECONDS).run())
-    os.environ.setdefault("AGENTSYS_WEB_DB_POOL", "1")  # config.settings.WEB_POOL_VARIABLE
+    os.environ.setdefault("AGENTSYS_WEB_DB_POOL", "1")  # researchagent.settings.WEB_POOL_VARIABLE
     from common import db_watch
-    from config.asgi import application  # sets Django up (and its LOGGING)
+    from researchagent.asgi import application  # sets Django up (and its LOGGING)
 
     db_watch.start()  # so that no request waits on a database known to be away
 
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     adopted = None
     endpoints = build_endpoint_description_strings(host=options.bind, port=options.port)
     if options.reuse_port:
-        from config.web_processes import listening_socket
+        from researchagent.web_processes import listening_socket
 
         try:
             adopted = listening_socket(options.bind, options.port, listen=True)

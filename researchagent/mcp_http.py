@@ -48,7 +48,8 @@ REFUSED = "The API token is unknown or revoked"
 
 
 def with_mcp(django_app):
-    """The HTTP side of config.asgi: /mcp and /mcp/ to the MCP endpoint, the rest to Django."""
+    """The HTTP side of researchagent.asgi: /mcp and /mcp/ to the MCP endpoint, the rest to
+    Django."""
     endpoint = McpEndpoint(django_app)
 
     async def http(scope, receive, send):

@@ -28,15 +28,15 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from agentsys import process_session
-from config.bootstrap import (
+from researchagent.bootstrap import (
     demo_run_curl,
     ensure_admin_token,
     ensure_admin_user,
     ensure_workspace,
 )
-from config.db_supervision import watch_database
-from config.restart_policy import RestartPolicy, exit_cause
-from config.serve_mcp import START_WAIT_SECONDS, TRY_SECONDS, status_lines, wire_workdir
+from researchagent.db_supervision import watch_database
+from researchagent.restart_policy import RestartPolicy, exit_cause
+from researchagent.serve_mcp import START_WAIT_SECONDS, TRY_SECONDS, status_lines, wire_workdir
 
 # The web stops within 3 s, runagentd within 1 s (tests/e2e/test_web_stop.py).
 STOP_GRACE_SECONDS = 5
@@ -132,7 +132,7 @@ class Command(BaseCommand):
 
         config = settings.AGENTSYS
         children, shared_env = self._plan_model(policy)
-        web = [sys.executable, "-m", "config.webserver", "-b", config.host]
+        web = [sys.executable, "-m", "researchagent.webserver", "-b", config.host]
         web += ["-p", str(config.port), "--processes", str(config.web_processes)]
         if config.access_log:  # a line per request: only when asked for
             web += ["--access-log", "-"]
@@ -385,7 +385,7 @@ class Command(BaseCommand):
         from runtime_app.run_processes import live_runs
 
         # Serve's own connection was opened at the start and idle since: the server may have
-        # been restarted meanwhile (config/db_supervision.py), which broke it. A fresh one.
+        # been restarted meanwhile (researchagent/db_supervision.py), which broke it. A fresh one.
         connection.close()
         try:
             count = len(live_runs())

@@ -8,7 +8,7 @@ import secrets
 import environ
 
 from common import environment as agentsys_config
-from config.embedded_db import DATABASE_NAME, EmbeddedPostgres
+from researchagent.embedded_db import DATABASE_NAME, EmbeddedPostgres
 
 BASE_DIR = agentsys_config.BASE_DIR
 AGENTSYS = agentsys_config.load_or_exit()
@@ -54,7 +54,7 @@ if not _default_db.get("HOST") and "host" in _default_db.get("OPTIONS", {}):
     _default_db["HOST"] = _default_db["OPTIONS"].pop("host")
 _default_db.setdefault("CONN_HEALTH_CHECKS", True)
 
-# The web process takes its connections from a pool (config.webserver sets this): a request
+# The web process takes its connections from a pool (researchagent.webserver sets this): a request
 # would otherwise open a PostgreSQL connection of its own, a server process forked for each
 # (issue 25: the largest part of a POST /api/runs). Not runagentd and its workers: they hold
 # their connections, and a pool's threads do not survive the forkserver's fork.
@@ -112,7 +112,7 @@ INSTALLED_APPS = [
     "channels_postgres",
     "ninja",
     "template_partials",
-    "config",
+    "researchagent",
     "sessions_app",
     "events_app",
     "hosts_app",
@@ -143,8 +143,8 @@ MIDDLEWARE = [
 # 16 KiB each on average (Django's default, 2.5 MiB, is 2.5 KiB a run). Past it: a 413.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 16 * 1024 * 1024
 
-ROOT_URLCONF = "config.urls"
-ASGI_APPLICATION = "config.asgi.application"
+ROOT_URLCONF = "researchagent.urls"
+ASGI_APPLICATION = "researchagent.asgi.application"
 
 TEMPLATES = [
     {
@@ -156,7 +156,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "config.health.daemon_banner",
+                "researchagent.health.daemon_banner",
             ],
         },
     },

@@ -1,14 +1,14 @@
 """ASGI entry point for daphne: HTTP through Django (but /mcp: AgentSys as an MCP server over
-streamable HTTP, config.mcp_http), WebSockets through Channels."""
+streamable HTTP, researchagent.mcp_http), WebSockets through Channels."""
 
 import os
 
 import django
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "researchagent.settings")
 django.setup(set_prefix=False)  # as get_asgi_application does
 
-from config.asgi_handler import SyncChainASGIHandler  # noqa: E402
+from researchagent.asgi_handler import SyncChainASGIHandler  # noqa: E402
 
 django_asgi_app = SyncChainASGIHandler()
 
@@ -16,8 +16,8 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app regi
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from config.mcp_http import with_mcp  # noqa: E402
-from config.routing import websocket_urlpatterns  # noqa: E402
+from researchagent.mcp_http import with_mcp  # noqa: E402
+from researchagent.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

@@ -34,8 +34,8 @@ class Command(BaseCommand):
         root = Path(workdir or settings.AGENTSYS_WORKDIR).resolve()
         if not root.is_dir():
             raise CommandError(f"--workdir: {root} is not a directory")
-        from config.asgi import application
-        from config.mcp_http import in_process_rest
+        from researchagent.asgi import application
+        from researchagent.mcp_http import in_process_rest
 
         api = AgentSysAPI("", token, client=in_process_rest(application))
         build_server(root, api=api, name="agentsys", with_bash=False).run(show_banner=False)

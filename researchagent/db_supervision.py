@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 
 import psycopg
 
-from config.embedded_db import EmbeddedPostgres
-from config.restart_policy import RestartPolicy
+from researchagent.embedded_db import EmbeddedPostgres
+from researchagent.restart_policy import RestartPolicy
 
 logger = logging.getLogger("agentsys.serve")
 PROBE_SECONDS = 0.5  # how often an external database is asked whether it answers
