@@ -20,7 +20,6 @@ This process only holds the port and watches its children:
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import signal
@@ -29,9 +28,10 @@ import subprocess
 import sys
 import time
 
+from researchagent.child_process import die_with_parent, write_port_file
+
 logger = logging.getLogger("agentsys.web")
 
-_PR_SET_PDEATHSIG = 1
 POLL_SECONDS = 0.1
 
 
@@ -53,11 +53,6 @@ def listening_socket(host: str, port: int, *, listen: bool) -> socket.socket:
         sock.close()
         raise
     return sock
-
-
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class WebProcesses:
@@ -88,7 +83,7 @@ class WebProcesses:
             argv += ["--access-log", self.options.access_log]
         if self.options.port_file:
             argv += ["--port-file", self._child_port_file(index)]
-        return subprocess.Popen(argv, preexec_fn=_die_with_parent)
+        return subprocess.Popen(argv, preexec_fn=die_with_parent)
 
     def _child_port_file(self, index: int) -> str:
         return f"{self.options.port_file}.{index}"
@@ -104,10 +99,7 @@ class WebProcesses:
             return
         with open(self._child_port_file(0)) as handle:
             port = handle.read()
-        partial = f"{self.options.port_file}.partial"
-        with open(partial, "w") as handle:
-            handle.write(port)
-        os.replace(partial, self.options.port_file)
+        write_port_file(self.options.port_file, port)
         for index in range(self.count):
             os.unlink(self._child_port_file(index))
         self.port_file_written = True

@@ -39,6 +39,7 @@ from daphne.endpoints import build_endpoint_description_strings
 from twisted.internet import defer, reactor
 
 from common import draining
+from researchagent.child_process import write_port_file
 
 DRAIN_SECONDS = 1.5
 CANCEL_WAIT_SECONDS = 0.6
@@ -62,10 +63,7 @@ class StoppableServer(daphne.server.Server):
             # Written once listening (rename: a reader never sees half a number). Whoever
             # started this process learns the port it chose (-p 0) and that this process, not
             # another that took the port meanwhile, is the one listening on it.
-            partial = f"{self.port_file}.partial"
-            with open(partial, "w") as handle:
-                handle.write(str(port.getHost().port))
-            os.replace(partial, self.port_file)
+            write_port_file(self.port_file, port.getHost().port)
         return result
 
     def listen_on_adopted_socket(self) -> None:

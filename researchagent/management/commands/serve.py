@@ -11,7 +11,6 @@ the database outlives the children and stops after them, when the last lease is 
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import secrets
@@ -34,6 +33,7 @@ from researchagent.bootstrap import (
     ensure_admin_user,
     ensure_workspace,
 )
+from researchagent.child_process import die_with_parent
 from researchagent.db_supervision import watch_database
 from researchagent.restart_policy import RestartPolicy, exit_cause
 from researchagent.serve_mcp import START_WAIT_SECONDS, TRY_SECONDS, status_lines, wire_workdir
@@ -41,7 +41,6 @@ from researchagent.serve_mcp import START_WAIT_SECONDS, TRY_SECONDS, status_line
 # The web stops within 3 s, runagentd within 1 s (tests/e2e/test_web_stop.py).
 STOP_GRACE_SECONDS = 5
 KILL_WAIT_SECONDS = 2
-_PR_SET_PDEATHSIG = 1
 logger = logging.getLogger("agentsys.serve")
 
 
@@ -52,12 +51,6 @@ def _waited(process: subprocess.Popen, deadline: float) -> bool:
         return True
     except subprocess.TimeoutExpired:
         return False
-
-
-def _die_with_parent() -> None:
-    """Runs in each child before exec: if `serve` is killed outright, the child gets SIGTERM."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 @dataclass
@@ -251,7 +244,7 @@ class Command(BaseCommand):
             cwd=child.cwd or settings.BASE_DIR,
             env=child.env,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         child.started_at, child.restart_at = time.monotonic(), None
         child.sessions.append(child.process.pid)
