@@ -7,15 +7,12 @@ import asyncio
 import contextlib
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from agentsys.agent import Agent
+from agentsys.agent import Agent, Scope
 from agentsys.ipc import Ev, PipeChannel
 from agentsys.store import AgentRecord
 from agentsys.types import AgentStatus
-
-if TYPE_CHECKING:
-    from agentsys.supervisor import Supervisor
 
 
 @dataclass
@@ -63,10 +60,23 @@ class Hosted:
             channel.send(message)
 
 
+class LocalSupervisor(Protocol):
+    """What a LocalLink calls on the supervisor (agentsys.supervisor), named here so that the
+    supervisor imports this module and this module never imports the supervisor."""
+
+    async def spawn(
+        self, *, cls_path: str, goal: str, parent_id: str | None, config: dict, scope: Scope | None
+    ) -> str: ...
+
+    async def stop(self, agent_id: str) -> list[str]: ...
+
+    def watch_children(self, parent_id: str, child_ids: list[str]) -> None: ...
+
+
 class LocalLink:
     """RuntimeLink for agents running inside runagentd: calls go straight to the supervisor."""
 
-    def __init__(self, supervisor: Supervisor, hosted: Hosted):
+    def __init__(self, supervisor: LocalSupervisor, hosted: Hosted):
         self.supervisor, self.hosted = supervisor, hosted
 
     async def spawn(self, parent, cls_path, goal, config, scope) -> str:

@@ -17,6 +17,7 @@ from events_app.events import chat_stream, record_event
 from events_app.models import Event
 from events_app.selectors import last_seq
 from research_app.services import start_research
+from runtime_app.agent_records import agent_record
 from runtime_app.chat_context import child_report, prompt_facts
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn, MessageRole
 from sessions_app.notices import notices_for
@@ -151,12 +152,7 @@ class DjangoChatStore:
             elif agent.host_id != host_id:
                 agent.host_id = host_id
                 agent.save(update_fields=["host", "updated_at"])
-        return {"record": self._record_of(agent), "event": event}
-
-    def _record_of(self, agent: Agent):
-        from runtime_app.runtime_store import _record  # runtime_store imports this module
-
-        return _record(agent)
+        return {"record": agent_record(agent), "event": event}
 
     def chat_live_children(self, *, agent_id: str) -> list[str]:
         """Children whose end the L1 agent has still to report: the live ones, and those

@@ -17,7 +17,6 @@ from django.utils import timezone
 from accounts_app.services import revoke_agent_tokens
 from agents_app.models import Agent, AgentCommand, CommandStatus
 from agents_app.services import create_agent
-from agentsys.agent import Scope
 from agentsys.agents.slurm_run import job_state_of_event
 from agentsys.run_dir import run_dir_of
 from agentsys.scheduling import policy_named
@@ -35,28 +34,13 @@ from common.json_safe import json_safe
 from events_app.events import AGENTS_STREAM, record_event, record_events
 from hosts_app.models import Host, HostStatus
 from memory_app.services import write_entry
+from runtime_app.agent_records import agent_record
 from runtime_app.chat_store import DjangoChatStore
 from scheduler_app import lifecycle, oplog, queue, run_code
 from scheduler_app import services as host_services
 from scheduler_app.host_down import readopt_runs_of_returned_host, settle_runs_of_dead_host
 from scheduler_app.models import ScheduleRequest
 from scheduler_app.runs import record_slurm_state
-
-
-def _record(agent: Agent) -> AgentRecord:
-    return AgentRecord(
-        id=agent.id,
-        role=agent.role,
-        cls_path=agent.cls_path,
-        parent_id=agent.parent_id,
-        goal=agent.goal,
-        config=agent.config,
-        scope=Scope(project=agent.project, session=agent.session, sweep=agent.sweep, run=agent.run),
-        status=AgentStatus(agent.status),
-        host_id=agent.host_id,
-        chat_session_id=agent.chat_session_id,
-        pid=agent.pid,
-    )
 
 
 def _experiment_code(record: AgentRecord) -> run_code.RecordedCode:
@@ -151,7 +135,7 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
         """True when the host had been declared dead meanwhile (its runs are to be re-adopted:
         readopt_lost_runs)."""
         was_dead = host_services.record_heartbeat(host_id=host_id)
-        queue.close_agentless_requests()
+        lifecycle.close_agentless_requests()
         return was_dead
 
     def record_foreign_gpu_use(self, *, host_id: int, processes: list[dict]) -> list[int]:
@@ -217,7 +201,7 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
         )
 
     def get_agent(self, *, agent_id: str) -> AgentRecord:
-        return _record(Agent.objects.get(pk=agent_id))
+        return agent_record(Agent.objects.get(pk=agent_id))
 
     @transaction.atomic
     def transition(
@@ -350,7 +334,7 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
             .order_by("created_at")[:limit]
         )
         Agent.objects.filter(pk__in=[a.pk for a in pending]).update(host_id=host_id)
-        return [_record(a) for a in pending]
+        return [agent_record(a) for a in pending]
 
     @transaction.atomic
     def readopt_lost_runs(self, *, host_id: int) -> list[dict]:
@@ -364,7 +348,7 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
     def lost_agents(self, *, host_id: int) -> list[AgentRecord]:
         """Live agents this host ran before its runagentd died."""
         return [
-            _record(a)
+            agent_record(a)
             for a in Agent.objects.filter(host_id=host_id, status__in=LIVE_AGENT_STATUSES)
         ]
 
@@ -463,7 +447,7 @@ class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
         started_events = {event.agent_id: event.as_message() for event in events}
         return [
             dataclasses.replace(
-                _record(agents[c.agent_id]), started_event=started_events.get(c.agent_id)
+                agent_record(agents[c.agent_id]), started_event=started_events.get(c.agent_id)
             )
             for c in [*placed, *slurm]
             if c.agent_id in agents

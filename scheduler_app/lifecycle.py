@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from django.db import transaction
 from django.db.models import F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -165,3 +166,17 @@ def cancel_requests_and_events(
             )
             events.append(event.as_message())
     return ids, events
+
+
+AGENT_GONE = "Cancelled: its agent was deleted before it started"
+
+
+def close_agentless_requests() -> int:
+    """Queued requests whose agent row was deleted (admin, raw SQL) can never run: cancel
+    them and their runs, so they neither count as queue nor wait forever. The claim already
+    skips them."""
+    agentless = ScheduleRequest.objects.filter(status=RequestStatus.QUEUED, agent__isnull=True)
+    if not agentless.exists():  # every heartbeat asks: no lock, no transaction when none
+        return 0
+    with transaction.atomic():
+        return len(cancel_requests(agentless, reason=AGENT_GONE, publish_live=False))

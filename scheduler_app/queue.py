@@ -408,22 +408,6 @@ _CLAIM_SLURM = """
 """
 
 
-AGENT_GONE = "Cancelled: its agent was deleted before it started"
-
-
-def close_agentless_requests() -> int:
-    """Queued requests whose agent row was deleted (admin, raw SQL) can never run: cancel
-    them and their runs, so they neither count as queue nor wait forever. The claim already
-    skips them."""
-    from scheduler_app.lifecycle import cancel_requests
-
-    agentless = ScheduleRequest.objects.filter(status=RequestStatus.QUEUED, agent__isnull=True)
-    if not agentless.exists():  # every heartbeat asks: no lock, no transaction when none
-        return 0
-    with transaction.atomic():
-        return len(cancel_requests(agentless, reason=AGENT_GONE, publish_live=False))
-
-
 def stats(*, host_id: int | None = None) -> dict:
     """The queue's counts (GPUs, requests by status), for one host or (host_id None) all of them."""
     gpus = GPU.objects.filter(enabled=True)

@@ -27,7 +27,7 @@ from agents_app.services import create_agents
 from agentsys.run_dir import run_dir_of
 from agentsys.types import AgentStatus, RequestStatus
 from common.ids import fresh_ids
-from scheduler_app import oplog, queue, run_code, runs
+from scheduler_app import oplog, queue, run_code
 from scheduler_app.models import (
     Run,
     RunStatus,
@@ -36,6 +36,7 @@ from scheduler_app.models import (
     new_request_id,
     new_run_id,
 )
+from scheduler_app.run_executor import executor_of, inherit_options, sweep_options
 
 MAX_RUNS = 1000
 
@@ -154,7 +155,7 @@ def insert_runs(
     for code in codes:  # a code shared by many runs is one object: stored once
         if id(code) not in stored:
             stored[id(code)] = run_code.store_code(code)
-    inherited = runs.sweep_options(Sweep.objects.filter(pk__in={i.get("sweep_id") for i in items}))
+    inherited = sweep_options(Sweep.objects.filter(pk__in={i.get("sweep_id") for i in items}))
     rows = [
         Run(
             id=run_id,
@@ -164,7 +165,7 @@ def insert_runs(
             gpu_required=item.get("gpu_required", 0),
             requires=item.get("requires") or {},
             params=item.get("params") or {},
-            executor_options=runs.inherit_options(
+            executor_options=inherit_options(
                 item.get("executor_options") or {}, inherited.get(item.get("sweep_id"))
             ),
             sweep_id=item.get("sweep_id"),
@@ -178,7 +179,7 @@ def insert_runs(
         )
     ]
     started = [run for run in rows if run.auto_start]
-    agents = create_agents([runs.executor_of(run) for run in started])
+    agents = create_agents([executor_of(run) for run in started])
     requests = _submit(started, agents)
     Run.objects.bulk_create(rows)
     ScheduleRequest.objects.bulk_create(requests)

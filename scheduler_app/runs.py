@@ -9,12 +9,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents_app.services import create_agent
-from agentsys.registry import EXECUTOR_AGENT
 from agentsys.run_dir import run_dir_of
-from agentsys.types import AgentRole
 from common.ids import insert_with_drawn_ids
-from scheduler_app import lifecycle, oplog, queue, run_code
+from scheduler_app import lifecycle, oplog, queue, run_batch, run_code
 from scheduler_app.models import Run, RunStatus, ScheduleRequest, Sweep
+from scheduler_app.run_executor import executor_of
 
 # Never started (a cancelled run never ran; a rejected one may fit a host that joined since).
 STARTABLE = {RunStatus.READY, RunStatus.CANCELLED, RunStatus.REJECTED}
@@ -73,9 +72,8 @@ def create_run(
         "auto_start": auto_start,
         "executor_options": executor_options,
     }
-    # The batch's insert: the rows start_run would leave, in half its round trips (issue 25).
-    from scheduler_app import run_batch  # it builds on this module
 
+    # The batch's insert: the rows start_run would leave, in half its round trips (issue 25).
     def insert() -> Run:
         _check_references(sweep_id=sweep_id, chat_session_id=chat_session_id)
         (made,) = run_batch.insert_runs([item], [recorded], created_by_agent=created_by_agent)
@@ -85,23 +83,6 @@ def create_run(
     if run.agent_id:
         oplog.run_queued(run)
     return run
-
-
-def sweep_options(sweeps) -> dict[str, dict]:
-    """What the runs of each of `sweeps` (a queryset) take from it, by sweep id."""
-    rows = sweeps.values_list("pk", "metrics_pattern", "run_backend", "slurm_options")
-    return {
-        pk: {"metrics_pattern": pattern, "backend": backend, "slurm": slurm}
-        for pk, pattern, backend, slurm in rows
-    }
-
-
-def inherit_options(options: dict, inherited: dict | None) -> dict:
-    """A run's executor options over what its sweep gives (sweep_options), the sweep's unset
-    ones left out."""
-    if not inherited:
-        return options
-    return {**{k: v for k, v in inherited.items() if v}, **options}
 
 
 def record_tracking(*, run_id: str, params: dict, urls: dict) -> bool:
@@ -165,31 +146,6 @@ def start_run(*, run_id: str) -> Run:
     run.refresh_from_db()
     oplog.run_queued(run)
     return run
-
-
-def executor_of(run: Run) -> dict:
-    """create_agent's keywords for the executor of `run` (its workdir set): its
-    `executor_options` (retries, thresholds, backend) go into the executor's config; the
-    run's own fields (command, workdir, params, GPUs) always win over them."""
-    return {
-        "role": AgentRole.EXECUTOR,
-        "cls_path": EXECUTOR_AGENT,
-        "goal": run.name,
-        "config": {
-            # A run that names no backend goes where the deployment sends runs.
-            "backend": settings.AGENTSYS.run_backend,
-            **run.executor_options,
-            "command": run.command,
-            "workdir": run.workdir,
-            "params": run.params,
-            "gpu_required": run.gpu_required,
-            "requires": run.requires,
-            "run_id": run.id,
-        },
-        "project": settings.AGENTSYS.project,
-        "run": run.id,
-        "chat_session_id": run.chat_session_id,
-    }
 
 
 @transaction.atomic

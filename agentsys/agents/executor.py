@@ -39,6 +39,7 @@ from agentsys.agents.slurm_run import Outcome, SlurmRun, cancel_leftover
 from agentsys.gpu_conflicts import is_gpu_conflict
 from agentsys.ipc import Cmd
 from agentsys.log_shipping import shipping_log
+from agentsys.metric_summary import summarize_metrics
 from agentsys.proctree import (
     MARKER_VARIABLE,
     STOPPED_STATES,
@@ -46,7 +47,6 @@ from agentsys.proctree import (
     is_running,
     process_info,
 )
-from agentsys.research.results import summarize_metrics
 from agentsys.run_dir import (
     COMMAND_FILE,
     EXIT_CODE_FILE,
@@ -187,9 +187,8 @@ class ExecutorAgent(Agent):
             logger.exception("%s: could not store the last metrics", self.id)
         result = {"exit_code": exit_code, "run_dir": str(self.run_dir), "command": command}
         # What an agent reads of the metrics (their points are the run's series, not memory).
-        summary = await asyncio.to_thread(summarize_metrics, self.run_dir / METRICS_FILE)
-        for key, entry in self.metrics.summary().items():  # TensorBoard, printed lines, ...
-            summary.setdefault(key, entry)
+        whole_file = await asyncio.to_thread(summarize_metrics, self.run_dir / METRICS_FILE)
+        summary = self.metrics.summary(whole_file)  # with TensorBoard, printed lines, ...
         if summary:
             result["metrics"] = summary
         if outcome.error:

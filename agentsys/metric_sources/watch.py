@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsys.metric_sources.base import MetricSource, Row
-from agentsys.research.results import add_row
+from agentsys.metric_summary import add_row
 
 logger = logging.getLogger(__name__)
 
@@ -105,12 +105,15 @@ class MetricsWatch:
             self._said_broken.add(said)
             source.problems.append(said)
 
-    def summary(self) -> dict[str, dict]:
-        """What this executor stored, per metric: {last, min, max, first, points, last_step}
-        (agentsys.research.results). A metric logged by several sources is summarised from the
-        first of them, printed lines last (as its series is kept)."""
-        merged: dict[str, dict] = {}
-        ordered = sorted(self.sources, key=lambda source: source.name == "stdout")
+    def summary(self, whole_file: dict[str, dict]) -> dict[str, dict]:
+        """The run's metrics summary, per metric: {last, min, max, first, points, last_step}
+        (agentsys.metric_summary); the one place that decides which source's summary of a
+        metric wins. First `whole_file`, the summary of the whole agent_metrics.jsonl (rows
+        an earlier executor of a re-adopted run stored are in it, not in this watch's), then
+        what this executor stored from each source in its order, printed lines last (as a
+        metric's series is kept)."""
+        merged: dict[str, dict] = dict(whole_file)
+        ordered = sorted(self.sources, key=lambda source: source.name in FALLBACK_SOURCES)
         for source in ordered:
             for key, entry in self._summaries[source.name].items():
                 merged.setdefault(key, entry)

@@ -28,12 +28,11 @@ import bisect
 import logging
 import re
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentsys.reply_text import outside_code
 
 if TYPE_CHECKING:
-    from agentsys.agents.research import ResearchAgent
     from agentsys.research.reply import ParsedReply
     from agentsys.research.state import ResearchState
 
@@ -53,6 +52,32 @@ TAGLESS_PAUSE_REASON = (
     "experiments, summary), so the loop could not act on them. Check the model and its "
     "replies in the iteration log; Resume goes on (the next prompt names the tags again)."
 )
+
+
+class Loop(Protocol):
+    """What this module uses of the research loop's agent (agentsys.agents.research), named
+    here so that the loop's parts never import the agent that drives them."""
+
+    id: str
+    state: ResearchState
+    _steer_buffer: list[str]
+
+    def emit_event(self, kind: str, payload: dict | None = None) -> None: ...
+
+    def _log_control(self, title: str, text: str = "") -> None: ...
+
+    def _save(self) -> None: ...
+
+    async def alert(
+        self, severity: str, message: str, signature: str, data: dict | None = None
+    ) -> Any: ...
+
+    async def pause(self) -> None: ...
+
+    async def check_pause(self) -> None: ...
+
+    async def in_memory(self, method: str, /, **kwargs: Any) -> Any: ...
+
 
 _LOOP_TAG = re.compile(
     r"<\s*/?\s*(promise|experiments?|summary|plan|question)\b[^<>]{0,500}>", re.IGNORECASE
@@ -150,7 +175,7 @@ def review(state: ResearchState, parsed: ParsedReply, text: str, iteration: int)
     return ""
 
 
-async def follow_up(agent: ResearchAgent, found: str) -> None:
+async def follow_up(agent: Loop, found: str) -> None:
     """Tell the person: a question (alert + event; the loop then waits for the answer at the
     start of its next iteration), or a second tagless reply in a row (alert + event, and the
     loop pauses itself until Resume)."""
@@ -176,14 +201,14 @@ async def follow_up(agent: ResearchAgent, found: str) -> None:
         await agent.pause()
 
 
-async def _alert(agent: ResearchAgent, message: str, signature: str) -> None:
+async def _alert(agent: Loop, message: str, signature: str) -> None:
     try:
         await agent.alert("warning", message, signature, {"loop": agent.id})
     except Exception:  # the event and the loop page still say it
         logger.exception("%s: could not raise the alert", agent.id)
 
 
-async def wait_for_answer(agent: ResearchAgent) -> None:
+async def wait_for_answer(agent: Loop) -> None:
     """While the loop's question is open, wait (pause-aware, stop-cancellable) until a message
     or a steer reaches the loop; it is read as the next iteration's guidance."""
     state = agent.state
@@ -197,7 +222,7 @@ async def wait_for_answer(agent: ResearchAgent) -> None:
     agent._save()
 
 
-async def _answer_came(agent: ResearchAgent) -> bool:
+async def _answer_came(agent: Loop) -> bool:
     if agent._steer_buffer:  # a PRIORITY steer: read by the next iteration too
         return True
     try:

@@ -16,6 +16,7 @@ import secrets
 from pathlib import Path
 
 from agentsys.memory import EntryQuery
+from agentsys.metric_summary import summarize_metrics
 from agentsys.registry import EXECUTOR_AGENT
 from agentsys.research.reply import ExperimentSpec
 from agentsys.research.results import (
@@ -23,7 +24,6 @@ from agentsys.research.results import (
     ExperimentResult,
     log_tail_lines,
     read_log_tail,
-    summarize_metrics,
 )
 from agentsys.run_dir import EXIT_CODE_FILE, LOG_FILE, METRICS_FILE, read_exit_code, run_dir_of
 from agentsys.types import AgentStatus, EntryType

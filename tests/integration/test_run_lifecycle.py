@@ -19,7 +19,7 @@ from agentsys.types import AgentStatus, EndState, RequestStatus, new_agent_id
 from events_app.models import Event
 from hosts_app.models import Host, HostStatus
 from runtime_app.runtime_store import DjangoRuntimeStore
-from scheduler_app import queue, runs, services
+from scheduler_app import lifecycle, queue, runs, services
 from scheduler_app.models import GPU, Run, RunStatus, ScheduleRequest
 
 pytestmark = pytest.mark.django_db
@@ -170,7 +170,7 @@ def test_a_deleted_agent_cancels_its_queued_run(host, tmp_path):
     run = queued_run(tmp_path)
     request = ScheduleRequest.objects.get(agent_id=run.agent_id)
     Agent.objects.filter(pk=run.agent_id).delete()
-    assert queue.close_agentless_requests() == 1
+    assert lifecycle.close_agentless_requests() == 1
     assert ScheduleRequest.objects.get(pk=request.pk).status == RequestStatus.CANCELLED
     assert Run.objects.get(pk=run.pk).status == RunStatus.CANCELLED
 

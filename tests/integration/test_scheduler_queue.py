@@ -156,7 +156,7 @@ def test_a_request_whose_agent_was_deleted_neither_blocks_the_queue_nor_stays_qu
     DjangoRuntimeStore().record_heartbeat(host_id=host.pk)
     orphan.refresh_from_db()
     assert orphan.status == RequestStatus.CANCELLED
-    assert orphan.rejection_reason == queue.AGENT_GONE
+    assert orphan.rejection_reason == lifecycle.AGENT_GONE
     assert queue.stats()["queue_size"] == 0
 
 

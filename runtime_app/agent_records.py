@@ -1,0 +1,26 @@
+"""An Agent row as the runtime reads it: the agentsys.store.AgentRecord both Django stores
+hand the daemon. Its own module because the runtime store and its chat mixin both make
+records, and the runtime store imports the chat store, so the chat store cannot import it."""
+
+from __future__ import annotations
+
+from agents_app.models import Agent
+from agentsys.agent import Scope
+from agentsys.store import AgentRecord
+from agentsys.types import AgentStatus
+
+
+def agent_record(agent: Agent) -> AgentRecord:
+    return AgentRecord(
+        id=agent.id,
+        role=agent.role,
+        cls_path=agent.cls_path,
+        parent_id=agent.parent_id,
+        goal=agent.goal,
+        config=agent.config,
+        scope=Scope(project=agent.project, session=agent.session, sweep=agent.sweep, run=agent.run),
+        status=AgentStatus(agent.status),
+        host_id=agent.host_id,
+        chat_session_id=agent.chat_session_id,
+        pid=agent.pid,
+    )
