@@ -24,7 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from agentsys import orphans, slurm_poller
+from agentsys import orphans
 from agentsys.daemon_settings import DaemonSettings
 from agentsys.listen import (
     AGENTS_CHANNEL,
@@ -36,6 +36,7 @@ from agentsys.listen import (
 )
 from agentsys.live_events import LiveEvents
 from agentsys.registry import AgentClassRegistry
+from agentsys.slurm import poller as slurm_poller
 from agentsys.store import CommandRecord, RuntimeStore, StoreUnavailable
 from agentsys.supervisor import Supervisor
 from agentsys.types import AgentStatus, CommandKind, SteerUrgency

@@ -22,7 +22,7 @@ from agentsys.deployment import Deployment
 from agentsys.hosted import Hosted, LocalLink
 from agentsys.ipc import TERMINAL_EVENTS, Cmd, Ev, PipeChannel
 from agentsys.registry import AgentClassRegistry
-from agentsys.slurm_poller import JOB_EVENTS
+from agentsys.slurm.poller import JOB_EVENTS
 from agentsys.spare_worker import SpareWorker
 from agentsys.store import AgentRecord, RuntimeStore, StoreUnavailable
 from agentsys.types import AgentRole, AgentStatus, new_agent_id

@@ -8,7 +8,7 @@
   cluster, the medians of the whole path (create_run → row running) and of sbatch alone (its
   call → squeue says RUNNING, asked every 10 ms) are printed too; SLURM's own scheduling
   delay varies by hundreds of ms from job to job, so their difference says little.
-- slurm_poll_ms_200_runs: one tick of runagentd's SLURM poller (agentsys.slurm_poller) for 200
+- slurm_poll_ms_200_runs: one tick of runagentd's SLURM poller (agentsys.slurm.poller) for 200
   SLURM runs (100 waiting in SLURM's queue, held; 100 ended, read by sacct), p50 of 30 ticks.
 
 Needs root on a Debian machine (scripts/slurm_up.sh installs SLURM) or a SLURM cluster up."""
@@ -105,8 +105,8 @@ def agentsys_to_running(workdir: Path, samples: int) -> tuple[list[float], list[
 
 def poll_ticks(workdir: Path, runs: int, ticks: int = 30) -> list[float]:
     """One SlurmPoller.poll() over `runs` jobs, half held in SLURM's queue, half ended."""
-    from agentsys import slurm
-    from agentsys.slurm_poller import SlurmPoller
+    from agentsys.slurm import client as slurm
+    from agentsys.slurm.poller import SlurmPoller
 
     script = workdir / "poll.sh"
     script.write_text("#!/bin/sh\ntrue\n")
@@ -144,7 +144,7 @@ def poll_ticks(workdir: Path, runs: int, ticks: int = 30) -> list[float]:
 
 
 def main() -> None:
-    from agentsys import slurm
+    from agentsys.slurm import client as slurm
 
     ok, why = slurm.available()
     if not ok:

@@ -340,7 +340,7 @@ def _web_processes(env: environ.Env) -> int:
 
 def _slurm_options(env: environ.Env) -> dict:
     """The sbatch defaults for SLURM runs, checked as sbatch needs them."""
-    from agentsys.slurm import SlurmError, check_options
+    from agentsys.slurm.client import SlurmError, check_options
 
     options = {}
     for option in ("partition", "account", "time", "qos", "constraint"):

@@ -17,9 +17,9 @@ from django.utils import timezone
 from accounts_app.services import revoke_agent_tokens
 from agents_app.models import Agent, AgentCommand, CommandStatus
 from agents_app.services import create_agent
-from agentsys.agents.slurm_run import job_state_of_event
 from agentsys.run_dir import run_dir_of
 from agentsys.scheduling import policy_named
+from agentsys.slurm.job import job_state_of_event
 from agentsys.store import AgentRecord, CommandRecord, StoreUnavailable
 from agentsys.types import (
     LIVE_AGENT_STATUSES,

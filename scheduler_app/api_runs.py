@@ -17,8 +17,8 @@ from accounts_app.auth import agent_of
 from agentsys.code_snapshot import MAX_PATCH_BYTES, CodeError, check_commit, check_remote
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH, compile_pattern
 from agentsys.scheduling import validate_requires
-from agentsys.slurm import SlurmError
-from agentsys.slurm import check_options as check_slurm_options
+from agentsys.slurm.client import SlurmError
+from agentsys.slurm.client import check_options as check_slurm_options
 from agentsys.types import END_STATE_HELP
 from common.api_contract import MAX_OFFSET
 from scheduler_app import loop_scope, queue, run_code, run_log_reader, runs, services

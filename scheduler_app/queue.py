@@ -76,7 +76,7 @@ def validate_gpu_required(value) -> int:
     return value
 
 
-SLURM = "slurm"  # the backend whose requests SLURM places (agentsys.agents.slurm_run)
+SLURM = "slurm"  # the backend whose requests SLURM places (agentsys.slurm.job)
 
 
 def rejection_reason(

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from agentsys import slurm
+from agentsys.slurm import client as slurm
 from tests.helpers import REPO
 
 

@@ -14,7 +14,7 @@ running in the background is ended the same way, so its GPUs are free when they 
 Its files are in its run directory, `<workdir>/.agents/runs/<agent id>/` (agentsys.run_dir
 says what each holds); on a host that does not see the workdir, the workdir is a checkout of
 the run's recorded code (agentsys.agents.run_checkout). With backend "slurm" the same wrapper
-runs as a SLURM batch job instead (agentsys.agents.slurm_run): SLURM places it, and stop and
+runs as a SLURM batch job instead (agentsys.slurm.job): SLURM places it, and stop and
 pause go through SLURM.
 
 It runs inside runagentd (`hosting = "local"`): whatever it does that blocks (files, /proc,
@@ -35,7 +35,6 @@ from agentsys.agent import Agent, PauseRefused
 from agentsys.agents.executor_options import options_from
 from agentsys.agents.run_checkout import place_of, run_dir_for
 from agentsys.agents.run_watchdog import RunWatchdog
-from agentsys.agents.slurm_run import Outcome, SlurmRun, cancel_leftover
 from agentsys.gpu_conflicts import is_gpu_conflict
 from agentsys.ipc import Cmd
 from agentsys.log_shipping import shipping_log
@@ -61,6 +60,7 @@ from agentsys.run_dir import (
     run_dir_of,
     write_pid_file,
 )
+from agentsys.slurm.job import Outcome, SlurmRun, cancel_leftover
 from agentsys.types import AgentRole, AgentStatus, EntryType
 
 logger = logging.getLogger("agentsys.executor")

@@ -1,6 +1,7 @@
 """The SLURM MCP server (issue 23 part 2): squeue, sinfo, sbatch, scancel, sacct and
-scontrol show as MCP tools over stdio, on top of agentsys/slurm.py (argument lists, never a
-shell, timeouts). Output is JSON (lists of dicts) parsed from SLURM's parsable formats.
+scontrol show as MCP tools over stdio, on top of the SLURM client (agentsys/slurm/client.py:
+argument lists, never a shell, timeouts). Output is JSON (lists of dicts) parsed from SLURM's
+parsable formats by the client's parser (parse_rows, parse_records).
 
 Every bad argument and every SLURM failure is a ToolError saying why; sbatch only submits
 scripts inside the server's workdir (--workdir or AGENTSYS_SLURM_WORKDIR).
@@ -20,14 +21,11 @@ from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
 from pydantic import Field
 
-from agentsys import slurm
-from agentsys.slurm import SlurmError
+from agentsys.slurm import client as slurm
+from agentsys.slurm.client import SlurmError, output_format, parse_records, parse_rows
 
 WORKDIR_ENV = "AGENTSYS_SLURM_WORKDIR"
-# One separator SLURM never prints in the fields we ask for (names go last: a name may hold it).
-SEP = "|"
 _NAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,199}")  # never starts with '-': not an option
-_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_/:.]*")
 
 JobId = Annotated[int, Field(strict=True, ge=1, le=4_294_967_295, description="a SLURM job id")]
 Name = Annotated[str, Field(max_length=200)]
@@ -75,22 +73,6 @@ def _name(what: str, value: str | None) -> str | None:
     return value
 
 
-def _rows(text: str, names: tuple[str, ...]) -> list[dict[str, str]]:
-    """Lines of SEP-joined fields; the last field keeps any SEP it holds."""
-    rows = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        parts = line.split(SEP, len(names) - 1)
-        if len(parts) == len(names):
-            rows.append(dict(zip(names, parts, strict=True)))
-    return rows
-
-
-def _format(fields: tuple[tuple[str, str], ...]) -> str:
-    return SEP.join(code for _, code in fields)
-
-
 def _query(argv: list[str]) -> str:
     try:
         return slurm.query(argv)
@@ -98,30 +80,11 @@ def _query(argv: list[str]) -> str:
         raise ToolError(str(error)) from None
 
 
-def parse_records(text: str) -> list[dict[str, str]]:
-    """`scontrol show -o` output: one record a line, `Key=value` words; a word without a key
-    belongs to the value before it (OS=Linux 6.1 #1 SMP)."""
-    records = []
-    for line in text.splitlines():
-        record: dict[str, str] = {}
-        key = None
-        for word in line.split():
-            head, eq, value = word.partition("=")
-            if eq and _KEY.fullmatch(head):
-                key = head
-                record[key] = value
-            elif key is not None:
-                record[key] += " " + word
-        if record:
-            records.append(record)
-    return records
-
-
 def squeue(
     job_ids: JobIds | None = None, user: Name | None = None, partition: Name | None = None
 ) -> list[dict[str, str]]:
     """Jobs still pending, running or completing; optionally only these ids, user, partition."""
-    argv = ["squeue", "-h", "-o", _format(SQUEUE_FIELDS)]
+    argv = ["squeue", "-h", "-o", output_format(SQUEUE_FIELDS)]
     if job_ids:
         argv.append("--jobs=" + ",".join(str(job_id) for job_id in job_ids))
     if _name("user", user):
@@ -131,18 +94,18 @@ def squeue(
     try:
         text = slurm.query(argv)
     except SlurmError as error:
-        if "Invalid job id specified" in str(error):
+        if slurm.NOT_QUEUED in str(error):
             return []  # none of the ids is queued any more (sacct knows the ended ones)
         raise ToolError(str(error)) from None
-    return _rows(text, tuple(name for name, _ in SQUEUE_FIELDS))
+    return parse_rows(text, [name for name, _ in SQUEUE_FIELDS])
 
 
 def sinfo(partition: Name | None = None) -> list[dict[str, str]]:
     """Partitions and their nodes: availability, time limit, node count, state, GPUs (gres)."""
-    argv = ["sinfo", "-h", "-o", _format(SINFO_FIELDS)]
+    argv = ["sinfo", "-h", "-o", output_format(SINFO_FIELDS)]
     if _name("partition", partition):
         argv.append(f"--partition={partition}")
-    return _rows(_query(argv), tuple(name for name, _ in SINFO_FIELDS))
+    return parse_rows(_query(argv), [name for name, _ in SINFO_FIELDS])
 
 
 def sacct(job_ids: JobIds) -> list[dict[str, str]]:
@@ -151,7 +114,7 @@ def sacct(job_ids: JobIds) -> list[dict[str, str]]:
         raise ToolError("job_ids: give at least one job id")
     argv = ["sacct", "-c", "-P", "-n", "-o", ",".join(SACCT_FIELDS)]
     argv.append("--jobs=" + ",".join(str(job_id) for job_id in job_ids))
-    rows = _rows(_query(argv), SACCT_FIELDS)
+    rows = parse_rows(_query(argv), SACCT_FIELDS)
     last = {row["jobid"]: row for row in rows}  # the log keeps reused ids: the last line wins
     return list(last.values())
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from agentsys import slurm
+from agentsys.slurm import client as slurm
 from scheduler_app.models import Run, RunStatus
 from tests.chromium import screenshot
 from tests.helpers import launch_run, run_ended, wait_until

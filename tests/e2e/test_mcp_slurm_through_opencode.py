@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from agentsys import slurm
+from agentsys.slurm import client as slurm
 from tests.mcp_opencode import Workdir, call, output_of, script, start_opencode, write_config
 from tests.slurm_cluster import bring_up_slurm
 

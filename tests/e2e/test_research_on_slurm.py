@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentsys import slurm
+from agentsys.slurm import client as slurm
 from research_app.models import ResearchLoop
 from scheduler_app.models import GPU, Run
 from tests.e2e.test_research_e2e import happy_script, start_loop, wait_finished

@@ -15,7 +15,7 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 from fastmcp.exceptions import ToolError
 
-from agentsys import slurm
+from agentsys.slurm import client as slurm
 from tests.helpers import REPO
 from tests.slurm_cluster import bring_up_slurm
 

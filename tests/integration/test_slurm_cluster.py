@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from agentsys import slurm
-from agentsys.slurm import SlurmError
+from agentsys.slurm import client as slurm
+from agentsys.slurm.client import SlurmError
 from tests.helpers import pid_alive, wait_until
 from tests.slurm_cluster import bring_up_slurm
 

@@ -10,8 +10,8 @@ import signal
 
 import pytest
 
-from agentsys import slurm
 from agentsys.run_dir import run_dir_of
+from agentsys.slurm import client as slurm
 from hosts_app.models import Host
 from scheduler_app.models import GPU, MetricSeries, Run, RunStatus
 from tests.helpers import pid_alive, run_ended, wait_until

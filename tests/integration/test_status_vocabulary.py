@@ -59,8 +59,8 @@ OLD_LITERAL = re.compile(r"""["'`](finished|completed|FINISHED|COMPLETED)["'`]""
 # SLURM's own job states (COMPLETED, ...), which its client and the SLURM executor read and
 # the runs never show; OpenCode's tool part states, which the MCP bench waits for.
 FOREIGN_WORDS = {
-    Path("agentsys/slurm.py"),
-    Path("agentsys/agents/slurm_run.py"),
+    Path("agentsys/slurm/client.py"),
+    Path("agentsys/slurm/job.py"),
     Path("bench/mcp.py"),
 }
 

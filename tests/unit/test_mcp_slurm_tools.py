@@ -11,7 +11,8 @@ import fastmcp
 import pytest
 from fastmcp.exceptions import ToolError
 
-from agentsys.mcp.slurm_tools import WORKDIR_ENV, build_server, main, parse_records
+from agentsys.mcp.slurm_tools import WORKDIR_ENV, build_server, main
+from agentsys.slurm.client import parse_records
 
 
 class FakeSlurm:

@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from agentsys import slurm
-from agentsys.slurm import JobState, SlurmError
+from agentsys.slurm import client as slurm
+from agentsys.slurm.client import JobState, SlurmError
 
 # `squeue -h -j 1,2,3,4 -o '%i|%T|%r'`: three 1-GPU jobs on 2 GPUs and a CPU job on 2 CPUs.
 SQUEUE_SAMPLE = "3|PENDING|Resources\n4|PENDING|Priority\n1|RUNNING|None\n2|RUNNING|None\n"

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from agentsys.ipc import Cmd
-from agentsys.slurm import JobState, SlurmError
-from agentsys.slurm_poller import SlurmPoller, SlurmUnavailable, detect
+from agentsys.slurm.client import JobState, SlurmError
+from agentsys.slurm.poller import SlurmPoller, SlurmUnavailable, detect
 
 
 class Cluster:

@@ -1,7 +1,7 @@
-"""A SLURM executor's events carry its run's row (agentsys.agents.slurm_run.job_state_of_event):
+"""A SLURM executor's events carry its run's row (agentsys.slurm.job.job_state_of_event):
 runagentd's store applies exactly these as it records them."""
 
-from agentsys.agents.slurm_run import job_state_of_event
+from agentsys.slurm.job import job_state_of_event
 
 
 def test_submitted_pending_and_started_move_the_row():

@@ -16,7 +16,7 @@ from agentsys.daemon import Daemon, DaemonSettings
 from agentsys.deployment import Deployment
 from agentsys.opencode import Timeouts
 from agentsys.run_dir import AGENTS_DIR, CHECKOUTS_DIR
-from agentsys.slurm_poller import SlurmUnavailable
+from agentsys.slurm.poller import SlurmUnavailable
 from common.db_outage import stop_waiting
 from common.environment import ConfigError, check_host_name
 from events_app.events import publish_message, publish_through

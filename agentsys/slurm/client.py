@@ -1,8 +1,11 @@
 """Talking to SLURM through its own commands (sbatch, squeue, sacct, scancel, scontrol, sinfo).
 
-Plain Python, no Django: the executor's SLURM backend (ARCHITECTURE.md decision 5) builds on
-this. Every call is an argument list (never a shell string) with a timeout, and every failure
-is a SlurmError whose message says what went wrong in SLURM's own words.
+Plain Python, no Django: the executor's SLURM backend (agentsys.slurm.job; docs/architecture.md,
+"The GPU queue"), runagentd's poller and the SLURM MCP server (agentsys.mcp.slurm_tools) build
+on this. Every call is an argument list (never a shell string) with a timeout, and every
+failure is a SlurmError whose message says what went wrong in SLURM's own words. The output
+of squeue, sinfo and sacct (`|`-separated fields) and of `scontrol show -o` (Key=value words)
+is parsed here and nowhere else: parse_rows and parse_records.
 
 What the real cluster does (Debian 12, SLURM 22.05, scripts/slurm_up.sh) and this module
 relies on:
@@ -22,7 +25,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +36,15 @@ _TIME = re.compile(r"\d+(:\d{1,2}){0,2}|\d+-\d{1,2}(:\d{1,2}){0,2}")
 # Feature expressions: names joined by & | , with [ ] ( ) and counts (*2).
 _CONSTRAINT = re.compile(r"[A-Za-z0-9_.&|,\[\]()*!:-]+")
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_NOT_JOB_ANY_MORE = "Invalid job id specified"
+_RECORD_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_/:.]*")  # a Key of scontrol's Key=value words
+# What squeue says (exit status 1) when none of the ids it was given is queued any more.
+NOT_QUEUED = "Invalid job id specified"
+# The one separator of the fields asked of squeue and sinfo (-o) and sacct (-P): SLURM never
+# prints it in them, except in a name, which goes last (its field keeps any it holds).
+SEP = "|"
+# What job_states asks: (field name, squeue's %-code) and sacct's fields.
+SQUEUE_STATE_FIELDS = (("job_id", "%i"), ("state", "%T"), ("reason", "%r"))
+SACCT_STATE_FIELDS = ("jobid", "state", "exitcode")
 REFUSED = "sbatch refused the job:"  # how submit() begins a refusal of the job itself
 # What SLURM's commands say when the controller does not answer (as opposed to a refusal).
 _UNREACHABLE = ("Unable to contact slurm controller", "Socket timed out", "Zero Bytes were")
@@ -210,15 +221,65 @@ def _ids_arg(job_ids: Iterable[int]) -> str:
     return ",".join(str(job_id) for job_id in job_ids)
 
 
+def output_format(fields: Sequence[tuple[str, str]]) -> str:
+    """squeue's or sinfo's -o argument asking for these (name, %-code) fields, SEP-joined."""
+    return SEP.join(code for _, code in fields)
+
+
+def parse_rows(text: str, names: Sequence[str]) -> list[dict[str, str]]:
+    """Lines of SEP-joined fields (squeue/sinfo -o, sacct -P), each a dict of `names` in
+    order; blank lines and lines of fewer fields are left out. The last field keeps any SEP it
+    holds (a name, asked for last, may hold one)."""
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split(SEP, len(names) - 1)
+        if len(parts) == len(names):
+            rows.append(dict(zip(names, parts, strict=True)))
+    return rows
+
+
+def parse_records(text: str) -> list[dict[str, str]]:
+    """`scontrol show -o` output: one record a line, `Key=value` words; a word without a key
+    belongs to the value before it (OS=Linux 6.1 #1 SMP)."""
+    records = []
+    for line in text.splitlines():
+        record: dict[str, str] = {}
+        key = None
+        for word in line.split():
+            head, eq, value = word.partition("=")
+            if eq and _RECORD_KEY.fullmatch(head):
+                key = head
+                record[key] = value
+            elif key is not None:
+                record[key] += " " + word
+        if record:
+            records.append(record)
+    return records
+
+
+def _job_rows(text: str, names: Sequence[str]) -> list[tuple[int, list[str]]]:
+    """parse_rows' rows whose first field is a plain job id (array or step ids such as 123_4
+    or 123.batch are left out: this module submits neither), with the fields after it. No
+    name goes last in these formats, so a line of more fields than asked is not one of them;
+    a line's surrounding whitespace is not part of its first or last field."""
+    jobs = []
+    for row in parse_rows(text, names):
+        fields = list(row.values())
+        fields[0], fields[-1] = fields[0].lstrip(), fields[-1].rstrip()
+        if fields[0].isdigit() and SEP not in fields[-1]:
+            jobs.append((int(fields[0]), fields[1:]))
+    return jobs
+
+
 def parse_squeue(text: str) -> dict[int, JobState]:
     """Lines of `squeue -h -o %i|%T|%r`: id, state word, reason ("None" when none)."""
     states = {}
-    for line in text.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) != 3 or not parts[0].isdigit():
-            continue  # array or step ids (123_4): this module submits neither
-        reason = parts[2] if parts[2] not in ("", "None") else None
-        states[int(parts[0])] = JobState(state=parts[1], reason=reason)
+    for job_id, (state, reason) in _job_rows(text, [name for name, _ in SQUEUE_STATE_FIELDS]):
+        states[job_id] = JobState(
+            state=state, reason=reason if reason not in ("", "None") else None
+        )
     return states
 
 
@@ -235,12 +296,9 @@ def parse_sacct(text: str) -> dict[int, JobState]:
     """Lines of `sacct -c -P -n -o jobid,state,exitcode`; the last line of an id wins (the
     jobcomp file keeps the lines of an earlier cluster that handed out the same ids)."""
     states = {}
-    for line in text.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) != 3 or not parts[0].isdigit():
-            continue  # steps (123.batch) of an accounting database
-        state = parts[1].split(" ")[0]  # "CANCELLED by 0" with a database
-        states[int(parts[0])] = JobState(state=state, exit_code=_exit_code(parts[2]))
+    for job_id, (state, exit_code) in _job_rows(text, SACCT_STATE_FIELDS):
+        state = state.split(" ")[0]  # "CANCELLED by 0" with a database
+        states[job_id] = JobState(state=state, exit_code=_exit_code(exit_code))
     return states
 
 
@@ -250,14 +308,15 @@ def job_states(job_ids: Iterable[int]) -> dict[int, JobState]:
     wanted = sorted({int(job_id) for job_id in job_ids})
     if not wanted:
         return {}
-    proc = _run(["squeue", "-h", "-j", _ids_arg(wanted), "-o", "%i|%T|%r"])
-    if proc.returncode != 0 and _NOT_JOB_ANY_MORE not in proc.stderr:
+    proc = _run(["squeue", "-h", "-j", _ids_arg(wanted), "-o", output_format(SQUEUE_STATE_FIELDS)])
+    if proc.returncode != 0 and NOT_QUEUED not in proc.stderr:
         raise SlurmError(f"squeue failed: {_message(proc)}")
     live = parse_squeue(proc.stdout) if proc.returncode == 0 else {}
     states = {job_id: state for job_id, state in live.items() if job_id in wanted}
     gone = [job_id for job_id in wanted if job_id not in states]
     if gone:
-        proc = _run(["sacct", "-c", "-j", _ids_arg(gone), "-P", "-n", "-o", "jobid,state,exitcode"])
+        fields = ",".join(SACCT_STATE_FIELDS)
+        proc = _run(["sacct", "-c", "-j", _ids_arg(gone), "-P", "-n", "-o", fields])
         if proc.returncode != 0:
             raise SlurmError(f"sacct failed: {_message(proc)}")
         ended = parse_sacct(proc.stdout)

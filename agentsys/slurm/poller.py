@@ -1,7 +1,7 @@
 """runagentd's view of its SLURM jobs: one squeue (plus at most one sacct) per tick for all
 of them, handed to each executor over its worker pipe.
 
-Each SLURM run's executor (agentsys.agents.slurm_run) lives in a worker of its own; if each
+Each SLURM run's executor (agentsys.slurm.job) lives in a worker of its own; if each
 asked SLURM itself, 200 runs would cost 200 squeue calls a tick and load slurmctld. So the
 executor announces its job id (a `slurm_job_submitted` / `slurm_job_adopted` event, seen by
 the supervisor), and this poller asks about every announced job at once and sends each
@@ -16,8 +16,8 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable
 
-from agentsys import slurm
 from agentsys.ipc import Cmd
+from agentsys.slurm import client as slurm
 
 logger = logging.getLogger("agentsys.slurm")
 

@@ -1,4 +1,4 @@
-"""An executor's run as a SLURM batch job (backend "slurm"; ARCHITECTURE.md decision 5).
+"""An executor's run as a SLURM batch job (backend "slurm"; docs/architecture.md, "The GPU queue").
 
 SLURM places the job and its GPUs: AgentSys books none of its own, and the job sees what
 SLURM sets (CUDA_VISIBLE_DEVICES, SLURM_JOB_GPUS). The batch script is the local backend's
@@ -6,7 +6,7 @@ wrapper as a file: it runs command.txt and writes the exit code to job.done, so 
 are the same whichever backend ran it, and the log, metrics and alerts work unchanged.
 
 The executor never asks SLURM itself while it waits: runagentd's poller
-(agentsys.slurm_poller) asks once per tick for every SLURM run of the host and hands each
+(agentsys.slurm.poller) asks once per tick for every SLURM run of the host and hands each
 executor its job's state (Cmd.JOB_STATE). The executor turns that into AgentSys's words: the
 run stays `queued` with SLURM's reason until the job runs, then `running`, and ends with the
 code in job.done (or, when SLURM ended the job itself, sacct's).
@@ -21,7 +21,6 @@ import shlex
 import time
 from dataclasses import dataclass
 
-from agentsys import slurm
 from agentsys.agent import PauseRefused
 from agentsys.run_dir import (
     EXIT_CODE_FILE,
@@ -32,7 +31,8 @@ from agentsys.run_dir import (
     read_slurm_job,
     record_terminated,
 )
-from agentsys.slurm import SlurmError, SlurmJobSpec
+from agentsys.slurm import client as slurm
+from agentsys.slurm.client import SlurmError, SlurmJobSpec
 
 logger = logging.getLogger("agentsys.executor")
 
