@@ -1,7 +1,8 @@
 """The runagentd core: the long-running process that hosts all agent activity on one host.
 
 No Django here: the database is reached through a RuntimeStore (runtime_app.runtime_store),
-whose calls all run on one dedicated thread (`db`), so the event loop never blocks on I/O and
+and chat turns through a ChatStore (runtime_app.chat_store) when the daemon serves chat; their
+calls all run on one dedicated thread (`db`), so the event loop never blocks on I/O and
 the ORM keeps one connection. While the database cannot be reached, `db` retries with
 backoff: the agents and their runs go on, and what they report waits (in order, per agent)
 until it can be stored. Each step (register, reconcile, deliver commands, claim agents,
@@ -25,6 +26,8 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from agentsys import orphans
+from agentsys.chat.dispatch import dispatch_turns
+from agentsys.chat.store import ChatLink, ChatStore
 from agentsys.daemon_settings import DaemonSettings
 from agentsys.listen import (
     AGENTS_CHANNEL,
@@ -56,8 +59,11 @@ class Daemon:
         publish: Callable[[dict], Awaitable] | None = None,
         list_gpu_processes: Callable[[], list] | None = None,
         on_stopping: Callable[[], None] | None = None,
+        chat_store: ChatStore | None = None,
     ):
         self.store = store
+        # None: this daemon serves no chat (its L1 agents and their turns are not here).
+        self.chat_store = chat_store
         self.settings = settings
         # Called first thing on the way out: the agents' calls that wait for the database
         # in threads give up (agents inside runagentd detach; the next one resumes them).
@@ -180,10 +186,8 @@ class Daemon:
             self.supervisor.slurm_poller = slurm_poller.SlurmPoller(self.supervisor.send_to)
         self.supervisor.spare.refill()  # the first worker agent need not wait for a fork
         if self.chat_enabled:
-            from agentsys.chat.daemon_port import DaemonChatPort
-
-            self.supervisor.chat_port = DaemonChatPort(
-                store=self.store, db=self.db, publish=self.publish, wake=self.wake_all
+            self.supervisor.chat = ChatLink(
+                store=self.chat_store, db=self.db, publish=self.publish, wake=self.wake_all
             )
         return self.supervisor
 
@@ -199,14 +203,14 @@ class Daemon:
 
     @property
     def chat_enabled(self) -> bool:
-        return hasattr(self.store, "chat_claim_turns")
+        return self.chat_store is not None
 
     async def reconcile(self) -> None:
         """After a restart: agents this host ran are resumed (if their class can) or failed
         with the cause; nothing stays RUNNING forever. Chat replies it was streaming are
         interrupted (what came of them kept)."""
         if self.chat_enabled:
-            for event in await self.db(self.store.chat_interrupt_lost_turns, host_id=self.host_id):
+            for event in await self.db(self.chat_store.interrupt_lost_turns, host_id=self.host_id):
                 await self.publish(event)
         # Runs the others declared lost with this host while it was down run again here.
         for event in await self.db(self.store.readopt_lost_runs, host_id=self.host_id):
@@ -483,8 +487,6 @@ class Daemon:
             if news is None or AGENTS_CHANNEL in news:
                 await self.claim_agents()
                 if self.chat_enabled:
-                    from agentsys.chat.daemon_port import dispatch_turns
-
                     await dispatch_turns(self)
             if time.monotonic() - self._last_beat >= self.settings.heartbeat_interval:
                 await self.heartbeat()

@@ -57,7 +57,7 @@ class Supervisor(SupervisorControls):
         self.default_workdir = default_workdir
         self.deployment = deployment or Deployment()
         self.hosted: dict[str, Hosted] = {}
-        self.chat_port = None  # set by the daemon: what in-daemon chat (L1) agents talk to
+        self.chat = None  # set by a daemon that serves chat: the ChatLink its L1 agents get
         # Queued children of agents hosted here: child id → parent id. Their parent is told
         # when they end, whichever daemon ran them (see tell_parents_of_finished_children).
         self.watched: dict[str, str] = {}
@@ -195,7 +195,7 @@ class Supervisor(SupervisorControls):
             agent.allowed_paths = self.registry.allowed
             agent.deployment = self.deployment
             if hasattr(agent, "attach_chat"):
-                agent.attach_chat(self.chat_port)
+                agent.attach_chat(self.chat)
             if self.memory_factory:
                 from agentsys.memory import load_memory_factory
 

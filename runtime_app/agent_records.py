@@ -1,6 +1,6 @@
 """An Agent row as the runtime reads it: the agentsys.store.AgentRecord both Django stores
-hand the daemon. Its own module because the runtime store and its chat mixin both make
-records, and the runtime store imports the chat store, so the chat store cannot import it."""
+(runtime_store.py, chat_store.py) hand the daemon. Its own module because both make
+records, and neither store is the other's to import."""
 
 from __future__ import annotations
 

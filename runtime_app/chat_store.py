@@ -1,8 +1,12 @@
-"""The Django side of the chat port (agentsys.chat.port): what runagentd's L1 agents read and
-write, each method one unit of work on the daemon's database thread. Mixed into
-DjangoRuntimeStore, so a database outage is waited out like any other store call."""
+"""The Django side of agentsys.chat.store.ChatStore: what runagentd's chat step and its L1
+agents read and write, each method one unit of work on the daemon's database thread. A
+database outage surfaces as StoreUnavailable, as in DjangoRuntimeStore, so the daemon waits
+it out like any other store call. runagentd hands it to the Daemon next to the runtime store;
+it shares their thread's connection, which the runtime store's close closes."""
 
 from __future__ import annotations
+
+import dataclasses
 
 from django.db import connection, transaction
 from django.db.models import Q
@@ -11,6 +15,8 @@ from django.utils import timezone
 
 from agents_app.models import Agent
 from agents_app.services import AgentCommandRefused, create_agent, request_agent_command
+from agentsys.chat.prompt import variables_for
+from agentsys.chat.store import BegunTurn, TurnContext, TurnOutcome
 from agentsys.registry import SESSION_AGENT
 from agentsys.types import LIVE_AGENT_STATUSES, LIVE_TURN_STATUSES, AgentRole, TurnStatus
 from events_app.events import chat_stream, record_event
@@ -19,6 +25,7 @@ from events_app.selectors import last_seq
 from research_app.services import start_research
 from runtime_app.agent_records import agent_record
 from runtime_app.chat_context import child_report, prompt_facts
+from runtime_app.store_outage import raising_store_unavailable
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn, MessageRole
 from sessions_app.notices import notices_for
 from sessions_app.turns import next_message_seq
@@ -59,10 +66,11 @@ def _parts_from_stream(turn: ChatTurn) -> list[dict]:
     return list(parts.values())
 
 
+@raising_store_unavailable
 class DjangoChatStore:
     # -- turns: claim, stop, interrupt ------------------------------------------------------
 
-    def chat_claim_turns(self, *, host_id: int, limit: int = 20) -> list[tuple[str, str]]:
+    def claim_turns(self, *, host_id: int, limit: int = 20) -> list[tuple[str, str]]:
         """(turn id, session id) of the turns this daemon streams from now on: running ones
         nobody claimed, and the oldest queued turn of each session with none running."""
         with transaction.atomic():
@@ -89,14 +97,14 @@ class DjangoChatStore:
         mine = ChatTurn.objects.filter(status=TurnStatus.RUNNING, host_id=host_id)
         return list(mine.values_list("id", "session_id"))
 
-    def chat_stop_requests(self, *, host_id: int) -> list[tuple[str, str]]:
+    def stop_requests(self, *, host_id: int) -> list[tuple[str, str]]:
         return list(
             ChatTurn.objects.filter(
                 status=TurnStatus.RUNNING, host_id=host_id, stop_requested=True
             ).values_list("id", "session_id")
         )
 
-    def chat_interrupt_lost_turns(self, *, host_id: int) -> list[dict]:
+    def interrupt_lost_turns(self, *, host_id: int) -> list[dict]:
         """A new runagentd: the turns its predecessor was streaming ended with it. What had
         come of each reply is kept as the message; the turn says it was interrupted."""
         events = []
@@ -117,7 +125,7 @@ class DjangoChatStore:
 
     # -- the session's L1 agent -------------------------------------------------------------
 
-    def chat_session_agent(self, *, session_id: str, host_id: int) -> dict:
+    def session_agent(self, *, session_id: str, host_id: int) -> dict:
         """The live L1 agent row of a session (created if there is none)."""
         with transaction.atomic():
             session = ChatSession.objects.select_for_update().get(pk=session_id)
@@ -154,7 +162,7 @@ class DjangoChatStore:
                 agent.save(update_fields=["host", "updated_at"])
         return {"record": agent_record(agent), "event": event}
 
-    def chat_live_children(self, *, agent_id: str) -> list[str]:
+    def live_children(self, *, agent_id: str) -> list[str]:
         """Children whose end the L1 agent has still to report: the live ones, and those
         that ended while no runagentd watched (no synthetic turn names them yet)."""
         reported = (
@@ -172,7 +180,7 @@ class DjangoChatStore:
 
     # -- one turn ---------------------------------------------------------------------------
 
-    def chat_begin_turn(self, *, turn_id: str, agent_id: str) -> dict | None:
+    def begin_turn(self, *, turn_id: str, agent_id: str) -> BegunTurn | None:
         turn = ChatTurn.objects.select_related("session").filter(pk=turn_id).first()
         if turn is None or turn.status != TurnStatus.RUNNING:
             return None
@@ -190,7 +198,7 @@ class DjangoChatStore:
                     actions=[],
                     title="",
                 )
-            return {"skip": True, "events": events}
+            return BegunTurn(context=None, events=events)
         with transaction.atomic():
             if turn.synthetic and not turn.user_message_id:
                 turn.user_message = ChatMessage.objects.create(
@@ -214,41 +222,45 @@ class DjangoChatStore:
                         },
                     )
                 )
-        return {
-            "turn_id": turn.id,
-            "session_id": session.pk,
-            "mode": turn.mode,
-            "message": turn.message,
-            "synthetic": turn.synthetic,
-            "workdir": session.workdir,
-            "model_provider": session.model_provider,
-            "model_id": session.model_id,
-            "opencode_session_id": session.opencode_session_id,
-            "system_prompt": session.system_prompt,
-            "after_interrupt": ChatTurn.objects.filter(session=session)
+        context = TurnContext(
+            turn_id=turn.id,
+            session_id=session.pk,
+            mode=turn.mode,
+            message=turn.message,
+            synthetic=turn.synthetic,
+            workdir=session.workdir,
+            model_provider=session.model_provider,
+            model_id=session.model_id,
+            opencode_session_id=session.opencode_session_id,
+            after_interrupt=ChatTurn.objects.filter(session=session)
             .exclude(pk=turn.pk)
             .exclude(finished_at=None)
             .order_by("-finished_at")
             .values_list("status", flat=True)
             .first()
             == TurnStatus.INTERRUPTED,
-            "raw": prompt_facts(session, turn, agent_id),
-            "events": events,
-        }
+            variables=variables_for(
+                prompt_facts(session, turn, agent_id),
+                workdir=session.workdir,
+                mode=turn.mode,
+                system_prompt=session.system_prompt,
+            ),
+        )
+        return BegunTurn(context=context, events=events)
 
-    def chat_save_prompt(self, *, turn_id: str, prompt: str, skill_id: str, variables: dict):
+    def save_prompt(self, *, turn_id: str, prompt: str, skill_id: str, variables: dict):
         turn = ChatTurn.objects.get(pk=turn_id)
         turn.prompt, turn.skill_id = prompt, skill_id
         turn.variables = {**turn.variables, **variables}  # keeps child_id of a synthetic turn
         turn.save(update_fields=["prompt", "skill_id", "variables", "updated_at"])
 
-    def chat_set_opencode_session(self, *, session_id: str, opencode_session_id: str) -> None:
+    def set_opencode_session(self, *, session_id: str, opencode_session_id: str) -> None:
         ChatSession.objects.filter(pk=session_id).update(
             opencode_session_id=opencode_session_id[:100]
         )
 
     @transaction.atomic
-    def chat_emit(self, *, session_id: str, events: list[tuple[str, dict]]) -> list[dict]:
+    def emit(self, *, session_id: str, events: list[tuple[str, dict]]) -> list[dict]:
         # A reply's deltas commit without waiting for their fsync: a crash of PostgreSQL
         # itself could lose the last fraction of a second of a stream (its turn then ends
         # interrupted, as for a crash of runagentd); everything else, including the final
@@ -258,14 +270,14 @@ class DjangoChatStore:
         return [_emit(session_id, kind, payload) for kind, payload in events]
 
     @transaction.atomic
-    def chat_finish_turn(self, *, turn_id: str, outcome: dict) -> list[dict]:
+    def finish_turn(self, *, turn_id: str, outcome: TurnOutcome) -> list[dict]:
         turn = ChatTurn.objects.select_for_update().select_related("session").get(pk=turn_id)
         if turn.status not in LIVE_TURN_STATUSES:
             return []  # already closed (interrupted by a newer daemon, stopped while queued)
-        if turn.stop_requested and outcome["status"] == TurnStatus.INTERRUPTED:
+        if turn.stop_requested and outcome.status == TurnStatus.INTERRUPTED:
             # Its agent was stopped (the session deleted) after a person asked to stop it.
-            outcome = {**outcome, "status": TurnStatus.STOPPED, "error": ""}
-        return self._close_turn(turn, **outcome)
+            outcome = dataclasses.replace(outcome, status=TurnStatus.STOPPED, error="")
+        return self._close_turn(turn, **dataclasses.asdict(outcome))
 
     def _close_turn(self, turn, *, status, text, thinking, parts, error, actions, title):
         session = turn.session
@@ -316,7 +328,7 @@ class DjangoChatStore:
 
     # -- children ---------------------------------------------------------------------------
 
-    def chat_start_research(
+    def start_research(
         self, *, agent_id: str, session_id: str, goal: str, max_iterations: int | None
     ) -> str:
         session = ChatSession.objects.get(pk=session_id)
@@ -330,7 +342,7 @@ class DjangoChatStore:
         )
         return loop.agent_id
 
-    def chat_command_child(self, *, session_id: str, target: str, kind: str, context: str) -> str:
+    def command_child(self, *, session_id: str, target: str, kind: str, context: str) -> str:
         """'' once the command is queued for the child's daemon, else why not."""
         agent = Agent.objects.filter(pk=target).first()
         if (
@@ -346,10 +358,10 @@ class DjangoChatStore:
             return str(error)
         return ""
 
-    def chat_child_report(self, *, agent_id: str) -> dict:
+    def child_report(self, *, agent_id: str) -> dict:
         return child_report(agent_id)
 
-    def chat_enqueue_synthetic(self, *, session_id: str, message: str, child_id: str) -> str:
+    def enqueue_synthetic(self, *, session_id: str, message: str, child_id: str) -> str:
         """A queued synthetic turn reporting a child's end (once per child); runagentd starts
         it when the session has no running turn."""
         with transaction.atomic():

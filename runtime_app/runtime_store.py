@@ -6,7 +6,6 @@ simply be repeated."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 from datetime import timedelta
 
 from django.conf import settings
@@ -20,7 +19,7 @@ from agents_app.services import create_agent
 from agentsys.run_dir import run_dir_of
 from agentsys.scheduling import policy_named
 from agentsys.slurm.job import job_state_of_event
-from agentsys.store import AgentRecord, CommandRecord, StoreUnavailable
+from agentsys.store import AgentRecord, CommandRecord
 from agentsys.types import (
     LIVE_AGENT_STATUSES,
     TERMINAL_AGENT_STATUSES,
@@ -29,13 +28,12 @@ from agentsys.types import (
     EntryType,
     RequestStatus,
 )
-from common.db_outage import DATABASE_ERRORS, drop_connection, first_line
 from common.json_safe import json_safe
 from events_app.events import AGENTS_STREAM, record_event, record_events
 from hosts_app.models import Host, HostStatus
 from memory_app.services import write_entry
 from runtime_app.agent_records import agent_record
-from runtime_app.chat_store import DjangoChatStore
+from runtime_app.store_outage import raising_store_unavailable
 from scheduler_app import lifecycle, oplog, queue, run_code
 from scheduler_app import services as host_services
 from scheduler_app.host_down import readopt_runs_of_returned_host, settle_runs_of_dead_host
@@ -88,34 +86,8 @@ def _event(agent_id: str, kind: str, payload: dict) -> dict:
     return event.as_message()
 
 
-def _raising_store_unavailable(cls):
-    """Wrap every public method of `cls`: see _translated."""
-    for name, method in list(vars(cls).items()):
-        if callable(method) and not name.startswith("_") and name != "close":
-            setattr(cls, name, _translated(method))
-    return cls
-
-
-def _translated(method):
-    """A database outage becomes StoreUnavailable once the call's transaction is over, and
-    the broken connection is dropped: runagentd serves no requests, so nothing else would
-    close it, and every later call would fail on it even once the database is back."""
-
-    @functools.wraps(method)
-    def call(self, **kwargs):
-        try:
-            return method(self, **kwargs)
-        except DATABASE_ERRORS as error:
-            if connection.in_atomic_block:  # called from another method: that one translates
-                raise
-            drop_connection()
-            raise StoreUnavailable(first_line(error)) from error
-
-    return call
-
-
-@_raising_store_unavailable
-class DjangoRuntimeStore(_raising_store_unavailable(DjangoChatStore)):
+@raising_store_unavailable
+class DjangoRuntimeStore:
     # -- hosts -------------------------------------------------------------------------------
 
     def register_host(

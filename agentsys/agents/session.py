@@ -5,8 +5,8 @@ steer or stop a child) as the turn's mode allows. When one of its children ends,
 synthetic turn reporting the results by itself; turns run one at a time, in order, so a
 report never cuts into a reply.
 
-The runtime hands it a ChatPort (agentsys.chat.port) before it starts; all it knows of the
-database and the web is that port.
+The runtime hands it a ChatLink (agentsys.chat.store) before it starts: the chat store and
+how to call it. All it knows of the database and the web is that store.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import logging
 
 from agentsys.agent import Agent
 from agentsys.chat import actions as tags
-from agentsys.chat.port import ChatPort, TurnContext, TurnOutcome
 from agentsys.chat.prompt import build_prompt
 from agentsys.chat.relay import TurnRelay
 from agentsys.chat.reports import child_report_message
+from agentsys.chat.store import ChatLink, TurnContext, TurnOutcome
 from agentsys.opencode import OpenCodeClient, OpenCodeError
 from agentsys.registry import EXECUTOR_AGENT
 from agentsys.research.settings import DEFAULT_SKILLS_DIR, ResearchSettings
@@ -41,15 +41,15 @@ class SessionAgent(Agent):
 
     def __init__(self) -> None:
         super().__init__()
-        self.port: ChatPort | None = None
+        self.chat: ChatLink | None = None
         self._turns: asyncio.Queue[str] = asyncio.Queue()
         self._known_turns: set[str] = set()
         self._current: tuple[str, asyncio.Task] | None = None
         self._stopping_turn = ""
         self._reported: set[str] = set()
 
-    def attach_chat(self, port: ChatPort) -> None:
-        self.port = port
+    def attach_chat(self, chat: ChatLink) -> None:
+        self.chat = chat
 
     # -- what the runtime calls -------------------------------------------------------------
 
@@ -72,8 +72,8 @@ class SessionAgent(Agent):
     # -- the loop ---------------------------------------------------------------------------
 
     async def on_start(self) -> None:
-        if self.port is None:
-            raise RuntimeError("SessionAgent needs a chat port (it runs only inside runagentd)")
+        if self.chat is None:
+            raise RuntimeError("SessionAgent needs a chat store (it runs only inside runagentd)")
         self.session_id = str(self.config["chat_session_id"])
         self.settings = ResearchSettings.from_config(self.config, self.deployment)
         self.skills = PromptSkills(self.config.get("skills_dir") or DEFAULT_SKILLS_DIR)
@@ -84,7 +84,8 @@ class SessionAgent(Agent):
             timeouts=self.settings.timeouts,
         )
         # Children from before a restart: their ends must still be reported.
-        self.adopt_children(await self.port.live_children(self.id))
+        chat = self.chat
+        self.adopt_children(await chat.db(chat.store.live_children, agent_id=self.id))
 
     async def on_stop(self) -> None:
         client = getattr(self, "client", None)
@@ -110,13 +111,18 @@ class SessionAgent(Agent):
                 logger.exception("%s: turn %s failed", self.id, turn_id)
             finally:
                 self._current = None
-                self.port.wake()  # a queued (synthetic) turn may go next
+                self.chat.wake()  # a queued (synthetic) turn may go next
 
     async def _turn(self, turn_id: str) -> None:
-        ctx = await self.port.begin_turn(turn_id, self.id)
-        if ctx is None:  # stopped or gone before it began
+        chat = self.chat
+        begun = await chat.db(chat.store.begin_turn, turn_id=turn_id, agent_id=self.id)
+        if begun is None:  # gone before it began
             return
-        relay = TurnRelay(self.port, ctx.session_id, ctx.turn_id)
+        await chat.publish_all(begun.events)
+        ctx = begun.context
+        if ctx is None:  # stopped before it began
+            return
+        relay = TurnRelay(self._emitter(ctx.session_id), ctx.turn_id)
         outcome = TurnOutcome(status="done")
         answer, title = "", ""
         try:
@@ -146,7 +152,24 @@ class SessionAgent(Agent):
 
     async def _close(self, ctx: TurnContext, relay: TurnRelay, outcome: TurnOutcome) -> None:
         await relay.close()  # every event of the answer is out before the closing idle
-        await self.port.finish_turn(ctx, outcome)
+        chat = self.chat
+        await chat.publish_all(
+            await chat.db(chat.store.finish_turn, turn_id=ctx.turn_id, outcome=outcome)
+        )
+
+    def _emitter(self, session_id: str):
+        """How a turn's relay writes its events: on the reply stream's own thread (a token
+        never queues behind heartbeats and claims), each published once stored."""
+        chat = self.chat
+
+        async def emit(events: list[tuple[str, dict]]) -> None:
+            await chat.publish_all(
+                await chat.db(
+                    chat.store.emit, _streaming=True, session_id=session_id, events=events
+                )
+            )
+
+        return emit
 
     async def _ask(self, ctx: TurnContext, relay: TurnRelay) -> tuple[str, str]:
         skill_id, prompt = build_prompt(
@@ -161,11 +184,22 @@ class SessionAgent(Agent):
                 "variables": ctx.variables,
             },
         )
-        await self.port.save_prompt(ctx.turn_id, prompt, skill_id, ctx.variables)
+        chat = self.chat
+        await chat.db(
+            chat.store.save_prompt,
+            turn_id=ctx.turn_id,
+            prompt=prompt,
+            skill_id=skill_id,
+            variables=ctx.variables,
+        )
         opencode_session = ctx.opencode_session_id
         if not opencode_session:
             opencode_session = await self.client.create_session(ctx.workdir)
-            await self.port.set_opencode_session(ctx.session_id, opencode_session)
+            await chat.db(
+                chat.store.set_opencode_session,
+                session_id=ctx.session_id,
+                opencode_session_id=opencode_session,
+            )
         elif ctx.after_interrupt:
             # The dead daemon's prompt may still run in OpenCode: end it, and let its
             # closing events pass before this prompt's stream opens.
@@ -220,11 +254,17 @@ class SessionAgent(Agent):
             result["error"] = tags.check_mode(action, ctx.mode)
         if result["error"]:
             return result
+        chat = self.chat
         try:
             if action.action == "spawn_research":
-                child = await self.port.start_research(
-                    self.id, ctx.session_id, action.goal, action.max_iterations
+                child = await chat.db(
+                    chat.store.start_research,
+                    agent_id=self.id,
+                    session_id=ctx.session_id,
+                    goal=action.goal,
+                    max_iterations=action.max_iterations,
                 )
+                chat.wake()  # the daemon claims the new agent at once
                 self.adopt_children([child])
                 result["agent_id"] = child
             elif action.action == "spawn_command":
@@ -233,9 +273,14 @@ class SessionAgent(Agent):
                 result["agent_id"] = handle.id
             else:
                 kind = "steer" if action.action == "steer_child" else "stop"
-                problem = await self.port.command_child(
-                    ctx.session_id, action.experiment_id, kind, action.context
+                problem = await chat.db(
+                    chat.store.command_child,
+                    session_id=ctx.session_id,
+                    target=action.experiment_id,
+                    kind=kind,
+                    context=action.context,
                 )
+                chat.wake()  # the command reaches its child's daemon at once
                 result["error"] = problem
                 result["agent_id"] = "" if problem else action.experiment_id
         except Exception as error:  # refused by the runtime: the person sees why
@@ -252,12 +297,16 @@ class SessionAgent(Agent):
         self._in_background(self._report(child_id))
 
     async def _report(self, child_id: str) -> None:
+        chat = self.chat
         try:
-            report = await self.port.child_report(child_id)
+            report = await chat.db(chat.store.child_report, agent_id=child_id)
             if report:
-                await self.port.enqueue_synthetic(
-                    self.session_id, child_report_message(report), child_id
+                await chat.db(
+                    chat.store.enqueue_synthetic,
+                    session_id=self.session_id,
+                    message=child_report_message(report),
+                    child_id=child_id,
                 )
-                self.port.wake()
+                chat.wake()
         except Exception:
             logger.exception("%s: could not report the end of %s", self.id, child_id)

@@ -1,5 +1,6 @@
 """One turn's answer as it streams: the parts in order (what the saved message keeps) and the
-events that carry them to the browser, written through the ChatPort.
+events that carry them to the browser, written by the `write` its agent gives it (the chat
+store's `emit`, published once stored).
 
 Every update becomes an event in the session's stream, stored before it is published, so a
 client that reconnects gets exactly what it missed. Writes are coalesced, not dropped: while
@@ -12,13 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-
-from agentsys.chat.port import ChatPort
+from collections.abc import Awaitable, Callable
 
 
 class TurnRelay:
-    def __init__(self, port: ChatPort, session_id: str, turn_id: str):
-        self.port, self.session_id, self.turn_id = port, session_id, turn_id
+    def __init__(self, write: Callable[[list[tuple[str, dict]]], Awaitable], turn_id: str):
+        self.write, self.turn_id = write, turn_id
         self.parts: list[dict] = []
         self._by_id: dict[str, dict] = {}
         self._pending: list[tuple[str, dict]] = []
@@ -89,7 +89,7 @@ class TurnRelay:
             await self._ready.wait()
             batch, self._pending = _coalesce(self._pending), []
             if batch:
-                await self.port.emit(self.session_id, self.turn_id, batch)
+                await self.write(batch)
             if not self._pending:
                 self._ready.clear()
 

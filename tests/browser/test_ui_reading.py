@@ -121,7 +121,7 @@ def test_replies_read_as_markdown_and_a_loop_end_as_one_line(site):
     ResearchLoop.objects.create(agent=other, goal="Try warmup")
     ChatTurn.objects.filter(pk=turn.pk).update(status=TurnStatus.DONE)
     live = _synthetic_turn(session, ResearchLoop.objects.get(agent=other))
-    off_the_page_thread(DjangoChatStore().chat_begin_turn, turn_id=live.pk, agent_id="session-x")
+    off_the_page_thread(DjangoChatStore().begin_turn, turn_id=live.pk, agent_id="session-x")
     stream = chat_stream(session.pk)
     for delta in ("Warmup **helped**", ": see `run-3`."):
         record_event(

@@ -255,15 +255,15 @@ def test_a_childs_end_reads_as_one_line_with_a_link_not_the_agents_report(browse
         )
     # The event the page follows live carries the line too (runagentd begins the turn).
     ChatTurn.objects.filter(pk=turns[0].pk).update(status=TurnStatus.RUNNING)
-    begun = DjangoChatStore().chat_begin_turn(turn_id=turns[0].pk, agent_id="session-x")
-    assert begun["events"][0]["payload"]["notice"] == {
+    begun = DjangoChatStore().begin_turn(turn_id=turns[0].pk, agent_id="session-x")
+    assert begun.events[0]["payload"]["notice"] == {
         "text": "The research loop “Find the lr” ended: done.",
         "href": "/research/orchestrator-loop/",
         "link": "See the loop",
     }
     ChatTurn.objects.filter(pk=turns[0].pk).update(status=TurnStatus.DONE)
     ChatTurn.objects.filter(pk=turns[1].pk).update(status=TurnStatus.RUNNING)
-    DjangoChatStore().chat_begin_turn(turn_id=turns[1].pk, agent_id="session-x")
+    DjangoChatStore().begin_turn(turn_id=turns[1].pk, agent_id="session-x")
 
     page = browser.get(f"/chat/{session.pk}/").content.decode()
     assert "Summarise these results" not in page and "you started has ended" not in page

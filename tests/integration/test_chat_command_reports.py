@@ -14,8 +14,9 @@ import pytest
 from django.core.management.base import CommandError
 from django.db import connection
 
+from agentsys.chat.store import TurnOutcome
 from hosts_app.models import Host
-from runtime_app.runtime_store import DjangoRuntimeStore
+from runtime_app.chat_store import DjangoChatStore
 from sessions_app import turns
 from sessions_app.management.commands import chat
 from sessions_app.services import create_session
@@ -26,16 +27,8 @@ CHILD = "research-c0ffee"
 REPORT = "The research loop `research-c0ffee` you started has ended: done."
 
 
-def _outcome(text: str) -> dict:
-    return {
-        "status": "done",
-        "text": text,
-        "thinking": "",
-        "parts": [],
-        "error": "",
-        "actions": [],
-        "title": "",
-    }
+def _outcome(text: str) -> TurnOutcome:
+    return TurnOutcome(status="done", text=text)
 
 
 def _daemon_writes(store, host_id: int, session_id: str, turn_id: str) -> list:
@@ -43,18 +36,18 @@ def _daemon_writes(store, host_id: int, session_id: str, turn_id: str) -> list:
     synthetic = {}
 
     def begin_report():
-        store.chat_claim_turns(host_id=host_id)
-        store.chat_begin_turn(turn_id=synthetic["id"], agent_id="")
+        store.claim_turns(host_id=host_id)
+        store.begin_turn(turn_id=synthetic["id"], agent_id="")
 
     def finish_report():
-        store.chat_finish_turn(turn_id=synthetic["id"], outcome=_outcome("It went well."))
+        store.finish_turn(turn_id=synthetic["id"], outcome=_outcome("It went well."))
 
     action = {"action": "spawn_research", "goal": "lr", "agent_id": CHILD, "error": ""}
     return [
-        lambda: store.chat_emit(session_id=session_id, events=[("l1_action", action)]),
-        lambda: store.chat_finish_turn(turn_id=turn_id, outcome=_outcome("On it.")),
+        lambda: store.emit(session_id=session_id, events=[("l1_action", action)]),
+        lambda: store.finish_turn(turn_id=turn_id, outcome=_outcome("On it.")),
         lambda: synthetic.update(
-            id=store.chat_enqueue_synthetic(session_id=session_id, message=REPORT, child_id=CHILD)
+            id=store.enqueue_synthetic(session_id=session_id, message=REPORT, child_id=CHILD)
         ),
         begin_report,
         finish_report,
@@ -65,8 +58,8 @@ def _run_command(host_id: int, schedule: tuple[int, ...]) -> str:
     """The command's output with the daemon's i-th write made before its schedule[i]-th query."""
     session = create_session()
     turn = turns.submit_turn(session=session, message="Which lr?", mode="wild")
-    store = DjangoRuntimeStore()
-    store.chat_claim_turns(host_id=host_id)
+    store = DjangoChatStore()
+    store.claim_turns(host_id=host_id)
     writes = _daemon_writes(store, host_id, session.pk, turn.id)
     queries = itertools.count()
     daemon_writing = False

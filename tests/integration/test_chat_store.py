@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from agents_app.models import Agent
+from agentsys.chat.store import TurnOutcome
 from events_app.events import chat_stream
 from events_app.models import Event
 from hosts_app.models import Host
-from runtime_app.runtime_store import DjangoRuntimeStore
+from runtime_app.chat_store import DjangoChatStore
 from sessions_app import turns
 from sessions_app.models import ChatMessage, ChatTurn
 from sessions_app.services import create_session
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def store():
-    return DjangoRuntimeStore()
+    return DjangoChatStore()
 
 
 @pytest.fixture
@@ -28,28 +29,20 @@ def host():
 
 
 def outcome(status="done", text="answer"):
-    return {
-        "status": status,
-        "text": text,
-        "thinking": "",
-        "parts": [],
-        "error": "",
-        "actions": [],
-        "title": "",
-    }
+    return TurnOutcome(status=status, text=text)
 
 
 def test_a_synthetic_turn_waits_for_the_streaming_one(store, host):
     session = create_session()
     user_turn = turns.submit_turn(session=session, message="hi", mode="auto")
-    queued = store.chat_enqueue_synthetic(session_id=session.pk, message="report", child_id="c1")
-    assert store.chat_claim_turns(host_id=host) == [(user_turn.id, session.pk)]
+    queued = store.enqueue_synthetic(session_id=session.pk, message="report", child_id="c1")
+    assert store.claim_turns(host_id=host) == [(user_turn.id, session.pk)]
     assert ChatTurn.objects.get(pk=queued).status == "queued"
     # The same child is reported once, however often its end is heard of.
-    assert store.chat_enqueue_synthetic(session_id=session.pk, message="again", child_id="c1") == ""
+    assert store.enqueue_synthetic(session_id=session.pk, message="again", child_id="c1") == ""
 
-    store.chat_finish_turn(turn_id=user_turn.id, outcome=outcome())
-    claimed = store.chat_claim_turns(host_id=host)
+    store.finish_turn(turn_id=user_turn.id, outcome=outcome())
+    claimed = store.claim_turns(host_id=host)
     assert claimed == [(queued, session.pk)]
     synthetic = ChatTurn.objects.get(pk=queued)
     assert (
@@ -60,8 +53,8 @@ def test_a_synthetic_turn_waits_for_the_streaming_one(store, host):
     with pytest.raises(turns.TurnRefused) as refused:
         turns.submit_turn(session=session, message="more", mode="auto")
     assert refused.value.status == 409
-    begun = store.chat_begin_turn(turn_id=queued, agent_id="orchestrator-x")
-    assert begun["synthetic"] and begun["message"] == "report"
+    begun = store.begin_turn(turn_id=queued, agent_id="orchestrator-x")
+    assert begun.context.synthetic and begun.context.message == "report"
     system = ChatMessage.objects.get(session=session, role="system")
     assert system.content == "report" and system.seq == 3  # after the user's and the answer
 
@@ -69,8 +62,8 @@ def test_a_synthetic_turn_waits_for_the_streaming_one(store, host):
 def test_a_lost_turn_keeps_what_streamed(store, host):
     session = create_session()
     turn = turns.submit_turn(session=session, message="hi", mode="auto")
-    store.chat_claim_turns(host_id=host)
-    store.chat_emit(
+    store.claim_turns(host_id=host)
+    store.emit(
         session_id=session.pk,
         events=[
             ("part_delta", {"turn_id": turn.id, "id": "r", "ptype": "reasoning", "delta": "hm"}),
@@ -79,7 +72,7 @@ def test_a_lost_turn_keeps_what_streamed(store, host):
             ("part_delta", {"turn_id": turn.id, "id": "t", "ptype": "text", "delta": "done"}),
         ],
     )
-    events = store.chat_interrupt_lost_turns(host_id=host)
+    events = store.interrupt_lost_turns(host_id=host)
     turn.refresh_from_db()
     assert turn.status == "interrupted" and "runagentd stopped" in turn.error
     message = ChatMessage.objects.get(session=session, role="assistant")
@@ -88,23 +81,23 @@ def test_a_lost_turn_keeps_what_streamed(store, host):
     assert [e["kind"] for e in events] == ["error", "session_status"]
     assert events[-1]["payload"]["outcome"] == "interrupted"
     # Another host's turns are not this one's to close.
-    assert store.chat_interrupt_lost_turns(host_id=Host.objects.create(name="h2").pk) == []
+    assert store.interrupt_lost_turns(host_id=Host.objects.create(name="h2").pk) == []
 
 
 def test_a_stop_asked_before_the_turn_began_ends_it_unasked(store, host):
     session = create_session()
     turn = turns.submit_turn(session=session, message="hi", mode="auto")
-    store.chat_claim_turns(host_id=host)
+    store.claim_turns(host_id=host)
     turns.stop_turn(session=session)
-    assert store.chat_stop_requests(host_id=host) == [(turn.id, session.pk)]
-    begun = store.chat_begin_turn(turn_id=turn.id, agent_id="orchestrator-x")
-    assert begun["skip"] and ChatTurn.objects.get(pk=turn.pk).status == "stopped"
+    assert store.stop_requests(host_id=host) == [(turn.id, session.pk)]
+    begun = store.begin_turn(turn_id=turn.id, agent_id="orchestrator-x")
+    assert begun.context is None and ChatTurn.objects.get(pk=turn.pk).status == "stopped"
 
 
 def test_children_to_watch_are_the_live_and_the_unreported(store, host):
     session = create_session()
-    l1 = store.chat_session_agent(session_id=session.pk, host_id=host)["record"].id
-    assert store.chat_session_agent(session_id=session.pk, host_id=host)["record"].id == l1
+    l1 = store.session_agent(session_id=session.pk, host_id=host)["record"].id
+    assert store.session_agent(session_id=session.pk, host_id=host)["record"].id == l1
 
     def child(status):
         return Agent.objects.create(
@@ -118,8 +111,8 @@ def test_children_to_watch_are_the_live_and_the_unreported(store, host):
         ).id
 
     live, ended, reported = child("running"), child("done"), child("failed")
-    store.chat_enqueue_synthetic(session_id=session.pk, message="r", child_id=reported)
-    assert sorted(store.chat_live_children(agent_id=l1)) == sorted([live, ended])
+    store.enqueue_synthetic(session_id=session.pk, message="r", child_id=reported)
+    assert sorted(store.live_children(agent_id=l1)) == sorted([live, ended])
 
 
 def test_only_the_sessions_own_experiments_take_its_commands(store, host):
@@ -132,7 +125,5 @@ def test_only_the_sessions_own_experiments_take_its_commands(store, host):
         chat_session=other,
         status="running",
     )
-    problem = store.chat_command_child(
-        session_id=session.pk, target=theirs.id, kind="stop", context=""
-    )
+    problem = store.command_child(session_id=session.pk, target=theirs.id, kind="stop", context="")
     assert "no experiment" in problem

@@ -15,6 +15,7 @@ from django.test import Client
 from agentsys.daemon import Daemon, DaemonSettings
 from agentsys.store import StoreUnavailable
 from hosts_app.models import Host, HostStatus
+from runtime_app.chat_store import DjangoChatStore
 from runtime_app.memory_factory import WaitingMemoryView
 from runtime_app.runtime_store import DjangoRuntimeStore
 from tests.django_fixtures import API_TOKEN
@@ -109,6 +110,18 @@ def test_the_store_reconnects_after_the_server_dropped_its_connection():
         store.record_heartbeat(host_id=host_id)
     store.record_heartbeat(host_id=host_id)  # a fresh connection
     assert Host.objects.get(pk=host_id).status == HostStatus.ONLINE
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_chat_store_reports_an_outage_as_the_runtime_store_does():
+    """The chat store is no part of the runtime store: it is wrapped on its own, so the
+    daemon waits out an outage in a chat call too."""
+    store = DjangoChatStore()
+    host_id = DjangoRuntimeStore().register_host(name="n1", pid=1, gpus=[])
+    _kill_backend(connection.connection.info.backend_pid)
+    with pytest.raises(StoreUnavailable):
+        store.claim_turns(host_id=host_id)
+    assert store.claim_turns(host_id=host_id) == []  # a fresh connection
 
 
 # -- workers' memory ---------------------------------------------------------------------------

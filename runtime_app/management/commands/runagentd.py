@@ -21,6 +21,7 @@ from common.db_outage import stop_waiting
 from common.environment import ConfigError, check_host_name
 from events_app.events import publish_message, publish_through
 from events_app.live import verify_channel_layer
+from runtime_app.chat_store import DjangoChatStore
 from runtime_app.runtime_store import DjangoRuntimeStore
 
 
@@ -122,6 +123,7 @@ class Command(BaseCommand):
             ),
             publish=publish_message,
             on_stopping=stop_waiting,
+            chat_store=DjangoChatStore(),  # every runagentd serves the chat sessions' turns
         )
         asyncio.run(self._run(daemon))
 
