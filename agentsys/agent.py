@@ -134,6 +134,7 @@ class Agent:
         self.result: Any = None
         self._link: RuntimeLink | None = None
         self.memory = None  # an agentsys.memory.MemoryView, set by the runtime
+        self.runs = None  # an agentsys.run_port.RunPort, set by the runtime
         self.deployment = Deployment()  # the deployment's model and OpenCode, set by the runtime
         self.allowed_paths: frozenset[str] = frozenset()  # the runtime's allow-list
         self._task: asyncio.Task | None = None
@@ -283,9 +284,9 @@ class Agent:
 
     async def record_metrics(self, rows: list[dict], source: str = "jsonl") -> int:
         """A run's metric rows, read from `source`, into its series (off the event loop)."""
-        if self.memory is None or not rows:
+        if self.runs is None or not rows:
             return 0
-        return await asyncio.to_thread(self.memory.write_metrics, rows=rows, source=source)
+        return await asyncio.to_thread(self.runs.write_metrics, rows=rows, source=source)
 
     async def in_memory(self, method: str, /, **kwargs):
         """Any other MemoryView call (query, read_self, msg, read_inbox, ack,
@@ -293,6 +294,13 @@ class Agent:
         if self.memory is None:
             return None
         return await asyncio.to_thread(getattr(self.memory, method), **kwargs)
+
+    async def in_runs(self, method: str, /, **kwargs):
+        """Any RunPort call (run_code, record_checkout, run_outcome, ...), off the event loop;
+        None when no run port is attached."""
+        if self.runs is None:
+            return None
+        return await asyncio.to_thread(getattr(self.runs, method), **kwargs)
 
     async def alert(
         self, severity: str, message: str, signature: str, data: dict | None = None, **extra: str

@@ -179,6 +179,7 @@ class Daemon:
             mp_context=context,
             stop_grace=self.settings.stop_grace,
             memory_factory=self.settings.memory_factory,
+            run_port_factory=self.settings.run_port_factory,
             default_workdir=self.settings.default_workdir,
             deployment=self.settings.deployment,
         )

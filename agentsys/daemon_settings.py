@@ -24,6 +24,7 @@ class DaemonSettings:
     claim_batch: int = 20
     scheduler_policy: str = "fifo"
     memory_factory: str = ""  # "module:attr"; empty = agents run without memory
+    run_port_factory: str = ""  # "module:attr"; empty = agents reach no Run rows
     default_workdir: str = ""  # where executors run when their config names no workdir
     # The model, OpenCode server and credentials every agent gets (its config may override).
     deployment: Deployment = field(default_factory=Deployment)

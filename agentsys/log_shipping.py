@@ -146,14 +146,14 @@ class LogShipper:
 
 
 async def follower_for(agent, path: Path) -> LogFollower | None:
-    """Shipping for an executor's run log through its memory port, from where the database
+    """Shipping for an executor's run log through its run port, from where the database
     is (a re-adopted run goes on where the lost executor stopped); None when the executor
-    has no run to ship to (no memory, no Run row)."""
-    memory = agent.memory
-    if memory is None:
+    has no run to ship to (no run port, no Run row)."""
+    runs = agent.runs
+    if runs is None:
         return None
     try:
-        position = await asyncio.to_thread(memory.run_log_position)
+        position = await asyncio.to_thread(runs.run_log_position)
     except Exception:  # the run goes on; only its copy in the database is missing
         logger.exception("%s: could not read how much of its log is stored", agent.id)
         return None
@@ -161,9 +161,7 @@ async def follower_for(agent, path: Path) -> LogFollower | None:
         return None
 
     async def store(offset: int, data: bytes, capped: bool) -> tuple[int, bool]:
-        return await asyncio.to_thread(
-            memory.append_run_log, offset=offset, data=data, capped=capped
-        )
+        return await asyncio.to_thread(runs.append_run_log, offset=offset, data=data, capped=capped)
 
     host = agent.deployment.host_name
     shipper = LogShipper(

@@ -2,12 +2,13 @@
 
 `MemoryView` is bound to one agent and fills in its id, role and scope on every write. Its
 methods are synchronous (they reach the database); agents call them off the event loop
-through `Agent.remember`, `Agent.alert` and `Agent.recall`. memory_app implements it on
-PostgreSQL; `Entry` and `EntryQuery` are the plain records that cross the boundary."""
+through `Agent.remember`, `Agent.alert` and `Agent.in_memory`. memory_app implements it on
+PostgreSQL; `Entry` and `EntryQuery` are the plain records that cross the boundary. A run's
+rows (its metrics, log, code) are not memory: they have a port of their own,
+`agentsys.run_port.RunPort`."""
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -101,32 +102,6 @@ class MemoryView(Protocol):
         """Entries of one type in one round trip; returns the count."""
         ...
 
-    def write_metrics(self, *, rows: list[dict], source: str = "jsonl") -> int:
-        """A run's metric rows (agent_metrics.jsonl) into its series, not into memory
-        entries: returns the number of points stored."""
-        ...
-
-    def write_run_tracking(self, *, params: dict, urls: dict) -> bool:
-        """What the run's script logged about itself (its trackers' params) and the online
-        tracker runs it printed ({tracker: url}) onto its run; False when it has none."""
-        ...
-
-    def run_log_position(self) -> tuple[int, bool] | None:
-        """How much of this executor's run log the database holds (bytes, capped), where its
-        LogShipper (agentsys.log_shipping) goes on from; None when it runs no Run."""
-        ...
-
-    def append_run_log(self, *, offset: int, data: bytes, capped: bool = False) -> tuple[int, bool]:
-        """Store `data` at byte `offset` of the run's log, only when that is where the stored
-        log ends (one transaction); returns the stored log's (end, capped) after."""
-        ...
-
-    def run_outcome(self, *, agent_id: str, tail_bytes: int) -> dict | None:
-        """The run executor `agent_id` ran, as the database has it, for a research loop on
-        another host: {"exit_code", "log_tail" (bytes), "cut" (the tail is not the whole
-        log)}; None when there is no such run."""
-        ...
-
     def read_self(self, *, limit: int = 100) -> list[Entry]: ...
 
     def query(self, query: EntryQuery) -> list[Entry]: ...
@@ -145,27 +120,9 @@ class MemoryView(Protocol):
         self, *, severity: str, message: str, signature: str, data: dict, run_dir: str = ""
     ) -> str: ...
 
-    def run_code(self) -> dict | None:
-        """The code recorded for this executor's run (scheduler_app.run_code.code_for_agent:
-        commit, patch bytes, patch_digest, remote, host, subdir, error); None: no run."""
-        ...
-
-    def code_bundle(self, *, commit: str) -> tuple[bytes, str] | None:
-        """The stored git bundle of `commit` and the commit it builds on ("" when it holds
-        the whole history); None when none is stored."""
-        ...
-
-    def record_checkout(self, *, code_dir: str, run_dir: str) -> bool:
-        """The run runs in a checkout of its code at `code_dir`, its files in `run_dir`."""
-        ...
-
+    # Not memory, nor a run's: the agent's own credential. It stays on this port, which
+    # every agent that asks for one (a research loop) has, until credentials get their own.
     def issue_api_token(self) -> str:
         """A new API token of this agent's own (its earlier ones revoked), for the REST API
         its MCP tools call; revoked when the agent ends. Returns the token, stored nowhere."""
         ...
-
-
-def load_memory_factory(path: str):
-    """`module:attr` → a callable(agent_id, role, scope_dict) -> MemoryView."""
-    module_name, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module_name), attr)

@@ -21,6 +21,7 @@ from agentsys.control import SupervisorControls
 from agentsys.deployment import Deployment
 from agentsys.hosted import Hosted, LocalLink
 from agentsys.ipc import TERMINAL_EVENTS, Cmd, Ev, PipeChannel
+from agentsys.port_wiring import wire_ports
 from agentsys.registry import AgentClassRegistry
 from agentsys.slurm.poller import JOB_EVENTS
 from agentsys.spare_worker import SpareWorker
@@ -46,6 +47,7 @@ class Supervisor(SupervisorControls):
         stop_grace: float = 5.0,
         use_scheduler: bool = True,
         memory_factory: str = "",
+        run_port_factory: str = "",
         default_workdir: str = "",
         deployment: Deployment | None = None,
     ):
@@ -54,6 +56,7 @@ class Supervisor(SupervisorControls):
         self.stop_grace = stop_grace
         self.use_scheduler = use_scheduler
         self.memory_factory = memory_factory
+        self.run_port_factory = run_port_factory
         self.default_workdir = default_workdir
         self.deployment = deployment or Deployment()
         self.hosted: dict[str, Hosted] = {}
@@ -196,11 +199,13 @@ class Supervisor(SupervisorControls):
             agent.deployment = self.deployment
             if hasattr(agent, "attach_chat"):
                 agent.attach_chat(self.chat)
-            if self.memory_factory:
-                from agentsys.memory import load_memory_factory
-
-                factory = load_memory_factory(self.memory_factory)
-                agent.memory = factory(record.id, str(record.role), record.scope.as_dict())
+            wire_ports(
+                agent,
+                memory_factory=self.memory_factory,
+                run_port_factory=self.run_port_factory,
+                role=str(record.role),
+                scope=record.scope.as_dict(),
+            )
             hosted.local = agent
             self.background(self._run_local(hosted, agent), f"local:{record.id}")
             return
@@ -214,6 +219,7 @@ class Supervisor(SupervisorControls):
             resume=resume,
             role=str(record.role),
             memory_factory=self.memory_factory,
+            run_port_factory=self.run_port_factory,
             supervisor_pid=os.getpid(),
             deployment=self.deployment,
         )

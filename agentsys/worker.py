@@ -20,6 +20,7 @@ from multiprocessing.connection import Connection
 from agentsys.agent import Agent, HierarchyError, Scope
 from agentsys.deployment import Deployment
 from agentsys.ipc import Cmd, Ev, PipeChannel
+from agentsys.port_wiring import wire_ports
 from agentsys.proctree import RunProcesses
 from agentsys.registry import AgentClassRegistry
 from agentsys.types import AgentStatus
@@ -46,6 +47,7 @@ class WorkerSpec:
     resume: bool = False
     role: str = ""
     memory_factory: str = ""  # "module:attr" building the agent's MemoryView
+    run_port_factory: str = ""  # "module:attr" building the agent's RunPort
     supervisor_pid: int = 0  # runagentd; its death is noticed even if the pipe stays open
     deployment: Deployment = field(default_factory=Deployment)
     extra: dict = field(default_factory=dict)
@@ -143,11 +145,13 @@ async def _serve(spec: WorkerSpec, channel: PipeChannel) -> None:
     )
     agent.allowed_paths = spec.allowed_classes
     agent.deployment = spec.deployment
-    if spec.memory_factory:
-        from agentsys.memory import load_memory_factory
-
-        factory = load_memory_factory(spec.memory_factory)
-        agent.memory = factory(spec.agent_id, spec.role, spec.scope)
+    wire_ports(
+        agent,
+        memory_factory=spec.memory_factory,
+        run_port_factory=spec.run_port_factory,
+        role=spec.role,
+        scope=spec.scope,
+    )
     gone = SupervisorGone(agent)
     listener = asyncio.create_task(_listen(channel, agent, link, gone))
     watcher = asyncio.create_task(_watch_supervisor(spec.supervisor_pid, gone))

@@ -69,8 +69,8 @@ async def place_of(agent) -> Place:
     for recorded in (config.get("code_dir") or "", str(target)):
         if done := _finished_checkout(recorded):  # re-adopted: it runs on where it ran
             return done
-    code = await agent.in_memory("run_code")
-    if not code:  # no memory attached, or no Run row: as before, in the workdir
+    code = await agent.in_runs("run_code")
+    if not code:  # no run port attached, or no Run row: as before, in the workdir
         return Place(workdir)
     here = workdir.is_dir()
     if here and code["host"] and code["host"] == deployment.host_name:
@@ -82,7 +82,7 @@ async def place_of(agent) -> Place:
     if here and await asyncio.to_thread(_holds, workdir, code):
         return Place(workdir)
     place = await asyncio.to_thread(_check_out, agent, code, target)
-    await agent.in_memory(
+    await agent.in_runs(
         "record_checkout", code_dir=place.code_dir, run_dir=str(run_dir_of(place.cwd, agent.id))
     )
     agent.emit_event(
@@ -117,7 +117,7 @@ def _check_out(agent, code: dict, target: Path) -> Place:
     it complete. Runs in a thread: git and the database calls block."""
     cache = cache_dir(agent.deployment)
     commit = code["commit"]
-    memory = agent.memory
+    runs = agent.runs
     code_snapshot.remove_checkout(cache, target)
     try:
         code_snapshot.materialize(
@@ -125,7 +125,7 @@ def _check_out(agent, code: dict, target: Path) -> Place:
             target,
             commit,
             code["patch"] or b"",
-            bundle=lambda wanted: memory.code_bundle(commit=wanted),
+            bundle=lambda wanted: runs.code_bundle(commit=wanted),
             remote=code["remote"],
         )
     except CodeError as error:

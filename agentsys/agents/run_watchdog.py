@@ -64,12 +64,12 @@ class RunWatchdog:
         printed, when they change. A failed write is tried again at the next look."""
         urls = await asyncio.to_thread(tracker_urls_in_log, self.run_dir / LOG_FILE)
         found = (self.metrics.params(), urls)
-        memory = self.agent.memory
-        if found == self.tracking or memory is None:
+        runs = self.agent.runs
+        if found == self.tracking or runs is None:
             return
         params = {str(k): jsonable_number(v) for k, v in found[0].items()}
         try:
-            await asyncio.to_thread(memory.write_run_tracking, params=params, urls=urls)
+            await asyncio.to_thread(runs.write_run_tracking, params=params, urls=urls)
         except Exception:
             logger.exception("%s: could not record the run's tracker params", self.agent.id)
             return

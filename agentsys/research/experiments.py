@@ -177,7 +177,7 @@ async def _exit_code_and_log(agent, child_id: str, run_dir: Path) -> tuple[int |
         log_tail = await asyncio.to_thread(read_log_tail, run_dir / LOG_FILE)
         return read_exit_code(run_dir), log_tail
     try:
-        outcome = await agent.in_memory("run_outcome", agent_id=child_id, tail_bytes=LOG_TAIL_BYTES)
+        outcome = await agent.in_runs("run_outcome", agent_id=child_id, tail_bytes=LOG_TAIL_BYTES)
     except Exception:  # the rest of the result still goes to the model
         logger.exception("%s: could not read the outcome of %s", agent.id, child_id)
         outcome = None

@@ -15,8 +15,8 @@ from django.test import Client
 from agentsys.daemon import Daemon, DaemonSettings
 from agentsys.store import StoreUnavailable
 from hosts_app.models import Host, HostStatus
+from runtime_app.agent_ports import WaitingPort, run_port
 from runtime_app.chat_store import DjangoChatStore
-from runtime_app.memory_factory import WaitingMemoryView
 from runtime_app.runtime_store import DjangoRuntimeStore
 from tests.django_fixtures import API_TOKEN
 
@@ -124,7 +124,7 @@ def test_the_chat_store_reports_an_outage_as_the_runtime_store_does():
     assert store.claim_turns(host_id=host_id) == []  # a fresh connection
 
 
-# -- workers' memory ---------------------------------------------------------------------------
+# -- workers' memory and run ports ----------------------------------------------------------
 
 
 class FlakyView:
@@ -145,13 +145,19 @@ class FlakyView:
 
 def test_memory_writes_wait_for_the_database():
     view = FlakyView()
-    waiting = WaitingMemoryView(view)
+    waiting = WaitingPort(view)
     with mock.patch("common.db_outage.drop_connection"):
         assert waiting.write_many(type="metrics", rows=[{"_step": 1}]) == 1
     assert view.attempts == 3  # stored once, after the outage: not lost, not failed
     assert waiting.agent_id == "executor-1"
     with pytest.raises(ValueError):
         waiting.query(None)  # other errors are not retried
+
+
+def test_the_run_port_waits_for_the_database_as_memory_does():
+    runs = run_port("executor-1", "executor", {"project": "p", "run": "run-1"})
+    assert isinstance(runs, WaitingPort)
+    assert (runs.agent_id, runs.run_id) == ("executor-1", "run-1")
 
 
 # -- the web -----------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from memory_app.models import MemoryEntry
-from runtime_app.memory_view import DjangoMemoryView
+from runtime_app.run_port import DjangoRunPort
 from scheduler_app.metric_queries import series_points
 from scheduler_app.metric_series import record_rows
 from scheduler_app.models import MetricPoint, MetricSeries, Run
@@ -65,10 +65,10 @@ def test_an_executor_with_no_run_still_keeps_its_series():
     assert MetricSeries.objects.get(agent_id="executor-c").run is None
 
 
-def test_the_memory_view_stores_metrics_as_series_not_entries():
+def test_the_run_port_stores_metrics_as_series_not_memory_entries():
     run = make_run()
-    view = DjangoMemoryView("executor-d", "executor", {"project": "p", "run": run.pk})
-    assert view.write_metrics(rows=[{"_step": i, "loss": 1.0 / (i + 1)} for i in range(10)]) == 10
+    runs = DjangoRunPort("executor-d", run.pk)
+    assert runs.write_metrics(rows=[{"_step": i, "loss": 1.0 / (i + 1)} for i in range(10)]) == 10
     assert series(run, "loss").points == 10
     assert not MemoryEntry.objects.filter(type="metrics").exists()
 

@@ -242,7 +242,7 @@ async def test_a_research_loop_on_another_host_reads_its_experiments_outcome_fro
 
     from agentsys.agent import Agent
     from agentsys.research.experiments import _exit_code_and_log
-    from runtime_app.memory_view import DjangoMemoryView
+    from runtime_app.run_port import DjangoRunPort
     from scheduler_app.run_log_store import append_log
 
     lines = "".join(f"step {i}\n" for i in range(100)) + "ValueError: diverged\n"
@@ -252,11 +252,11 @@ async def test_a_research_loop_on_another_host_reads_its_experiments_outcome_fro
         )
 
     class Loop(Agent):
-        async def in_memory(self, method, /, **kwargs):  # on asgiref's thread, closed after
-            return await sync_to_async(getattr(self.memory, method))(**kwargs)
+        async def in_runs(self, method, /, **kwargs):  # on asgiref's thread, closed after
+            return await sync_to_async(getattr(self.runs, method))(**kwargs)
 
     loop = Loop()
-    loop.id, loop.memory = "research-1", DjangoMemoryView("research-1", "research", {})
+    loop.id, loop.runs = "research-1", DjangoRunPort("research-1")
     exit_code, tail = await _exit_code_and_log(loop, remote_run.agent_id, Path(remote_run.run_dir))
     assert exit_code == 3
     assert tail.splitlines() == [f"step {i}" for i in range(71, 100)] + ["ValueError: diverged"]

@@ -1,6 +1,7 @@
 """An executor's metric rows reach the store exactly once, in order, whatever the timing: the
 watchdog's read waiting out a database outage while the run ends, a stop in the middle of a
-store, a store that fails. (Plain asyncio: a fake memory stands for PostgreSQL.)"""
+store, a store that fails. (Plain asyncio: a fake database stands for PostgreSQL behind both
+the executor's ports, its run port and its memory.)"""
 
 import asyncio
 import json
@@ -11,7 +12,7 @@ import pytest
 from agentsys.agents.executor import ExecutorAgent
 
 
-class OutageMemory:
+class OutageDatabase:
     """write_metrics waits while the database is down (as wait_for_database does), or raises
     once when `fail_next` is set; everything stored is kept, in order. When the database
     comes back, the caller that came last gets through first (it retries soonest: the others
@@ -77,11 +78,11 @@ def write_steps(path, steps) -> None:
             handle.write(json.dumps({"_step": step, "loss": 1.0}) + "\n")
 
 
-async def started_executor(tmp_path, memory) -> ExecutorAgent:
+async def started_executor(tmp_path, database) -> ExecutorAgent:
     agent = ExecutorAgent()
     agent.id = "exec-metrics"
     agent.config = {"workdir": str(tmp_path), "command": "true"}
-    agent.memory = memory
+    agent.memory = agent.runs = database
     agent._link = EventLog()
     await agent.on_start()
     agent.run_dir.mkdir(parents=True)
@@ -93,77 +94,77 @@ async def wait_for(event: threading.Event) -> None:
 
 
 async def test_the_last_read_waits_for_a_watchdog_read_held_up_by_an_outage(tmp_path):
-    memory = OutageMemory()
-    agent = await started_executor(tmp_path, memory)
+    database = OutageDatabase()
+    agent = await started_executor(tmp_path, database)
     metrics = agent.run_dir / "agent_metrics.jsonl"
     write_steps(metrics, range(1, 59))
-    memory.down = True
+    database.down = True
     watchdog = asyncio.create_task(agent.on_monitor())
-    await wait_for(memory.waiting)  # the watchdog holds rows 1-58, waiting to store them
+    await wait_for(database.waiting)  # the watchdog holds rows 1-58, waiting to store them
     write_steps(metrics, range(59, 118))  # the run writes its last rows and exits
 
     last_read = asyncio.create_task(agent.on_monitor())
     await asyncio.sleep(0.2)
     assert not last_read.done(), "the run's last read finished while earlier rows waited"
-    memory.come_back()
+    database.come_back()
     try:
         await asyncio.wait_for(last_read, 10)
         # The run is done here (its process may exit next): everything in the file is
         # stored, once each, in order.
-        assert memory.stored == list(range(1, 118))
+        assert database.stored == list(range(1, 118))
     finally:
-        memory.release_the_rest()
+        database.release_the_rest()
         watchdog.cancel()
         await asyncio.gather(watchdog, return_exceptions=True)
-    assert memory.stored == list(range(1, 118))
+    assert database.stored == list(range(1, 118))
 
 
 async def test_a_stop_during_a_store_neither_loses_nor_repeats_rows(tmp_path):
-    memory = OutageMemory()
-    agent = await started_executor(tmp_path, memory)
+    database = OutageDatabase()
+    agent = await started_executor(tmp_path, database)
     metrics = agent.run_dir / "agent_metrics.jsonl"
     write_steps(metrics, range(10))
-    memory.down = True
+    database.down = True
     watchdog = asyncio.create_task(agent.on_monitor())
-    await wait_for(memory.waiting)
+    await wait_for(database.waiting)
     watchdog.cancel()  # a stop while the rows are on their way to the database
     await asyncio.sleep(0.1)
-    memory.come_back()
+    database.come_back()
     with pytest.raises(asyncio.CancelledError):
         await watchdog
     write_steps(metrics, range(10, 15))
     await agent.on_monitor()
-    assert memory.stored == list(range(15))
+    assert database.stored == list(range(15))
     # A re-adopted run starts where the stored rows end.
     saved = json.loads((agent.run_dir / "metrics.pos").read_text())
     assert saved["jsonl"]["offset"] == metrics.stat().st_size
 
 
 async def test_rows_whose_store_failed_are_stored_by_the_next_read(tmp_path):
-    memory = OutageMemory()
-    agent = await started_executor(tmp_path, memory)
+    database = OutageDatabase()
+    agent = await started_executor(tmp_path, database)
     metrics = agent.run_dir / "agent_metrics.jsonl"
     write_steps(metrics, range(5))
-    memory.fail_next = True
+    database.fail_next = True
     with pytest.raises(ConnectionError):
         await agent.on_monitor()
-    assert memory.stored == []
+    assert database.stored == []
     assert not (agent.run_dir / "metrics.pos").exists()
     with metrics.open("a") as handle:
         handle.write("not json\n")
     write_steps(metrics, range(5, 7))
     await agent.on_monitor()
-    assert memory.stored == list(range(7))
+    assert database.stored == list(range(7))
 
 
 async def test_a_store_cut_short_after_some_chunks_keeps_the_chunks_stored(tmp_path, monkeypatch):
     monkeypatch.setattr("agentsys.agents.run_watchdog.METRICS_CHUNK", 3)
-    memory = OutageMemory()
-    agent = await started_executor(tmp_path, memory)
+    database = OutageDatabase()
+    agent = await started_executor(tmp_path, database)
     metrics = agent.run_dir / "agent_metrics.jsonl"
     write_steps(metrics, range(7))
     calls = 0
-    original = memory.write_metrics
+    original = database.write_metrics
 
     def third_call_fails(*, rows, source="jsonl"):
         nonlocal calls
@@ -172,49 +173,50 @@ async def test_a_store_cut_short_after_some_chunks_keeps_the_chunks_stored(tmp_p
             raise ConnectionError("gone")
         return original(rows=rows, source=source)
 
-    memory.write_metrics = third_call_fails
+    database.write_metrics = third_call_fails
     with pytest.raises(ConnectionError):
         await agent.on_monitor()
-    assert memory.stored == list(range(6))
+    assert database.stored == list(range(6))
     await agent.on_monitor()
-    assert memory.stored == list(range(7))
+    assert database.stored == list(range(7))
 
 
 async def test_a_re_adopted_run_resumes_from_a_position_saved_before_there_were_sources(tmp_path):
     """metrics.pos written by an executor of an earlier version (`<offset> <inode>`)."""
-    memory = OutageMemory()
-    first = await started_executor(tmp_path, memory)
+    database = OutageDatabase()
+    first = await started_executor(tmp_path, database)
     metrics = first.run_dir / "agent_metrics.jsonl"
     write_steps(metrics, range(3))
     stored_up_to = metrics.stat().st_size
     (first.run_dir / "metrics.pos").write_text(f"{stored_up_to} {metrics.stat().st_ino}")
     write_steps(metrics, range(3, 5))
     again = ExecutorAgent()
-    again.id, again.memory, again._link = first.id, memory, EventLog()
+    again.id, again._link = first.id, EventLog()
+    again.memory = again.runs = database
     again.config = {"workdir": str(tmp_path), "command": "true", "resume": True}
     await again.on_start()
     await again.on_monitor()
-    assert memory.stored == [3, 4]
+    assert database.stored == [3, 4]
     assert json.loads((again.run_dir / "metrics.pos").read_text())["jsonl"]["offset"] == (
         metrics.stat().st_size
     )
 
 
 async def test_lines_that_are_not_json_objects_are_said_once_and_skipped(tmp_path):
-    memory = OutageMemory()
-    agent = await started_executor(tmp_path, memory)
+    database = OutageDatabase()
+    agent = await started_executor(tmp_path, database)
     metrics = agent.run_dir / "agent_metrics.jsonl"
     metrics.write_text('not json\n[1, 2]\n{"_step": 1, "loss": 2.0}\nalso bad\n')
     await agent.on_monitor()
     await agent.on_monitor()
-    assert memory.stored == [1]
+    assert database.stored == [1]
     problems = [payload for kind, payload in agent._link.events if kind == "metrics_problem"]
     assert len(problems) == 1 and problems[0]["source"] == "jsonl"
 
 
 async def test_a_source_that_raises_is_said_once_and_the_others_go_on(tmp_path):
-    memory = OutageMemory()
-    agent = await started_executor(tmp_path, memory)
+    database = OutageDatabase()
+    agent = await started_executor(tmp_path, database)
 
     class Broken:
         name, problems = "tensorboard", []
@@ -230,7 +232,7 @@ async def test_a_source_that_raises_is_said_once_and_the_others_go_on(tmp_path):
     write_steps(agent.run_dir / "agent_metrics.jsonl", range(2))
     await agent.on_monitor()
     await agent.on_monitor()
-    assert memory.stored == [0, 1]
+    assert database.stored == [0, 1]
     problems = [payload for kind, payload in agent._link.events if kind == "metrics_problem"]
     assert problems == [
         {

@@ -1,0 +1,61 @@
+"""A run as the runtime sees it, with no Django here: the port an agent reaches its Run's
+rows through (its metric series, tracking, log, code and checkout).
+
+It is separate from `agentsys.memory.MemoryView` because a run's rows are not memory: memory
+is what agents write for one another to read back (entries, messages, context, the memory
+bank, alerts); a run's metrics, log and code are the record of one run, stored in its own
+tables, read by people and by the run's own executor. Keeping them apart lets an agent with
+memory and no run (a research loop reading only outcomes), or a fake of either, stand alone.
+
+`RunPort` is bound to one agent (its executor, for the methods about "this run"). Its
+methods are synchronous (they reach the database); agents call them off the event loop
+through `Agent.record_metrics` and `Agent.in_runs`. runtime_app/run_port.py implements it
+on scheduler_app's tables."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class RunPort(Protocol):
+    agent_id: str
+
+    def write_metrics(self, *, rows: list[dict], source: str = "jsonl") -> int:
+        """A run's metric rows (agent_metrics.jsonl) into its series, not into memory
+        entries: returns the number of points stored."""
+        ...
+
+    def write_run_tracking(self, *, params: dict, urls: dict) -> bool:
+        """What the run's script logged about itself (its trackers' params) and the online
+        tracker runs it printed ({tracker: url}) onto its run; False when it has none."""
+        ...
+
+    def run_log_position(self) -> tuple[int, bool] | None:
+        """How much of this executor's run log the database holds (bytes, capped), where its
+        LogShipper (agentsys.log_shipping) goes on from; None when it runs no Run."""
+        ...
+
+    def append_run_log(self, *, offset: int, data: bytes, capped: bool = False) -> tuple[int, bool]:
+        """Store `data` at byte `offset` of the run's log, only when that is where the stored
+        log ends (one transaction); returns the stored log's (end, capped) after."""
+        ...
+
+    def run_outcome(self, *, agent_id: str, tail_bytes: int) -> dict | None:
+        """The run executor `agent_id` ran, as the database has it, for a research loop on
+        another host: {"exit_code", "log_tail" (bytes), "cut" (the tail is not the whole
+        log)}; None when there is no such run."""
+        ...
+
+    def run_code(self) -> dict | None:
+        """The code recorded for this executor's run (scheduler_app.run_code.code_for_agent:
+        commit, patch bytes, patch_digest, remote, host, subdir, error); None: no run."""
+        ...
+
+    def code_bundle(self, *, commit: str) -> tuple[bytes, str] | None:
+        """The stored git bundle of `commit` and the commit it builds on ("" when it holds
+        the whole history); None when none is stored."""
+        ...
+
+    def record_checkout(self, *, code_dir: str, run_dir: str) -> bool:
+        """The run runs in a checkout of its code at `code_dir`, its files in `run_dir`."""
+        ...
