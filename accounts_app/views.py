@@ -12,15 +12,21 @@ from django.views.decorators.http import require_POST
 
 from accounts_app import selectors, services
 from accounts_app.models import ApiToken
+from agentsys.mcp.status import mcp_check
 from common.environment import dotenv_path
-from common.mcp_status import mcp_check
 from common.opencode_status import opencode_check
 
 
 def settings_page(request: HttpRequest, *, new_token: str = "", status: int = 200) -> HttpResponse:
     config = settings.AGENTSYS
     opencode = async_to_sync(opencode_check)()
-    mcp = async_to_sync(mcp_check)(opencode_ok=opencode["ok"])
+    mcp = async_to_sync(mcp_check)(
+        config.opencode_url,
+        settings.AGENTSYS_WORKDIR,
+        username=config.opencode_username,
+        password=config.opencode_password,
+        opencode_ok=opencode["ok"],
+    )
     context = {
         "nav": "settings",
         # A person's own tokens: agents' ones belong to the agents service user, never shown here.

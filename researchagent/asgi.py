@@ -1,5 +1,5 @@
 """ASGI entry point for daphne: HTTP through Django (but /mcp: AgentSys as an MCP server over
-streamable HTTP, researchagent.mcp_http), WebSockets through Channels."""
+streamable HTTP, mcp_app.http_endpoint), WebSockets through Channels."""
 
 import os
 
@@ -16,7 +16,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app regi
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from researchagent.mcp_http import with_mcp  # noqa: E402
+from mcp_app.http_endpoint import with_mcp  # noqa: E402
 from researchagent.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(

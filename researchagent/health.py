@@ -15,16 +15,17 @@ from typing import Literal
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from ninja import Router, Schema
 from pydantic import ConfigDict
 
+from agentsys.mcp.status import mcp_check, mcp_warnings
 from agentsys.types import RequestStatus
 from common import db_watch
 from common.db_outage import is_database_unavailable, outage
-from common.mcp_status import mcp_check, mcp_warnings
 from common.opencode_status import opencode_check
 from scheduler_app import selectors as host_selectors
 from scheduler_app.models import ScheduleRequest
@@ -171,7 +172,14 @@ async def report() -> dict | None:
     warnings = [] if details["opencode"]["ok"] else [f"opencode: {details['opencode']['error']}"]
     # The workdir's MCP servers as OpenCode runs them: a failed one is the agents' tools
     # missing, a warning with its fix.
-    details["mcp"] = await mcp_check(opencode_ok=details["opencode"]["ok"])
+    config = settings.AGENTSYS
+    details["mcp"] = await mcp_check(
+        config.opencode_url,
+        settings.AGENTSYS_WORKDIR,
+        username=config.opencode_username,
+        password=config.opencode_password,
+        opencode_ok=details["opencode"]["ok"],
+    )
     warnings += mcp_warnings(details["mcp"])
     return {
         "status": "degraded" if problems else "ok",

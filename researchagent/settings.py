@@ -122,6 +122,7 @@ INSTALLED_APPS = [
     "accounts_app",
     "research_app",
     "runtime_app",
+    "mcp_app",
 ]
 
 MIDDLEWARE = [

@@ -5,12 +5,17 @@ the workdir, each server connected or failed with OpenCode's error and the fix i
 OpenCode starts a workdir's MCP servers the first time something asks about that directory
 (seconds for a Python server), then keeps them: a caller that must stay fast gives a short
 timeout and reads a timeout as "not known yet", not as a failure of the servers.
+
+The pages ask through `mcp_check`: the banner polls /api/health every few seconds, so an
+answer is kept for a few seconds and the question has a short timeout, and neither a slow nor
+a dead OpenCode slows a page.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+import time
 from pathlib import Path
 
 from agentsys.mcp.opencode_config import CONFIG_FILE, SERVERS
@@ -20,6 +25,9 @@ FINE = {"connected", "disabled"}  # OpenCode's other states: failed, needs_auth,
 # needs_client_registration (each with its error), and anything newer it may add
 ERROR_CHARS = 500
 RECONFIGURE = ".venv/bin/python manage.py mcp_config"
+MCP_TIMEOUT_SECONDS = 1.5  # a page's question (/api/health, the settings page)
+KEEP_SECONDS = 5.0  # how long a page's answer is kept
+_answers: dict[tuple[str, str], tuple[float, dict]] = {}
 
 
 async def workdir_mcp_status(
@@ -123,3 +131,35 @@ def trouble(check: dict) -> list[str]:
             why = f": {server['error']}" if server.get("error") else ""
             lines.append(f"MCP server {name} {server['status']}{why}. Fix: {server['fix']}")
     return lines
+
+
+async def mcp_check(
+    url: str, workdir: str | Path, *, username: str, password: str, opencode_ok: bool = True
+) -> dict:
+    """For a page: each MCP server of the workdir (connected, failed with its error and fix),
+    an answer of the last few seconds kept; not asked while OpenCode itself is not answering
+    (its own check says so)."""
+    workdir = str(workdir)
+    if not opencode_ok or not url:
+        return {"ok": False, "directory": workdir, "error": "not asked: OpenCode is not answering"}
+    key = (url, workdir)
+    kept = _answers.get(key)
+    if kept is not None and time.monotonic() - kept[0] < KEEP_SECONDS:
+        return kept[1]
+    answer = await workdir_mcp_status(
+        url, workdir, username=username, password=password, timeout=MCP_TIMEOUT_SECONDS
+    )
+    _answers[key] = (time.monotonic(), answer)
+    return answer
+
+
+def mcp_warnings(check: dict) -> list[str]:
+    """The health warnings of a page's check: each server in trouble with its one-line fix."""
+    if check.get("error", "").startswith("not asked"):
+        return []
+    return trouble(check)
+
+
+def forget() -> None:
+    """Drop the kept answers (a test that changes what OpenCode would say)."""
+    _answers.clear()

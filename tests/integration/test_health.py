@@ -191,7 +191,7 @@ def test_health_shows_whether_opencode_answers(
 @pytest.fixture
 def mcp_health(api, agentsys_config, memory_channel_layer):
     """GET /api/health's body, OpenCode's MCP status not kept from an earlier call."""
-    from common import mcp_status
+    from agentsys.mcp import status as mcp_status
 
     def get(**config):
         agentsys_config(**config)
@@ -291,7 +291,7 @@ def test_health_never_fails_on_an_mcp_answer_that_makes_no_sense(mcp_health, gar
 def test_health_stays_fast_while_opencode_is_slow_to_say_and_asks_nothing_when_it_is_down(
     mcp_health,
 ):
-    from common.mcp_status import MCP_TIMEOUT_SECONDS
+    from agentsys.mcp.status import MCP_TIMEOUT_SECONDS
 
     fake = _FakeOpenCode(b'{"research-agent": {"status": "connected"}}', delay=10)
     try:

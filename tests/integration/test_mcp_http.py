@@ -199,7 +199,7 @@ def test_the_lifespan_starts_once_on_first_use_and_ends_on_aclose(token, setting
     again."""
     from django.core.asgi import get_asgi_application
 
-    from researchagent.mcp_http import with_mcp
+    from mcp_app.http_endpoint import with_mcp
 
     settings.AGENTSYS_WORKDIR = tmp_path
     app = with_mcp(get_asgi_application())

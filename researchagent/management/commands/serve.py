@@ -27,6 +27,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from agentsys import process_session
+from mcp_app.serve_wiring import START_WAIT_SECONDS, TRY_SECONDS, status_lines, wire_workdir
 from researchagent.bootstrap import (
     demo_run_curl,
     ensure_admin_token,
@@ -36,7 +37,6 @@ from researchagent.bootstrap import (
 from researchagent.child_process import die_with_parent
 from researchagent.db_supervision import watch_database
 from researchagent.restart_policy import RestartPolicy, exit_cause
-from researchagent.serve_mcp import START_WAIT_SECONDS, TRY_SECONDS, status_lines, wire_workdir
 
 # The web stops within 3 s, runagentd within 1 s (tests/e2e/test_web_stop.py).
 STOP_GRACE_SECONDS = 5

@@ -26,7 +26,6 @@ import contextvars
 import json
 import logging
 
-import httpx
 from asgiref.sync import ThreadSensitiveContext
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -35,6 +34,7 @@ from starlette.datastructures import Headers
 
 from accounts_app.auth import authenticate_token
 from common.db_outage import is_database_unavailable
+from mcp_app.rest_in_process import in_process_rest
 
 logger = logging.getLogger(__name__)
 
@@ -59,18 +59,6 @@ def with_mcp(django_app):
 
     http.mcp_endpoint = endpoint
     return http
-
-
-def in_process_rest(app) -> httpx.AsyncClient:
-    """An HTTP client for AgentSys's REST API served by `app` in this process (no network),
-    addressed with a host and scheme the app accepts."""
-    scheme = "https" if settings.SECURE_SSL_REDIRECT else "http"
-    host = next(
-        (h for h in settings.ALLOWED_HOSTS if h != "*" and not h.startswith(".")), "localhost"
-    )
-    return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url=f"{scheme}://{host}", timeout=30.0
-    )
 
 
 def _caller_token() -> str:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from channels.routing import get_default_application
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts_app.auth import authenticate_token
 from agentsys.mcp.research_server import build_server
 from agentsys.mcp.run_tools import AgentSysAPI
+from mcp_app.rest_in_process import in_process_rest
 
 
 class Command(BaseCommand):
@@ -34,8 +36,7 @@ class Command(BaseCommand):
         root = Path(workdir or settings.AGENTSYS_WORKDIR).resolve()
         if not root.is_dir():
             raise CommandError(f"--workdir: {root} is not a directory")
-        from researchagent.asgi import application
-        from researchagent.mcp_http import in_process_rest
-
-        api = AgentSysAPI("", token, client=in_process_rest(application))
+        # The project's ASGI app, found through settings.ASGI_APPLICATION as Channels finds
+        # it: the project package sits above this app (it imports /mcp from here).
+        api = AgentSysAPI("", token, client=in_process_rest(get_default_application()))
         build_server(root, api=api, name="agentsys", with_bash=False).run(show_banner=False)
