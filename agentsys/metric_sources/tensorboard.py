@@ -37,6 +37,7 @@ stretch that runs to the end: that is said already). A file deleted or unreadabl
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import os
@@ -44,17 +45,35 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
-
-from google.protobuf.message import DecodeError
-from tensorboard.compat.proto import event_pb2
-from tensorboard.compat.tensorflow_stub import errors as tf_errors
-from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import PyRecordReader_New
-from tensorboard.plugins.hparams import plugin_data_pb2
-from tensorboard.util import tensor_util
 
 from agentsys.metric_sources.base import Row
 from agentsys.metric_sources.tailed import TailedFiles
+
+
+@functools.cache
+def _tb() -> SimpleNamespace:
+    """The tensorboard package's record reader and protos, imported on first use: they bring
+    numpy and TensorFlow's stub (~0.2 s), which every process importing the metric sources
+    (the web, runagentd, its workers, each manage.py command) paid at start, though only a
+    run that writes event files needs them."""
+    from google.protobuf.message import DecodeError
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.compat.tensorflow_stub import errors
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import PyRecordReader_New
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    from tensorboard.util import tensor_util
+
+    return SimpleNamespace(
+        DecodeError=DecodeError,
+        event_pb2=event_pb2,
+        errors=errors,
+        record_reader=PyRecordReader_New,
+        plugin_data_pb2=plugin_data_pb2,
+        tensor_util=tensor_util,
+    )
+
 
 logger = logging.getLogger(__name__)
 
@@ -242,10 +261,10 @@ class TensorBoardSource(TailedFiles):
             start = event_file.read_offset
             try:
                 reader.GetNext()
-            except tf_errors.OutOfRangeError:
+            except _tb().errors.OutOfRangeError:
                 event_file.stuck_since = None
                 break  # the end of what is written
-            except tf_errors.DataLossError as exc:
+            except _tb().errors.DataLossError as exc:
                 if "crc" not in str(exc):  # "has truncated record": still being written
                     if not capped:  # (or only cut by our chunk: the rest is read next time)
                         self._cut_short(event_file, start, size)
@@ -267,7 +286,7 @@ class TensorBoardSource(TailedFiles):
         # The reader's own file object reopens the file for every chunk and cannot start at an
         # offset; it only ever calls read(n) on it, so it reads the bytes we read, from where
         # we want.
-        reader = PyRecordReader_New(str(event_file.path))
+        reader = _tb().record_reader(str(event_file.path))
         chunk.seek(offset)
         reader.file_handle = chunk
         return reader
@@ -289,8 +308,8 @@ class TensorBoardSource(TailedFiles):
         self, event_file: _EventFile, record: bytes, start: int, rows: list[tuple[Row, int]]
     ) -> None:
         try:
-            event = event_pb2.Event.FromString(record)
-        except DecodeError:
+            event = _tb().event_pb2.Event.FromString(record)
+        except _tb().DecodeError:
             self._say(f"{event_file.rel}: a record at byte {start} is not an event, skipped")
             return
         if not event.HasField("summary"):
@@ -328,7 +347,7 @@ class TensorBoardSource(TailedFiles):
         if len(tensor.double_val) == 1:
             return tensor.double_val[0]
         try:
-            array = tensor_util.make_ndarray(tensor)
+            array = _tb().tensor_util.make_ndarray(tensor)
             return float(array.item()) if array.size == 1 else None
         except (ValueError, TypeError):
             self._say(f"{event_file.rel}: tag {value.tag!r} holds no number, skipped")
@@ -336,8 +355,8 @@ class TensorBoardSource(TailedFiles):
 
     def _take_hparams(self, event_file: _EventFile, content: bytes) -> None:
         try:
-            data = plugin_data_pb2.HParamsPluginData.FromString(content)
-        except DecodeError:
+            data = _tb().plugin_data_pb2.HParamsPluginData.FromString(content)
+        except _tb().DecodeError:
             self._say(f"{event_file.rel}: unreadable hparams, skipped")
             return
         if not data.HasField("session_start_info"):
