@@ -148,7 +148,7 @@ def steer_agent(*, agent_id: str, context: str, urgency: str, user=None):
 
 class ExecutorQueue(Protocol):
     """How an executor agent enters the GPU queue. The scheduler app, above this one,
-    installs itself (`scheduler_app.queue`) when Django loads it."""
+    installs itself (`scheduler_app.queue.claims`) when Django loads it."""
 
     def validate_gpu_required(self, value) -> int:
         """The GPU count, or ValueError saying why it can never be met."""

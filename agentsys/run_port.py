@@ -47,7 +47,7 @@ class RunPort(Protocol):
         ...
 
     def run_code(self) -> dict | None:
-        """The code recorded for this executor's run (scheduler_app.run_code.code_for_agent:
+        """The code recorded for this executor's run (scheduler_app.runs.code.code_for_agent:
         commit, patch bytes, patch_digest, remote, host, subdir, error); None: no run."""
         ...
 

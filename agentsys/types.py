@@ -112,7 +112,7 @@ class SteerUrgency(StrEnum):
 
 class RequestStatus(StrEnum):
     """An executor's place in the GPU queue. Once it leaves the queue it says what its run
-    (and agent) say: they move together (scheduler_app.lifecycle)."""
+    (and agent) say: they move together (scheduler_app.queue.lifecycle)."""
 
     QUEUED = "queued"
     RUNNING = "running"

@@ -33,8 +33,8 @@ def submit_to_running(samples: int = 50) -> tuple[list[float], list[float]]:
     """Per run: submit → its request placed on GPUs (the scheduler's part), and submit →
     its executor process up and reporting (what the person sees as "running")."""
     from agents_app.models import Agent
-    from scheduler_app import runs
     from scheduler_app.models import ScheduleRequest
+    from scheduler_app.runs import launch as runs
 
     placed, started = [], []
     for _ in range(samples):
@@ -57,8 +57,9 @@ def claims_per_second(gpus: int, queued: int = 2000, ended: int = 100_000) -> fl
 
     from agentsys.scheduling import FifoFirstFit
     from agentsys.types import AgentStatus, RequestStatus
-    from scheduler_app import lifecycle, queue
     from scheduler_app.models import ScheduleRequest
+    from scheduler_app.queue import claims as queue
+    from scheduler_app.queue import lifecycle
 
     missing = ended - ScheduleRequest.objects.filter(id__startswith="sched-old").count()
     ScheduleRequest.objects.bulk_create(
@@ -143,8 +144,9 @@ def _claimer(host_id: int, go, results) -> None:
 
     from agentsys.scheduling import FifoFirstFit
     from agentsys.types import AgentStatus
-    from scheduler_app import lifecycle, queue
     from scheduler_app.models import ScheduleRequest
+    from scheduler_app.queue import claims as queue
+    from scheduler_app.queue import lifecycle
 
     policy, claimed = FifoFirstFit(), 0
     connection.ensure_connection()  # connecting is not timed
@@ -174,8 +176,8 @@ def drain_seconds(count: int = 1000) -> float:
     """A sweep of `count` 1-GPU runs queued at once (one batch, as a script or a loop sends
     it), timed from the submit until the last has ended: on 2 GPUs, with the mock backend,
     what is measured is AgentSys's own bookkeeping per run."""
-    from scheduler_app import run_batch
     from scheduler_app.models import Run
+    from scheduler_app.runs import batch as run_batch
 
     started = time.monotonic()
     made = run_batch.create_runs(
@@ -287,7 +289,7 @@ def log_to_web_ms(system: BenchSystem, token: str) -> list[float]:
     it. The client polls every 10 ms, from where it stopped, as the run page does."""
     import httpx
 
-    from scheduler_app import runs
+    from scheduler_app.runs import launch as runs
 
     script = Path(system.tmp.name) / "ticker.py"
     script.write_text(TICKER)

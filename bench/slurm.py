@@ -70,8 +70,8 @@ def _wait_idle() -> None:
 def agentsys_to_running(workdir: Path, samples: int) -> tuple[list[float], list[float]]:
     """Runs through AgentSys: create_run(auto_start) → its row says running, and of that
     AgentSys's own part (before sbatch, and after the job started), in ms."""
-    from scheduler_app import runs
     from scheduler_app.models import Run, RunStatus
+    from scheduler_app.runs import launch as runs
 
     times, own = [], []
     for _ in range(samples):

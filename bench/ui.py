@@ -48,7 +48,7 @@ def seed() -> tuple[str, str]:
     """A chat of MESSAGES messages and a run with POINTS loss points; their ids."""
     from django.contrib.auth import get_user_model
 
-    from scheduler_app.metric_series import record_rows
+    from scheduler_app.metrics.series import record_rows
     from scheduler_app.models import Run, RunStatus
     from sessions_app.models import ChatMessage, ChatSession
 

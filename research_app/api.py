@@ -18,7 +18,7 @@ from common.api_contract import MAX_OFFSET
 from research_app import questions, selectors, services
 from research_app.models import ResearchLoop
 from research_app.questions import MAX_ANSWER_CHARS
-from scheduler_app.api_runs import SlurmOptionsIn, check_metrics_pattern
+from scheduler_app.api.runs import SlurmOptionsIn, check_metrics_pattern
 
 router = Router(tags=["research"])
 

@@ -20,11 +20,11 @@ from common.api_contract import (
 from memory_app.api import router as memory_router
 from research_app.api import router as research_router
 from researchagent.health import router as health_router
-from scheduler_app.api import router as scheduler_router
-from scheduler_app.api_metrics import router as metrics_router
-from scheduler_app.api_run_batch import router as run_batch_router
-from scheduler_app.api_runs import router as runs_router
-from scheduler_app.api_sweeps import router as sweeps_router
+from scheduler_app.api.metrics import router as metrics_router
+from scheduler_app.api.queue import router as scheduler_router
+from scheduler_app.api.run_batch import router as run_batch_router
+from scheduler_app.api.runs import router as runs_router
+from scheduler_app.api.sweeps import router as sweeps_router
 from scheduler_app.loop_scope import LoopRefused
 from sessions_app.api import router as sessions_router
 from sessions_app.chat_api import router as chat_router

@@ -27,6 +27,7 @@ from agentsys.types import RequestStatus
 from common import db_watch
 from common.db_outage import is_database_unavailable, outage
 from common.opencode_status import opencode_check
+from hosts_app.liveness import host_is_alive
 from scheduler_app import selectors as host_selectors
 from scheduler_app.models import ScheduleRequest
 
@@ -108,7 +109,7 @@ def hosts_check() -> list[dict]:
     return [
         {
             "name": host.name,
-            "alive": host_selectors.host_is_alive(host, now=now),
+            "alive": host_is_alive(host, now=now),
             "status": host.status,
             "daemon_pid": host.daemon_pid,
             "last_heartbeat": host.last_heartbeat.isoformat() if host.last_heartbeat else None,

@@ -10,7 +10,7 @@ from research_app import selectors as research_selectors
 from research_app.models import ResearchLoop
 from scheduler_app import queue_board
 from scheduler_app import selectors as run_selectors
-from scheduler_app.host_board import host_cards
+from scheduler_app.hosts.board import host_cards
 from scheduler_app.models import Alert, AlertStatus, MetricSeries, RunStatus
 
 SHOWN = 8

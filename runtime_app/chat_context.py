@@ -10,7 +10,7 @@ from django.db.models import Count, Q
 from agents_app.models import Agent
 from agentsys.run_dir import ITERATION_LOG_FILE, loop_dir_of
 from agentsys.types import LIVE_AGENT_STATUSES, AgentRole, EntryType
-from scheduler_app import run_log_reader
+from scheduler_app.runs import log_reader as run_log_reader
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 
 HISTORY_MESSAGES = 10

@@ -5,10 +5,12 @@
 from __future__ import annotations
 
 from runtime_app.fresh_connection import fresh_connection
-from scheduler_app import run_code, run_log_reader, run_log_store
-from scheduler_app.metric_series import record_rows
+from scheduler_app.metrics.series import record_rows
 from scheduler_app.models import Run
-from scheduler_app.runs import record_tracking
+from scheduler_app.runs import code as run_code
+from scheduler_app.runs import log_reader as run_log_reader
+from scheduler_app.runs import log_store as run_log_store
+from scheduler_app.runs.launch import record_tracking
 
 
 class DjangoRunPort:

@@ -34,11 +34,14 @@ from hosts_app.models import Host, HostStatus
 from memory_app.services import write_entry
 from runtime_app.agent_records import agent_record
 from runtime_app.store_outage import raising_store_unavailable
-from scheduler_app import lifecycle, oplog, queue, run_code
+from scheduler_app import oplog
 from scheduler_app import services as host_services
-from scheduler_app.host_down import readopt_runs_of_returned_host, settle_runs_of_dead_host
+from scheduler_app.hosts.down import readopt_runs_of_returned_host, settle_runs_of_dead_host
 from scheduler_app.models import ScheduleRequest
-from scheduler_app.runs import record_slurm_state
+from scheduler_app.queue import claims as queue
+from scheduler_app.queue import lifecycle
+from scheduler_app.runs import code as run_code
+from scheduler_app.runs.launch import record_slurm_state
 
 
 def _experiment_code(record: AgentRecord) -> run_code.RecordedCode:
@@ -119,7 +122,7 @@ class DjangoRuntimeStore:
     @transaction.atomic
     def declare_dead_hosts(self, *, stale_after: float) -> list[dict]:
         """Hosts that stopped heart-beating are dead: what was placed on one and never started
-        is queued again, its started runs are lost (scheduler_app.host_down), the other agents
+        is queued again, its started runs are lost (scheduler_app.hosts.down), the other agents
         it ran are failed."""
         cutoff = timezone.now() - timedelta(seconds=stale_after)
         events = []

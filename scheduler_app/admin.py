@@ -1,8 +1,9 @@
 from django.contrib import admin
 
 from common.admin_tools import MachineManagedAdmin, json_display, run_service_action
+from hosts_app.liveness import host_is_alive
 from hosts_app.models import Host
-from scheduler_app import runs, selectors, services
+from scheduler_app import services
 from scheduler_app.models import (
     GPU,
     Alert,
@@ -13,6 +14,7 @@ from scheduler_app.models import (
     ScheduleRequest,
     Sweep,
 )
+from scheduler_app.runs import launch as runs
 
 # What runagentd detects about a GPU and what the queue books on it; `enabled` (offer it to
 # the scheduler or not) is the one thing a person decides.
@@ -79,7 +81,7 @@ class HostAdmin(admin.ModelAdmin):
 
     @admin.display(boolean=True, description="heart-beating")
     def alive(self, obj):
-        return selectors.host_is_alive(obj)
+        return host_is_alive(obj)
 
     @admin.display(description="GPUs")
     def gpu_count(self, obj):

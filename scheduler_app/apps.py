@@ -9,6 +9,6 @@ class SchedulerAppConfig(AppConfig):
         # Executor agents are created by agents_app, below this app: it reaches the queue
         # through the callback installed here, never by importing upward.
         from agents_app.services import install_executor_queue
-        from scheduler_app import queue
+        from scheduler_app.queue import claims as queue
 
         install_executor_queue(queue)

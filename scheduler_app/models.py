@@ -295,7 +295,7 @@ class Run(models.Model):
         help_text="The log's shipping stopped at AGENTSYS_LOG_DB_CAP_MB: the rest is only in "
         "run.log on the host that ran it",
     )
-    # The code it runs (scheduler_app.run_code): the workdir's commit and a patch of what was
+    # The code it runs (scheduler_app.runs.code): the workdir's commit and a patch of what was
     # not committed, recorded where the run was made; a host that does not see the workdir
     # checks them out in a folder of its own (code_dir) and runs there.
     code_commit = models.CharField(max_length=64, blank=True, editable=False)

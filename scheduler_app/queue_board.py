@@ -1,4 +1,4 @@
-"""Reads for the GPU queue page and the overview: the host cards (scheduler_app.host_board)
+"""Reads for the GPU queue page and the overview: the host cards (scheduler_app.hosts.board)
 and the queue in claim order with each request's wait and the reason it waits."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from agentsys.types import RequestStatus
-from scheduler_app.host_board import HostCard, host_cards
+from scheduler_app.hosts.board import HostCard, host_cards
 from scheduler_app.models import Run, RunStatus, ScheduleRequest
-from scheduler_app.queue import SLURM
-from scheduler_app.wait_reasons import goes_first, wait_reason
+from scheduler_app.queue.claims import SLURM
+from scheduler_app.queue.wait_reasons import goes_first, wait_reason
 
 QUEUE_SHOWN = 200  # the page lists this many; the count says how many more wait
 

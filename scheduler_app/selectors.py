@@ -12,8 +12,7 @@ from agents_app.models import Agent
 from agentsys.code_snapshot import patch_files
 from agentsys.types import AgentRole, EndState
 from events_app.models import Event
-from hosts_app.models import Host, HostStatus
-from scheduler_app import run_code, run_log, run_log_reader
+from hosts_app.models import Host
 from scheduler_app.models import (
     GPU,
     MetricSeries,
@@ -24,24 +23,15 @@ from scheduler_app.models import (
     SweepKind,
     SweepStatus,
 )
-
-# A host that has not heart-beaten for this long is shown (and later declared) dead.
-HEARTBEAT_STALE_AFTER = timedelta(seconds=30)
+from scheduler_app.runs import code as run_code
+from scheduler_app.runs import failure_line as run_log
+from scheduler_app.runs import log_reader as run_log_reader
 
 
 def hosts_with_gpus() -> QuerySet[Host]:
     return Host.objects.prefetch_related(
         Prefetch("gpus", queryset=GPU.objects.order_by("index"))
     ).order_by("name")
-
-
-def host_is_alive(host: Host, *, now=None) -> bool:
-    now = now or timezone.now()
-    return (
-        host.status == HostStatus.ONLINE
-        and host.last_heartbeat is not None
-        and now - host.last_heartbeat < HEARTBEAT_STALE_AFTER
-    )
 
 
 # -- runs, as the pages show them ----------------------------------------------------------------

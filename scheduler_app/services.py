@@ -17,10 +17,11 @@ from agentsys.scheduling import gpu_labels
 from agentsys.types import CommandKind
 from events_app.events import AGENTS_STREAM, record_event
 from hosts_app.models import Host, HostStatus
-from scheduler_app import oplog, runs
-from scheduler_app.lifecycle import cancel_requests
+from scheduler_app import oplog
 from scheduler_app.models import GPU, Alert, AlertStatus, Run, ScheduleRequest
-from scheduler_app.queue import notify_queue
+from scheduler_app.queue.claims import notify_queue
+from scheduler_app.queue.lifecycle import cancel_requests
+from scheduler_app.runs import launch as runs
 
 
 class ServiceError(Exception):

@@ -11,8 +11,9 @@ from django.views.decorators.http import require_POST
 
 from events_app.events import AGENTS_STREAM
 from events_app.selectors import last_seq
-from scheduler_app import queue_board, runs, selectors, services
+from scheduler_app import queue_board, selectors, services
 from scheduler_app.models import Run, RunStatus, ScheduleRequest
+from scheduler_app.runs import launch as runs
 
 ACTIONS = {
     "stop": (runs.stop_run, "Stop requested: the run's processes are being ended."),

@@ -9,7 +9,7 @@ from agentsys.types import AgentStatus, EntryType, RequestStatus
 from events_app.events import record_event
 from hosts_app.models import Host
 from memory_app.models import MemoryEntry
-from scheduler_app.metric_series import record_rows
+from scheduler_app.metrics.series import record_rows
 from scheduler_app.models import (
     GPU,
     Alert,

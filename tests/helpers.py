@@ -91,7 +91,7 @@ def describe_process(pid: int) -> str:
 
 def launch_run(tmp_path, command, gpu_required=0, **extra):
     """A run of `command` in tmp_path, queued at once (a runagentd must be up to start it)."""
-    from scheduler_app import runs
+    from scheduler_app.runs import launch as runs
 
     return runs.create_run(
         name="run",

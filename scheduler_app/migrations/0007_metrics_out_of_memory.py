@@ -5,7 +5,7 @@ import math
 
 from django.db import migrations
 
-from scheduler_app.metric_series import series_of
+from scheduler_app.metrics.series import series_of
 
 BATCH = 5000
 # json_safe stored a NaN or infinite value as its name.

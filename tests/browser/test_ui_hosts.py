@@ -15,9 +15,9 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from hosts_app.models import Host, HostStatus
-from scheduler_app import runs
 from scheduler_app.models import GPU, GPUSource, Run, RunStatus
-from scheduler_app.runs import stop_run
+from scheduler_app.runs import launch as runs
+from scheduler_app.runs.launch import stop_run
 from tests.chromium import off_the_page_thread, screenshot
 from tests.helpers import launch_run, run_ended, wait_until
 from tests.runtime_harness import DaemonProcess

@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 from accounts_app.models import ApiToken
 from memory_app.models import MemoryEntry
 from scheduler_app.models import Alert, AlertStatus, Run, RunStatus
-from scheduler_app.runs import stop_run
+from scheduler_app.runs.launch import stop_run
 from tests.chromium import off_the_page_thread, screenshot
 from tests.helpers import launch_run, run_ended, wait_until
 

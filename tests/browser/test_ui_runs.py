@@ -10,7 +10,7 @@ import sys
 import pytest
 from playwright.sync_api import expect
 
-from scheduler_app.metric_series import record_rows
+from scheduler_app.metrics.series import record_rows
 from scheduler_app.models import Run, RunStatus
 from tests.chromium import screenshot
 from tests.helpers import launch_run, run_ended, wait_until

@@ -13,7 +13,7 @@ from agents_app.models import Agent
 from agentsys.types import TurnStatus
 from events_app.events import chat_stream, record_event
 from research_app.models import ResearchLoop
-from scheduler_app.metric_series import record_rows
+from scheduler_app.metrics.series import record_rows
 from scheduler_app.models import Alert, Run, Sweep
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 from tests.browser.test_ui_reading import shot

@@ -36,7 +36,7 @@ from agentsys.types import AgentStatus, CommandKind
 from events_app.models import Event
 from hosts_app.models import Host
 from scheduler_app.models import Alert, MetricPoint, Run, RunLogChunk, RunStatus
-from scheduler_app.runs import create_run
+from scheduler_app.runs.launch import create_run
 from tests.helpers import PYTHON, REPO, child_env, pid_alive, wait_until
 from tests.live_clients import TOKEN, Follower, Web
 from tests.runtime_harness import A, DaemonProcess

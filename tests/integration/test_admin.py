@@ -8,8 +8,8 @@ from agents_app.models import AgentCommand
 from agentsys.types import AgentStatus, RequestStatus
 from hosts_app.models import Host, HostStatus
 from memory_app.models import MemoryEntry
-from scheduler_app import runs
 from scheduler_app.models import GPU, Alert, AlertStatus, Run, RunStatus, ScheduleRequest
+from scheduler_app.runs import launch as runs
 from sessions_app.models import ChatSession
 from tests.factories import one_of_everything
 

@@ -31,8 +31,8 @@ from common import environment
 from research_app.services import start_research
 from runtime_app.memory_view import DjangoMemoryView
 from runtime_app.runtime_store import DjangoRuntimeStore
-from scheduler_app import runs
 from scheduler_app.models import Run
+from scheduler_app.runs import launch as runs
 from tests.helpers import REPO, child_env, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,7 +9,7 @@ import pytest
 from agents_app.models import Agent
 from agentsys.types import TurnStatus
 from research_app.models import ResearchLoop
-from scheduler_app.metric_series import record_rows
+from scheduler_app.metrics.series import record_rows
 from scheduler_app.models import Run, Sweep
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 

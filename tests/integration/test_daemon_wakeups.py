@@ -9,8 +9,8 @@ import pytest
 
 from agents_app.services import request_agent_command, request_agent_start
 from agentsys.types import CommandKind
-from scheduler_app import runs
 from scheduler_app.models import Run
+from scheduler_app.runs import launch as runs
 from tests.helpers import wait_until
 from tests.runtime_agents import ALL
 from tests.runtime_harness import DaemonProcess, wait_status

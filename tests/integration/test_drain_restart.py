@@ -9,8 +9,8 @@ import pytest
 from django.db.models import Count
 
 from events_app.models import Event
-from scheduler_app import run_batch
 from scheduler_app.models import GPU, Run, ScheduleRequest
+from scheduler_app.runs import batch as run_batch
 from tests.helpers import wait_until
 from tests.runtime_harness import DaemonProcess
 

@@ -14,7 +14,6 @@ from agents_app.services import request_agent_start
 from agentsys.types import AgentStatus, RequestStatus
 from events_app.models import Event
 from memory_app.models import MemoryEntry
-from scheduler_app import runs
 from scheduler_app.models import (
     GPU,
     Alert,
@@ -24,6 +23,7 @@ from scheduler_app.models import (
     RunStatus,
     ScheduleRequest,
 )
+from scheduler_app.runs import launch as runs
 from tests import runtime_agents
 from tests.helpers import REPO, describe_process, launch_run, pid_alive, run_ended, wait_until
 from tests.runtime_harness import DaemonProcess, events, wait_child, wait_event, wait_status

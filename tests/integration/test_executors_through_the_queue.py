@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from agents_app.models import Agent
-from scheduler_app import runs
 from scheduler_app.models import Run, ScheduleRequest
+from scheduler_app.runs import launch as runs
 from tests.helpers import REPO, wait_until
 from tests.runtime_harness import DaemonProcess
 

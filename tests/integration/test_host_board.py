@@ -1,5 +1,5 @@
-"""Issue 24, part 4: the hosts board (scheduler_app.host_board) and why a queued run waits
-(scheduler_app.wait_reasons), on rows a real PostgreSQL holds: several hosts in every
+"""Issue 24, part 4: the hosts board (scheduler_app.hosts.board) and why a queued run waits
+(scheduler_app.queue.wait_reasons), on rows a real PostgreSQL holds: several hosts in every
 state, GPUs booked by runs, held by someone else's process or disabled, and the queue."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from django.utils import timezone
 
 from agentsys.types import RequestStatus
 from hosts_app.models import Host, HostStatus
-from scheduler_app import runs
-from scheduler_app.host_board import host_cards
+from scheduler_app.hosts.board import host_cards
 from scheduler_app.models import GPU, GPUSource, Run, RunStatus, ScheduleRequest
 from scheduler_app.queue_board import queue_board, queue_rows
+from scheduler_app.runs import launch as runs
 
 pytestmark = pytest.mark.django_db
 

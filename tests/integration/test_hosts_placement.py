@@ -13,8 +13,9 @@ import pytest
 from agents_app.models import Agent
 from events_app.models import Event
 from hosts_app.models import Host, HostStatus
-from scheduler_app import queue, runs
 from scheduler_app.models import Run, RunStatus
+from scheduler_app.queue import claims as queue
+from scheduler_app.runs import launch as runs
 from tests.helpers import wait_until
 from tests.runtime_harness import DaemonProcess
 

@@ -71,8 +71,9 @@ def _draws(*first: str, prefix: str):
 def test_a_run_made_alone_whose_drawn_id_is_taken_is_made_again_with_another(monkeypatch, clashing):
     """POST /api/runs draws its three ids unchecked (three queries fewer): a taken one fails
     the insert, which is then redone whole with new ids; the row that held the id is kept."""
-    from scheduler_app import run_batch, runs
     from scheduler_app.models import Run, ScheduleRequest
+    from scheduler_app.runs import batch as run_batch
+    from scheduler_app.runs import launch as runs
 
     first = runs.create_run(name="first", command="true", auto_start=True)
     taken = {
@@ -101,8 +102,8 @@ def test_a_run_made_alone_whose_drawn_id_is_taken_is_made_again_with_another(mon
 
 @pytest.mark.django_db(transaction=True)
 def test_a_run_refused_by_another_constraint_is_not_made_again(monkeypatch):
-    from scheduler_app import runs
     from scheduler_app.models import Run
+    from scheduler_app.runs import launch as runs
 
     calls = itertools.count()
 

@@ -17,8 +17,8 @@ from accounts_app.models import ApiToken
 from hosts_app.models import Host
 from research_app.services import start_research
 from runtime_app.memory_view import DjangoMemoryView
-from scheduler_app import runs
 from scheduler_app.models import GPU, Run, RunStatus, Sweep
+from scheduler_app.runs import launch as runs
 from sessions_app.models import ChatSession
 
 pytestmark = pytest.mark.django_db

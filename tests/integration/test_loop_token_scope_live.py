@@ -14,8 +14,8 @@ from fastmcp.client.transports import StreamableHttpTransport
 
 from research_app.services import start_research
 from runtime_app.memory_view import DjangoMemoryView
-from scheduler_app import runs
 from scheduler_app.models import Run, RunStatus
+from scheduler_app.runs import launch as runs
 from sessions_app.models import ChatSession
 from tests.live_clients import Web
 

@@ -13,7 +13,7 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
 from accounts_app import services as accounts
-from scheduler_app import runs
+from scheduler_app.runs import launch as runs
 from tests.helpers import REPO, child_env, database_url_of_current_connection
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

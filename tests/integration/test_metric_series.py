@@ -7,8 +7,8 @@ import pytest
 
 from memory_app.models import MemoryEntry
 from runtime_app.run_port import DjangoRunPort
-from scheduler_app.metric_queries import series_points
-from scheduler_app.metric_series import record_rows
+from scheduler_app.metrics.queries import series_points
+from scheduler_app.metrics.series import record_rows
 from scheduler_app.models import MetricPoint, MetricSeries, Run
 from tests.helpers import migrate
 

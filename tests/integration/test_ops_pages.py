@@ -13,9 +13,9 @@ from hosts_app.models import Host
 from memory_app.models import MemoryEntry
 from memory_app.services import create_memory, write_entry
 from research_app.models import ResearchLoop
-from scheduler_app import runs
-from scheduler_app.metric_series import record_rows
+from scheduler_app.metrics.series import record_rows
 from scheduler_app.models import GPU, Alert, AlertStatus, GPUSource, Run, RunStatus, ScheduleRequest
+from scheduler_app.runs import launch as runs
 from scheduler_app.services import raise_alert
 
 pytestmark = pytest.mark.django_db

@@ -12,8 +12,8 @@ import pytest
 
 from agents_app.models import Agent, AgentCommand
 from agentsys.types import AgentStatus
-from scheduler_app import runs
 from scheduler_app.models import GPU, Run, RunStatus
+from scheduler_app.runs import launch as runs
 from tests.helpers import wait_until
 from tests.integration.test_run_processes import session_members
 from tests.runtime_harness import DaemonProcess, events, wait_event

@@ -11,7 +11,7 @@ from events_app.events import AGENTS_STREAM, record_event
 from memory_app.models import MemoryEntry
 from research_app.models import ResearchLoop
 from research_app.views import plan_items
-from scheduler_app.metric_series import record_rows
+from scheduler_app.metrics.series import record_rows
 from scheduler_app.models import Run
 
 pytestmark = pytest.mark.django_db

@@ -16,8 +16,10 @@ from agents_app.models import Agent
 from hosts_app.models import Host
 from research_app.services import start_research
 from runtime_app.memory_view import DjangoMemoryView
-from scheduler_app import queue, run_batch, run_code
 from scheduler_app.models import GPU, CodeBundle, Run, ScheduleRequest, Sweep
+from scheduler_app.queue import claims as queue
+from scheduler_app.runs import batch as run_batch
+from scheduler_app.runs import code as run_code
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.django_db

@@ -209,7 +209,7 @@ def test_a_run_made_where_its_workdir_is_runs_in_place(api, agentsys_config, gpu
 
 
 def test_the_run_page_shows_the_commit_the_patch_and_where_it_ran(admin_client, laptop, tmp_path):
-    from scheduler_app import runs
+    from scheduler_app.runs import launch as runs
 
     work = project(tmp_path / "project")
     run = runs.create_run(name="page", command=TRAIN, workdir=str(work))
@@ -253,7 +253,7 @@ def test_a_restarted_runagentd_re_adopts_the_run_in_its_checkout_without_making_
 
 
 def test_each_new_commit_of_a_repository_stores_only_what_came_since(laptop, tmp_path):
-    from scheduler_app import runs
+    from scheduler_app.runs import launch as runs
 
     work = project(tmp_path / "project")
     (work / "data.bin").write_bytes(os.urandom(300_000))

@@ -19,8 +19,11 @@ from agentsys.types import AgentStatus, EndState, RequestStatus, new_agent_id
 from events_app.models import Event
 from hosts_app.models import Host, HostStatus
 from runtime_app.runtime_store import DjangoRuntimeStore
-from scheduler_app import lifecycle, queue, runs, services
+from scheduler_app import services
 from scheduler_app.models import GPU, Run, RunStatus, ScheduleRequest
+from scheduler_app.queue import claims as queue
+from scheduler_app.queue import lifecycle
+from scheduler_app.runs import launch as runs
 
 pytestmark = pytest.mark.django_db
 store = DjangoRuntimeStore()

@@ -213,7 +213,7 @@ def remote_run(tmp_path):
 
 
 def test_a_chunk_is_stored_only_where_the_stored_log_ends(api, remote_run):
-    from scheduler_app.run_log_store import append_log
+    from scheduler_app.runs.log_store import append_log
 
     assert append_log(run_id=remote_run.pk, offset=0, data=b"alpha\n") == (6, False)
     assert append_log(run_id=remote_run.pk, offset=0, data=b"alpha\n") == (6, False)  # again
@@ -243,7 +243,7 @@ async def test_a_research_loop_on_another_host_reads_its_experiments_outcome_fro
     from agentsys.agent import Agent
     from agentsys.research.experiments import _exit_code_and_log
     from runtime_app.run_port import DjangoRunPort
-    from scheduler_app.run_log_store import append_log
+    from scheduler_app.runs.log_store import append_log
 
     lines = "".join(f"step {i}\n" for i in range(100)) + "ValueError: diverged\n"
     for start in range(0, len(lines), 256):

@@ -3,7 +3,7 @@ filters and search, the htmx partials, actions that refuse clearly, and no 500 o
 
 import pytest
 
-from scheduler_app.metric_series import record_rows
+from scheduler_app.metrics.series import record_rows
 from scheduler_app.models import Run, RunStatus
 
 pytestmark = pytest.mark.django_db
@@ -118,7 +118,7 @@ def test_a_failed_run_shows_the_logs_last_error_line(browser, tmp_path):
     ],
 )
 def test_the_last_error_line_is_an_exception_else_a_line_naming_an_error(tmp_path, log, shown):
-    from scheduler_app.run_log import last_error_line
+    from scheduler_app.runs.failure_line import last_error_line
 
     (tmp_path / "run.log").write_text(log)
     assert last_error_line(str(tmp_path)).startswith(shown) and bool(shown) == bool(

@@ -14,8 +14,8 @@ import pytest
 
 from agents_app.models import Agent
 from agentsys.types import AgentStatus
-from scheduler_app import runs
 from scheduler_app.models import GPU, Run, RunStatus
+from scheduler_app.runs import launch as runs
 from tests.helpers import launch_run, run_ended, wait_until
 from tests.runtime_harness import A, DaemonProcess, wait_event, wait_status
 

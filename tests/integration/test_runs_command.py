@@ -8,8 +8,8 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from scheduler_app import runs
 from scheduler_app.models import Run, RunStatus
+from scheduler_app.runs import launch as runs
 
 pytestmark = pytest.mark.django_db
 

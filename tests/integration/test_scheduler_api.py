@@ -5,8 +5,9 @@ import pytest
 from agents_app.models import Agent
 from agentsys.types import AgentStatus, RequestStatus, new_agent_id
 from hosts_app.models import Host
-from scheduler_app import queue, runs
 from scheduler_app.models import GPU, Alert, AlertStatus, Run, RunStatus, ScheduleRequest
+from scheduler_app.queue import claims as queue
+from scheduler_app.runs import launch as runs
 
 pytestmark = pytest.mark.django_db
 

@@ -22,8 +22,10 @@ from agentsys.store import AgentRecord
 from agentsys.types import AgentRole, AgentStatus, RequestStatus, new_agent_id
 from hosts_app.models import Host, HostStatus
 from runtime_app.runtime_store import DjangoRuntimeStore
-from scheduler_app import lifecycle, queue, services
+from scheduler_app import services
 from scheduler_app.models import GPU, ScheduleRequest
+from scheduler_app.queue import claims as queue
+from scheduler_app.queue import lifecycle
 
 pytestmark = pytest.mark.django_db
 

@@ -44,8 +44,8 @@ def seeded_ids(agentsys_config, tmp_path, settings, memory_channel_layer):
     """Real rows for the `{id}` routes, in the shape a person would have made them."""
     from agents_app.models import Agent
     from memory_app import services as memory_services
-    from scheduler_app import runs
     from scheduler_app.models import Alert, ScheduleRequest
+    from scheduler_app.runs import launch as runs
     from sessions_app import services as session_services
 
     settings.AGENTSYS_WORKDIR = tmp_path

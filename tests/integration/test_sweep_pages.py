@@ -4,7 +4,7 @@ the shell its script fills, and a research loop's "compare its runs" leads there
 
 import pytest
 
-from scheduler_app.metric_series import record_rows
+from scheduler_app.metrics.series import record_rows
 from scheduler_app.models import Run, RunStatus, Sweep, SweepKind
 
 pytestmark = pytest.mark.django_db

@@ -201,7 +201,7 @@ def test_sweeps_are_listed_and_made_and_runs_join_them(api, sweep, tmp_path):
 
 
 def test_a_new_param_is_a_column_as_soon_as_a_run_brings_or_logs_it(api, sweep):
-    from scheduler_app.runs import record_tracking
+    from scheduler_app.runs.launch import record_tracking
 
     assert "param.momentum" not in [c["id"] for c in table(api, sweep)["columns"]]
     run_of(sweep, "e", {"lr": 0.5, "momentum": 0.9})

@@ -1,6 +1,6 @@
 """The sweep table's order and filters as PostgreSQL applies them (issue 21): the edge cases
 a param or a metric brings (mixed types, booleans, NaN, ±inf, objects, huge integers, missing
-values) sort and filter by the rules of scheduler_app.sweep_table_rules, and pages of tied
+values) sort and filter by the rules of scheduler_app.sweeps.table_rules, and pages of tied
 runs never share or skip one."""
 
 import math

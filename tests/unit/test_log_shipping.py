@@ -13,7 +13,7 @@ from agentsys.log_shipping import LogFollower, LogShipper
 
 
 class FakeLogTable:
-    """The run's row and its chunks, as scheduler_app.run_log_store keeps them."""
+    """The run's row and its chunks, as scheduler_app.runs.log_store keeps them."""
 
     def __init__(self):
         self.chunks: list[tuple[int, bytes]] = []

@@ -8,10 +8,11 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from hosts_app.liveness import host_is_alive
 from runtime_app import run_processes
-from scheduler_app import runs
 from scheduler_app import selectors as host_selectors
 from scheduler_app.models import Run, RunStatus
+from scheduler_app.runs import launch as runs
 
 DAEMON_WAIT_SECONDS = 20.0
 REASON = "manage.py runs stop"
@@ -34,7 +35,7 @@ class Command(BaseCommand):
         targets = list(active if every else Run.objects.filter(pk__in=run_ids))
         if missing := set(run_ids) - {run.pk for run in targets}:
             raise CommandError(f"no such run: {', '.join(sorted(missing))}")
-        daemon = any(host_selectors.host_is_alive(h) for h in host_selectors.hosts_with_gpus())
+        daemon = any(host_is_alive(h) for h in host_selectors.hosts_with_gpus())
         asked = []
         for run in targets:
             if run.status not in RunStatus.open():

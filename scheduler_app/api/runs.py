@@ -21,8 +21,12 @@ from agentsys.slurm.client import SlurmError
 from agentsys.slurm.client import check_options as check_slurm_options
 from agentsys.types import END_STATE_HELP
 from common.api_contract import MAX_OFFSET
-from scheduler_app import loop_scope, queue, run_code, run_log_reader, runs, services
+from scheduler_app import loop_scope, services
 from scheduler_app.models import Alert, AlertStatus, Run, RunStatus
+from scheduler_app.queue import claims as queue
+from scheduler_app.runs import code as run_code
+from scheduler_app.runs import launch as runs
+from scheduler_app.runs import log_reader as run_log_reader
 
 router = Router()
 MAX_LOG_CHUNK = 1_000_000
@@ -416,7 +420,7 @@ def run_logs(
     limit: int = Query(65536, ge=1, le=MAX_LOG_CHUNK),
 ):
     """From run.log where this web shares the disk of the host that ran it, else from what
-    that host shipped to the database (scheduler_app.run_log_reader)."""
+    that host shipped to the database (scheduler_app.runs.log_reader)."""
     run = Run.objects.select_related("agent__host").filter(pk=run_id).first()
     if run is None:
         return _no("run", run_id)

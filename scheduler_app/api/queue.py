@@ -10,10 +10,10 @@ from ninja import Field, Query, Router, Schema, Status
 
 from agentsys.types import END_STATE_HELP, RequestStatus
 from common.api_contract import MAX_OFFSET
-from scheduler_app import queue as queue_service
 from scheduler_app import services
-from scheduler_app.host_board import GPU_LESS_SHOWN, HostCard, host_cards
+from scheduler_app.hosts.board import GPU_LESS_SHOWN, HostCard, host_cards
 from scheduler_app.models import ScheduleRequest
+from scheduler_app.queue import claims as queue_service
 
 router = Router()
 

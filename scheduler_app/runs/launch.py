@@ -1,6 +1,6 @@
 """Runs: commands a person or a script launches. Starting a run
 queues an ExecutorAgent for it; the run's status then moves with that agent and its queue
-request (scheduler_app.lifecycle)."""
+request (scheduler_app.queue.lifecycle)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,13 @@ from django.utils import timezone
 from agents_app.services import create_agent
 from agentsys.run_dir import run_dir_of
 from common.ids import insert_with_drawn_ids
-from scheduler_app import lifecycle, oplog, queue, run_batch, run_code
+from scheduler_app import oplog
 from scheduler_app.models import Run, RunStatus, ScheduleRequest, Sweep
-from scheduler_app.run_executor import executor_of
+from scheduler_app.queue import claims as queue
+from scheduler_app.queue import lifecycle
+from scheduler_app.runs import batch as run_batch
+from scheduler_app.runs import code as run_code
+from scheduler_app.runs.executor import executor_of
 
 # Never started (a cancelled run never ran; a rejected one may fit a host that joined since).
 STARTABLE = {RunStatus.READY, RunStatus.CANCELLED, RunStatus.REJECTED}

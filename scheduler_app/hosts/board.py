@@ -17,10 +17,10 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from agentsys.types import RequestStatus
+from hosts_app.liveness import host_is_alive
 from hosts_app.models import Host, HostStatus
 from scheduler_app.models import GPU, Run
-from scheduler_app.queue import SLURM
-from scheduler_app.selectors import host_is_alive
+from scheduler_app.queue.claims import SLURM
 
 GPU_LESS_SHOWN = 10  # GPU-less runs named on a card; the count says how many more
 

@@ -1,5 +1,5 @@
 """POST /api/runs/batch: up to 1,000 runs in one request, all made or none
-(scheduler_app.run_batch). Each run is what POST /api/runs takes; a bad one is named by its
+(scheduler_app.runs.batch). Each run is what POST /api/runs takes; a bad one is named by its
 index in the list, with every other bad one, in one 422."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from ninja import Router, Schema, Status
 from pydantic import ConfigDict, Field, SkipValidation, StringConstraints, ValidationError
 
 from accounts_app.auth import agent_of
-from scheduler_app import loop_scope, run_batch
-from scheduler_app.api_runs import EXECUTOR_OPTIONS, RunIn, RunOut
+from scheduler_app import loop_scope
+from scheduler_app.api.runs import EXECUTOR_OPTIONS, RunIn, RunOut
+from scheduler_app.runs import batch as run_batch
 
 router = Router()
 DEFAULTED = ("sweep_id", "workdir", "auto_start")  # what the batch may say for all its runs

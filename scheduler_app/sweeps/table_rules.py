@@ -1,5 +1,5 @@
 """The sweep table's rules: how any column sorts and how a filter holds, checked here and
-applied in PostgreSQL (scheduler_app.sweep_table_sql).
+applied in PostgreSQL (scheduler_app.sweeps.table_sql).
 
 One sort rule for every column, so that a param whose values mix numbers and strings still
 reads sensibly: numbers (ascending), then strings (case-insensitive; a boolean is its word),
@@ -37,7 +37,7 @@ class Where:
 
 
 def value_of(row: dict, column: str) -> Any:
-    """The cell of `column` in `row` (as scheduler_app.sweep_table builds rows); MISSING
+    """The cell of `column` in `row` (as scheduler_app.sweeps.table builds rows); MISSING
     where the run has none."""
     kind, _, rest = column.partition(".")
     if kind == "param":

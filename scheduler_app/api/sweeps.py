@@ -1,5 +1,5 @@
 """REST for sweeps: list them (a research loop's, a person's), make one for runs to join, and
-read one as a table of its runs, params against metrics (scheduler_app.sweep_table), as JSON
+read one as a table of its runs, params against metrics (scheduler_app.sweeps.table), as JSON
 or CSV."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from accounts_app.auth import agent_of
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH
 from common.api_contract import MAX_OFFSET
 from scheduler_app import selectors
-from scheduler_app.api_runs import SlurmOptionsIn, check_metrics_pattern
-from scheduler_app.metric_queries import json_value
+from scheduler_app.api.runs import SlurmOptionsIn, check_metrics_pattern
+from scheduler_app.metrics.queries import json_value
 from scheduler_app.models import Sweep, SweepKind, SweepStatus
-from scheduler_app.sweep_table import MISSING, BadTableQuery, Table, sweep_table, value_of
+from scheduler_app.sweeps.table import MISSING, BadTableQuery, Table, sweep_table, value_of
 
 router = Router(tags=["sweeps"])
 

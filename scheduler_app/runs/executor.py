@@ -1,6 +1,6 @@
 """A run's executor: the ExecutorAgent that runs its command, as create_agent's keywords, and
 the options a run takes from its sweep. Its own module because both ways of making runs use
-it (scheduler_app.runs, one at a time, and scheduler_app.run_batch, many at once, which
+it (scheduler_app.runs.launch, one at a time, and scheduler_app.runs.batch, many at once, which
 create_run also inserts through), so neither needs to import the other's module for it."""
 
 from __future__ import annotations

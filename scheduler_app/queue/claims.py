@@ -152,7 +152,7 @@ def route(config: dict) -> tuple[str, dict]:
 def submit(*, agent: Agent, gpu_required, config: dict | None = None) -> ScheduleRequest:
     """Queue an executor agent (its row already created, IDLE). Impossible requests are
     stored REJECTED with the reason, and their agent and run REJECTED too, so nothing waits
-    forever; a run of the agent becomes QUEUED with its request (scheduler_app.lifecycle)."""
+    forever; a run of the agent becomes QUEUED with its request (scheduler_app.queue.lifecycle)."""
     gpu_required = validate_gpu_required(gpu_required)
     config = config if config is not None else agent.config
     backend, requires = route(config)
@@ -317,7 +317,7 @@ _LOCK_FREE_GPUS = """
 
 # The request, its GPUs, its agent and its run change together: the agent's config carries
 # the indices it runs on, so a daemon that dies right after the claim relaunches it on them,
-# and the run says `running` from the moment its request does (scheduler_app.lifecycle).
+# and the run says `running` from the moment its request does (scheduler_app.queue.lifecycle).
 _PLACE = """
     WITH wanted AS (
         SELECT unnest(%(ids)s::varchar[]) AS id,

@@ -20,8 +20,9 @@ from django.utils import timezone
 from agents_app.models import Agent
 from agentsys.types import LIVE_AGENT_STATUSES, AgentRole, AgentStatus, RequestStatus
 from hosts_app.models import Host
-from scheduler_app import oplog, queue
+from scheduler_app import oplog
 from scheduler_app.models import GPU, Run, RunStatus, ScheduleRequest
+from scheduler_app.queue import claims as queue
 
 HOST_DOWN = "host down"
 

@@ -1,4 +1,4 @@
-"""The sweep table's rules (scheduler_app.sweep_table_rules) as one PostgreSQL query: which
+"""The sweep table's rules (scheduler_app.sweeps.table_rules) as one PostgreSQL query: which
 runs pass the status and the where clauses, in the sort's order, a page of them and how many
 pass in all, so that a page of a sweep of 10^4 runs brings 10^4 ids no further than the
 database (`bench/ui.py` sweep_table_api_10000_runs_ms).
@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from scheduler_app.sweep_table_rules import Where
+from scheduler_app.sweeps.table_rules import Where
 
 # The SQL below is built from this module's constants and the column's index only (ruff's
 # S608 is told so where it is joined); what a request brings, a sweep id, a status, a param

@@ -1,8 +1,8 @@
 """Many runs in one go (POST /api/runs/batch): a script's or a loop's hundreds of runs.
 
-Each run ends up exactly as scheduler_app.runs.create_run (and, with auto_start, start_run
+Each run ends up exactly as scheduler_app.runs.launch.create_run (and, with auto_start, start_run
 and queue.submit) would leave it: queued, or rejected with the reason, its executor agent
-and queue request saying the same word (scheduler_app.lifecycle). What is the same for many
+and queue request saying the same word (scheduler_app.queue.lifecycle). What is the same for many
 runs is done once: the sweeps and chats named are looked up in one query each, a workdir's
 code is recorded once (one bundle per commit), a rejection is judged once per kind of
 request; runs, agents and requests are inserted a statement each, in one transaction, and
@@ -27,7 +27,7 @@ from agents_app.services import create_agents
 from agentsys.run_dir import run_dir_of
 from agentsys.types import AgentStatus, RequestStatus
 from common.ids import fresh_ids
-from scheduler_app import oplog, queue, run_code
+from scheduler_app import oplog
 from scheduler_app.models import (
     Run,
     RunStatus,
@@ -36,7 +36,9 @@ from scheduler_app.models import (
     new_request_id,
     new_run_id,
 )
-from scheduler_app.run_executor import executor_of, inherit_options, sweep_options
+from scheduler_app.queue import claims as queue
+from scheduler_app.runs import code as run_code
+from scheduler_app.runs.executor import executor_of, inherit_options, sweep_options
 
 MAX_RUNS = 1000
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ninja import Field, Query, Router, Schema, Status
 
-from scheduler_app import metric_queries
+from scheduler_app.metrics import queries as metric_queries
 from scheduler_app.models import Run
 
 router = Router(tags=["runs"])

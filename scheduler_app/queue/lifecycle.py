@@ -4,9 +4,9 @@ Whatever moves one of them (the claim, the executor's start and end, a cancel fr
 the admin or a stopped parent, a deleted agent, a host declared dead) goes through a function
 here, inside one transaction, so no reader ever sees a run `queued` behind a `cancelled`
 request or a `done` request under a run that says something else. Once it ends, all three say
-the same word (agentsys.types.EndState). `queue.submit` (queued or rejected; for a batch of
-runs, `run_batch.create_runs` writes the same three rows at once) and `queue.claim` (running,
-in its placement statement) are the other two.
+the same word (agentsys.types.EndState). `claims.submit` (queued or rejected; for a batch of
+runs, `runs.batch.create_runs` writes the same three rows at once) and `claims.claim`
+(running, in its placement statement) are the other two.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from django.utils import timezone
 from agents_app.models import Agent
 from agentsys.types import OPEN_REQUEST_STATUSES, AgentStatus, EndState, RequestStatus
 from events_app.events import AGENTS_STREAM, record_event
-from scheduler_app import oplog, queue
+from scheduler_app import oplog
 from scheduler_app.models import Run, RunStatus, ScheduleRequest
+from scheduler_app.queue import claims as queue
 
 _EXIT_CODE = re.compile(r"exited with code (-?\d+)")
 # How a SLURM run's executor begins its error when sbatch refused the job (it can never run

@@ -3,7 +3,7 @@
 The reasons are tried in order, each a small function that returns a sentence or None; the
 counts are of the online hosts that have the labels the request requires (none has them:
 "no online host has gpu_model~H100"). Reads nothing from the database: the caller passes the
-host cards (scheduler_app.host_board) and the request's place in the line."""
+host cards (scheduler_app.hosts.board) and the request's place in the line."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentsys.scheduling import describe_requires, host_meets
-from scheduler_app.queue import SLURM
+from scheduler_app.queue.claims import SLURM
 
 NO_DAEMON = "no runagentd online"
 
 
 class HostView(Protocol):
-    """What a reason reads of a host (a scheduler_app.host_board.HostCard)."""
+    """What a reason reads of a host (a scheduler_app.hosts.board.HostCard)."""
 
     name: str
     state: str  # online, silent, offline, dead

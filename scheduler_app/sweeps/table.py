@@ -4,12 +4,12 @@ Columns: the run's own (name, status, created_at, duration_s, exit_code), one pe
 any run of the sweep has (`param.<name>`: the run's `params`, then what its trackers logged
 that it does not set itself), and three per metric key (`metric.<key>.last|min|max`, from its
 series, whatever source wrote them). How each sorts and filters:
-scheduler_app.sweep_table_rules.
+scheduler_app.sweeps.table_rules.
 
 A page is read in two steps, so that a sweep of 10^4 runs costs what its sort and filters
 look at (`bench/ui.py` sweep_table_api_10000_runs_ms): first the ids of the page's runs, in
 order, and how many runs pass, from one query that filters, sorts and pages in PostgreSQL
-(scheduler_app.sweep_table_sql); then the whole rows of those runs. The CSV is every run that
+(scheduler_app.sweeps.table_sql); then the whole rows of those runs. The CSV is every run that
 passes, whole.
 """
 
@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from django.db import connection
 
 from scheduler_app.models import Sweep
-from scheduler_app.sweep_table_rules import (
+from scheduler_app.sweeps.table_rules import (
     MISSING,
     BadTableQuery,
     checked_statuses,
     parse_where,
     value_of,
 )
-from scheduler_app.sweep_table_sql import PARAMS, Query
+from scheduler_app.sweeps.table_sql import PARAMS, Query
 
 __all__ = ["MISSING", "BadTableQuery", "Table", "sweep_table", "value_of"]
 

@@ -1,4 +1,4 @@
-"""Storing a run's metric rows as series (writes; reads are in metric_queries).
+"""Storing a run's metric rows as series (writes; reads are in metrics.queries).
 
 A row is what the training script appended to agent_metrics.jsonl, W&B-style:
 {"_step": 10, "loss": 1.2, "lr": 0.001}. Each numeric field becomes a point of the series of

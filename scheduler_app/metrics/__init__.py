@@ -1,0 +1,1 @@
+"""Metric series of runs: writes (series) and downsampled reads (queries)."""
