@@ -227,3 +227,16 @@ def daemon():
     yield started
     if started.process.poll() is None:
         started.stop()
+
+
+@pytest.fixture
+def latest_schema_after():
+    """For a test that migrates the database back: every migration applied again after it,
+    as the tests after it expect."""
+    from django.contrib.contenttypes.models import ContentType
+
+    from tests.helpers import migrate
+
+    yield
+    migrate()
+    ContentType.objects.clear_cache()

@@ -126,3 +126,14 @@ def migrate(targets=None):
     targets = targets or executor.loader.graph.leaf_nodes()
     executor.migrate(targets)
     return executor.loader.project_state(targets).apps
+
+
+def models_at(targets):
+    """Migrate the test database back to `targets` and return a getter of that state's models
+    ("app_label.Model"), to write the rows an older deployment held (a migrate-from test, which
+    uses the `latest_schema_after` fixture to leave every migration applied)."""
+    from django.contrib.contenttypes.models import ContentType
+
+    old = migrate(targets)
+    ContentType.objects.clear_cache()
+    return lambda label: old.get_model(*label.split("."))

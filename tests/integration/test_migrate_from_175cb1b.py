@@ -11,14 +11,16 @@ from django.test import Client
 
 from accounts_app.services import digest_of
 from events_app.events import record_event
-from tests.helpers import migrate
+from tests.helpers import migrate, models_at
 from tests.integration.test_event_feed import SSEClient
 
 pytestmark = [
     pytest.mark.slow,
     # The event stream follows its group through channels-postgres' own database alias.
     pytest.mark.django_db(transaction=True, databases=["default", "channels_postgres"]),
-    pytest.mark.usefixtures("channel_layer_on_test_db", "close_db_connections"),
+    pytest.mark.usefixtures(
+        "channel_layer_on_test_db", "close_db_connections", "latest_schema_after"
+    ),
 ]
 
 # Every app's last migration at 175cb1b. events_app did not exist yet: going back to agents_app
@@ -38,20 +40,9 @@ RESEARCH_CLASS = "agentsys.agents.research.ResearchAgent"
 EXECUTOR_CLASS = "agentsys.agents.executor.ExecutorAgent"
 
 
-@pytest.fixture(autouse=True)
-def _latest_schema_after():
-    yield
-    migrate()  # the tests after this one need every migration applied
-    ContentType.objects.clear_cache()
-
-
 def _old_database() -> None:
     """The rows a 175cb1b deployment held, written through that version's models."""
-    old = migrate(AT_175CB1B)
-    ContentType.objects.clear_cache()
-
-    def model(label):
-        return old.get_model(*label.split("."))
+    model = models_at(AT_175CB1B)
 
     owner = model("auth.User").objects.create(username="ada", is_staff=True)
     model("accounts_app.ApiToken").objects.create(

@@ -11,9 +11,13 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts_app.services import digest_of
-from tests.helpers import migrate
+from tests.helpers import migrate, models_at
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("latest_schema_after"),
+]
 
 # Every app's last migration at f5f37ae.
 AT_F5F37AE = [
@@ -31,20 +35,9 @@ L1, LOOP, EXECUTOR = "orchestrator-aaaa0000", "research-bbbb0000", "executor-ccc
 CHAT, SWEEP, RUN = "chat-dddd0000", "sweep-eeee0000", "run-ffff0000"
 
 
-@pytest.fixture(autouse=True)
-def _latest_schema_after():
-    yield
-    migrate()  # the tests after this one need every migration applied
-    ContentType.objects.clear_cache()
-
-
 def _old_database() -> None:
     """The rows an f5f37ae deployment held, written through that version's models."""
-    old = migrate(AT_F5F37AE)
-    ContentType.objects.clear_cache()
-
-    def model(label):
-        return old.get_model(*label.split("."))
+    model = models_at(AT_F5F37AE)
 
     ada = model("auth.User").objects.create(username="ada", is_staff=True)
     model("accounts_app.ApiToken").objects.create(
