@@ -170,13 +170,13 @@
     const axisPart = out + "</g>"; // drawn over the lines, so that their labels stay legible
     out = `<g class="runs">`;
     for (const row of rows) {
+      // A param the run does not have (a sweep whose runs set different ones) is passed over:
+      // the line goes on to its next axis, so every run is drawn, not only those with all.
       let d = "";
-      let pen = false;
       axes.forEach((c, i) => {
         const y = scales[i].pos(valueOf(row, c));
-        if (y === null || y === undefined || Number.isNaN(y)) { pen = false; return; }
-        d += `${pen ? "L" : "M"}${xs[i].toFixed(1)} ${y.toFixed(1)}`;
-        pen = true;
+        if (y === null || y === undefined || Number.isNaN(y)) return;
+        d += `${d ? "L" : "M"}${xs[i].toFixed(1)} ${y.toFixed(1)}`;
       });
       if (!d) continue;
       const stroke = metric ? lineColour(metricScale, valueOf(row, metric)) : "#5c7cfa";

@@ -1,7 +1,8 @@
-// A sweep's table on a phone (max-width 640px, as app.css): each run's name, its params and
-// the one metric that matters (the sorted one, else the chart's), so nothing that matters
-// hides behind a sideways scroll; the other columns are on a wider screen and in the CSV.
-// A line above the table says so, and says when the params alone still need a scroll.
+// A sweep's table on a phone (max-width 640px, as app.css): each run's name, the one metric
+// that matters (the sorted one, else the chart's) right beside it, then its params, so
+// nothing that matters hides behind a sideways scroll; the other columns are on a wider
+// screen and in the CSV. A line above the table says so, and says when the params alone
+// still need a scroll (many params, long values): the metric is never the one cut off.
 (function () {
   "use strict";
   const narrow = window.matchMedia("(max-width: 640px)");
@@ -17,9 +18,9 @@
   function columns(chosen, data, state) {
     if (!narrow.matches) return chosen;
     const key = keyMetric(data, state);
-    return data.columns.filter(
-      (c) => c.id === "name" || (c.kind === "param" && chosen.includes(c)) || (key && c.id === key.id),
-    );
+    const name = data.columns.filter((c) => c.id === "name");
+    const params = data.columns.filter((c) => c.kind === "param" && chosen.includes(c));
+    return [...name, ...(key ? [key] : []), ...params];
   }
 
   function note(data, state) {
@@ -30,9 +31,9 @@
     const wrap = document.querySelector(".sweep-table-wrap");
     const sideways = wrap.scrollWidth > wrap.clientWidth + 1;
     line.textContent =
-      `On a narrow screen: each run's params${key ? ` and ${key.label}` : ""}; ` +
+      `On a narrow screen: each run's ${key ? `${key.label} and ` : ""}params; ` +
       "the other columns are on a wider screen and in the CSV." +
-      (sideways ? " Scroll the table sideways for the rest →" : "");
+      (sideways ? " Scroll the table sideways for the rest of the params →" : "");
   }
 
   window.AgentSysSweepPhone = { narrow, columns, note };

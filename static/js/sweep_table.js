@@ -325,7 +325,7 @@
         ? "No params shown: each run is a dot on the metric's axis (params shown under Columns become axes of their own)."
       : scatter
         ? `Each dot is a run of this page: ${x ? x.label : "(no param)"} against ${metric.label}. Hover a dot or a row to pick it out; click a dot to open its run.`
-        : `Each line is a run of this page, coloured by ${metric.label} (dark: low, yellow: high). Hover a line or a row to pick it out; click a line to open its run.`;
+        : `Each line is a run of this page, coloured by ${metric.label} (dark: low, yellow: high); a run without one of the params passes over its axis. Hover a line or a row to pick it out; click a line to open its run.`;
     chart.draw({ mode: scatter && x ? "scatter" : "parallel", rows: data.rows, axes, metric, x });
   }
 

@@ -1,6 +1,6 @@
 """A sweep's table on a phone (issue 34): at 390 px the chart comes first, and the table shows
-each run's name, its params and the metric it is sorted by (else the chart's), with no
-sideways scroll to find them; a line says where the other columns are. At 1280 px every
+each run's name, the metric it is sorted by (else the chart's) beside it, then its params,
+with no sideways scroll to find them; a line says where the other columns are. At 1280 px every
 column chosen is there."""
 
 from __future__ import annotations
@@ -53,22 +53,47 @@ def test_on_a_phone_the_chart_comes_first_and_the_table_fits_what_matters(site):
     expect(rows).to_have_count(4)
     chart = page.locator(".sweep-chart-card").bounding_box()
     assert chart["y"] < page.locator(".sweep-table-card").bounding_box()["y"]
-    assert _columns(page) == ["name", "param.batch", "param.lr", "metric.loss.last"]
+    assert _columns(page) == ["name", "metric.loss.last", "param.batch", "param.lr"]
     wrap = page.locator(".sweep-table-wrap")
     assert wrap.evaluate("w => w.scrollWidth <= w.clientWidth + 1")  # nothing off to the side
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     note = page.locator("#phone-note")
-    expect(note).to_contain_text("each run's params and loss (last)")
+    expect(note).to_contain_text("each run's loss (last) and params")
     expect(note).to_contain_text("in the CSV")
     shot(page, "sweep-table-phone")
 
     # Sorted by another metric: that one is the column shown.
     page.goto(f"{url}/sweeps/{sweep.pk}/?sort=-metric.accuracy.max")
     expect(rows).to_have_count(4)
-    assert _columns(page)[-1] == "metric.accuracy.max"
+    assert _columns(page)[1] == "metric.accuracy.max"
     expect(rows.first).to_contain_text("lr 1.0 batch 64")
 
+    # Params too many for the width: they scroll, the metric beside the name does not.
+    wide = Sweep.objects.create(name="five params")
+    for i in range(3):
+        run = Run.objects.create(
+            name=f"refine at learning rate {i} with warmup",
+            command="python train.py",
+            sweep=wide,
+            params={"lr": 0.1 * i, "seed": 1000 + i, "steps": 15000, "warmup": 500, "wd": 0.01}
+            if i
+            else {"lr": 0.0},  # a run that sets fewer params is drawn all the same
+        )
+        MetricSeries.objects.create(
+            run=run, agent_id=f"x-{i}", key="loss", points=1, last_step=1, last_value=0.5 + i
+        )
+    page.goto(f"{url}/sweeps/{wide.pk}/")
+    expect(rows).to_have_count(3)
+    expect(note).to_contain_text("Scroll the table sideways for the rest of the params")
+    metric = page.locator('#sweep-table th[data-col="metric.loss.last"]').bounding_box()
+    assert metric["x"] + metric["width"] <= 390, metric
+    lines = page.locator(".sweep-chart path.line")
+    expect(lines).to_have_count(3)
+    # Each a line from axis to axis (a path of lone points draws nothing).
+    assert lines.evaluate_all("ps => ps.every(p => !/M[^L]*M/.test(p.getAttribute('d')))")
+
     # A wide screen has every column again, and no phone line.
+    page.goto(f"{url}/sweeps/{sweep.pk}/?sort=-metric.accuracy.max")
     page.set_viewport_size({"width": 1280, "height": 900})
     expect(page.locator('th[data-col="status"]')).to_have_count(1)
     assert {"metric.loss.min", "duration_s"} <= set(_columns(page))
