@@ -174,25 +174,64 @@ def chromium():
         browser.close()
 
 
-@pytest.fixture
-def site(chromium):
-    """A daphne serving the app and a logged-in Chromium page at 1280 px: (base url, page)."""
-    from django.contrib.auth import get_user_model
+@pytest.fixture(scope="module")
+def module_web(chromium, django_db_setup, django_db_blocker):
+    """One daphne for a module's page tests, on the worker's test database. A start costs a
+    second of CPU (2-6 s of a test's time on a busy machine) and the web keeps nothing of a
+    test's rows in memory: each test's rows are flushed after it, the web reads the next
+    test's as any page would.
 
-    from tests.chromium import PASSWORD, USER, log_in
+    At the module's end it is stopped with a live page open: whatever a page has in flight
+    (the live feed, a poll) must not keep the web process from exiting."""
     from tests.live_clients import Web
 
-    get_user_model().objects.create_user(USER, password=PASSWORD)
     web = Web()
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    log_in(page, web.url)
-    yield web.url, page
-    # Stopped with the page still open: whatever it has in flight (the live feed, a poll)
-    # must not keep the web process from exiting.
+    yield web
+    with django_db_blocker.unblock():
+        context, page = _logged_in_page(chromium, web.url, create=True)
+    page.goto(f"{web.url}/")  # the overview: its live feed and polls in flight
     web.stop()
     assert web.process.returncode == 0, "the web process needed its stop watchdog"
+    context.close()
+    with django_db_blocker.unblock():  # its person, made outside any test: gone again
+        from django.contrib.auth import get_user_model
+        from django.db import connections
+
+        from tests.chromium import USER
+
+        get_user_model().objects.filter(username=USER).delete()
+        connections.close_all()  # else dropping the test database waits on it
+
+
+def _logged_in_page(chromium, base_url: str, *, create: bool = False, timeout_ms: int = 15_000):
+    """A Chromium context at 1280 px logged in as the page tests' person, by the session cookie
+    a login would set (the login page itself is tested in test_auth and test_ui_read)."""
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from tests.chromium import PASSWORD, USER
+
+    users = get_user_model().objects
+    user = users.create_user(USER, password=PASSWORD) if create else users.get(username=USER)
+    client = Client()
+    client.force_login(user)
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME]
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    context.add_cookies(
+        [{"name": cookie.key, "value": cookie.value, "url": base_url, "httpOnly": True}]
+    )
+    page = context.new_page()
+    page.set_default_timeout(timeout_ms)
+    return context, page
+
+
+@pytest.fixture
+def site(chromium, module_web, transactional_db):
+    """The module's daphne and a page logged in at 1280 px, on a context of this test's own:
+    (base url, page)."""
+    context, page = _logged_in_page(chromium, module_web.url, create=True)
+    yield module_web.url, page
     context.close()
 
 
