@@ -63,6 +63,10 @@ def provider_config(*, provider: str, model: str, demo_base_url: str | None = No
         "permission": {"bash": "allow", "edit": "allow"},
         "lsp": False,
         "formatter": False,
+        # OpenCode's own snapshots copy the worktree into a shadow git store before and after
+        # every model step (for its undo); AgentSys records each run's code itself, and in a
+        # researcher's project that copy is work and disk spent on every step.
+        "snapshot": False,
         "model": f"{provider}/{model}",
         "small_model": f"{provider}/{model}",
         "enabled_providers": [provider],

@@ -26,6 +26,41 @@ def test_its_state_stays_in_its_own_directory(opencode_server):
     assert (state / "home" / ".local" / "share" / "opencode").is_dir()
 
 
+def test_a_prompt_in_a_git_project_leaves_no_snapshot_of_it(opencode_server, tmp_path):
+    """OpenCode's own undo snapshots (a copy of the worktree before and after each model step)
+    are off: AgentSys records each run's code itself; in a researcher's project they were work
+    and disk spent on every step."""
+    import asyncio
+    import subprocess
+
+    from agentsys.opencode.client import OpenCodeClient
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("print('loss=1.0')\n")
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "start"]):
+        git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args]
+        subprocess.run(git, cwd=project, check=True)
+
+    async def one_prompt():
+        client = OpenCodeClient(opencode_server.url, password=opencode_server.password)
+        try:
+            session = await client.create_session(directory=str(project))
+            return await client.prompt(
+                session,
+                "Say hello.",
+                provider=opencode_server.provider,
+                model=opencode_server.model,
+                directory=str(project),
+            )
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(one_prompt()).text
+    data = opencode_server.process.state_dir / "home" / ".local" / "share" / "opencode"
+    assert not (data / "snapshot").exists(), sorted(p.name for p in data.iterdir())
+
+
 def test_a_missing_binary_says_to_run_make_setup(tmp_path):
     server = LocalOpenCode(
         state_dir=tmp_path / "s",
