@@ -60,20 +60,17 @@ $(CHROMIUM):
 	$(SUDO) apt-get install -y chromium || { $(SUDO) apt-get update && $(SUDO) apt-get install -y chromium; }
 
 # tests/unit first: plain agentsys code, no Django settings, no database (seconds); then
-# tests/integration, tests/browser and tests/e2e under pytest-django: most on two workers
+# tests/integration, tests/browser and tests/e2e under pytest-django on two workers
 # (pytest-xdist, each with its own test database; a module's tests stay on one worker, and the
-# modules on the one SLURM cluster run one after another on one worker: tests/conftest.py),
-# then, alone, the test that restarts the PostgreSQL server every worker's database is on.
-# The static files the browser tests' daphnes serve are collected once, before any of them
-# runs: collectstatic rewrites the manifest a running daphne may be reading.
-SERIAL_TESTS := tests/e2e/test_postgres_restart.py
+# modules on the one SLURM cluster run one after another on one worker: tests/conftest.py).
+# No test restarts the PostgreSQL server the workers share: tests/e2e/test_postgres_restart.py
+# restarts one of its own. The static files the browser tests' daphnes serve are collected
+# once, before any of them runs: collectstatic rewrites the manifest a running daphne may read.
 test: lint check-deploy $(CHROMIUM) slurm-up
 	$(PY) manage.py makemigrations --check --dry-run
 	$(MAKE) --no-print-directory test-unit
 	$(PY) manage.py collectstatic --noinput --verbosity 0
-	AGENTSYS_TEST_STATIC_COLLECTED=1 $(PY) -m pytest --ignore=tests/unit \
-		$(addprefix --ignore=,$(SERIAL_TESTS)) -n 2 --dist loadgroup
-	AGENTSYS_TEST_STATIC_COLLECTED=1 $(PY) -m pytest $(SERIAL_TESTS)
+	AGENTSYS_TEST_STATIC_COLLECTED=1 $(PY) -m pytest --ignore=tests/unit -n 2 --dist loadgroup
 
 # A real single-node SLURM (2 fake GPUs) for tests/integration/test_slurm_cluster.py; it needs
 # root and apt-get, and without them those tests skip.

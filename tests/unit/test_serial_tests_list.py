@@ -2,20 +2,17 @@
 that start the one SLURM cluster (tests/slurm_cluster.py) are one xdist group
 (tests/conftest.py ON_THE_SLURM_CLUSTER), run one after another. A module that starts the
 cluster and is not in that group would meet another on the cluster's two GPUs: this test
-names it. The test that restarts the database server runs alone, after them (SERIAL_TESTS)."""
+names it. No collected module restarts the database server the workers share: the restart
+cases (tests/e2e/postgres_restart_cases.py, not named test_*) run on a server of their own."""
 
-import re
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _serial_tests() -> set[str]:
-    makefile = (REPO / "Makefile").read_text().replace("\\\n", " ")
-    found = re.search(r"^SERIAL_TESTS := (.*)$", makefile, re.MULTILINE)
-    assert found, "the Makefile has no SERIAL_TESTS"
-    return set(found.group(1).split())
+# How a module restarts the server its pytest runs on (settings.EMBEDDED_POSTGRES).
+RESTART_WORDS = ("EMBEDDED_POSTGRES.stop_server", "self.embedded.stop_server")
 
 
 def _slurm_group() -> set[str]:
@@ -36,7 +33,15 @@ def test_every_module_on_the_slurm_cluster_runs_in_its_one_group():
     assert not missing, f"add to ON_THE_SLURM_CLUSTER in tests/conftest.py: {sorted(missing)}"
 
 
-def test_the_parallel_part_groups_by_xdist_group_and_the_restart_test_runs_alone():
+def test_the_suite_runs_in_one_parallel_part_and_no_module_restarts_the_shared_server():
     makefile = (REPO / "Makefile").read_text()
     assert "--dist loadgroup" in makefile  # else the SLURM group is not kept together
-    assert _serial_tests() == {"tests/e2e/test_postgres_restart.py"}
+    assert makefile.count("-m pytest") == 2, "tests/unit, then the rest in one parallel part"
+    restarters = {
+        str(path.relative_to(REPO))
+        for path in (REPO / "tests").rglob("test_*.py")
+        if path != Path(__file__) and any(words in path.read_text() for words in RESTART_WORDS)
+    }
+    assert not restarters, f"these restart the server every worker's database is on: {restarters}"
+    cases = (REPO / "tests" / "e2e" / "postgres_restart_cases.py").read_text()
+    assert any(words in cases for words in RESTART_WORDS)  # the check looks for the right words
