@@ -62,7 +62,8 @@ $(CHROMIUM):
 # tests/unit first: plain agentsys code, no Django settings, no database (seconds); then
 # tests/integration, tests/browser and tests/e2e under pytest-django on two workers
 # (pytest-xdist, each with its own test database; a module's tests stay on one worker, and the
-# modules on the one SLURM cluster run one after another on one worker: tests/conftest.py).
+# modules on the one SLURM cluster, and those on the system PostgreSQL, run one after another
+# on one worker each: tests/conftest.py).
 # No test restarts the PostgreSQL server the workers share: tests/e2e/test_postgres_restart.py
 # restarts one of its own. The static files the browser tests' daphnes serve are collected
 # once, before any of them runs: collectstatic rewrites the manifest a running daphne may read.

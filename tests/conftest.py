@@ -21,11 +21,26 @@ ON_THE_SLURM_CLUSTER = {
 }
 
 
+# The modules on the system PostgreSQL (CI: 127.0.0.1:5432): one of them restarts it, so they
+# run one after the other too.
+ON_THE_SYSTEM_POSTGRES = {
+    "tests.e2e.test_external_database",
+    "tests.e2e.test_postgres_restart",
+}
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
     """Each module is one unit of work for a worker (its module fixtures made once), but the
-    SLURM cluster's modules are one unit together."""
+    modules sharing the SLURM cluster, and those sharing the system PostgreSQL, are one unit
+    together each."""
     for item in items:
         module = item.module.__name__ if item.module is not None else item.nodeid
-        group = "slurm-cluster" if module in ON_THE_SLURM_CLUSTER else module
+        group = (
+            "slurm-cluster"
+            if module in ON_THE_SLURM_CLUSTER
+            else "system-postgres"
+            if module in ON_THE_SYSTEM_POSTGRES
+            else module
+        )
         item.add_marker(pytest.mark.xdist_group(group))

@@ -2,7 +2,8 @@
 that start the one SLURM cluster (tests/slurm_cluster.py) are one xdist group
 (tests/conftest.py ON_THE_SLURM_CLUSTER), run one after another. A module that starts the
 cluster and is not in that group would meet another on the cluster's two GPUs: this test
-names it. No collected module restarts the database server the workers share: the restart
+names it; the same for the system PostgreSQL (ON_THE_SYSTEM_POSTGRES), which one of them
+restarts. No collected module restarts the database server the workers share: the restart
 cases (tests/e2e/postgres_restart_cases.py, not named test_*) run on a server of their own."""
 
 import sys
@@ -45,3 +46,17 @@ def test_the_suite_runs_in_one_parallel_part_and_no_module_restarts_the_shared_s
     assert not restarters, f"these restart the server every worker's database is on: {restarters}"
     cases = (REPO / "tests" / "e2e" / "postgres_restart_cases.py").read_text()
     assert any(words in cases for words in RESTART_WORDS)  # the check looks for the right words
+
+
+def test_every_module_on_the_system_postgres_runs_in_its_one_group():
+    sys.path.insert(0, str(REPO))
+    from tests.conftest import ON_THE_SYSTEM_POSTGRES
+
+    on_it = {
+        str(path.relative_to(REPO))
+        for path in (REPO / "tests").rglob("test_*.py")
+        if "AGENTSYS_TEST_EXTERNAL_DATABASE_URL" in path.read_text() and path != Path(__file__)
+    }
+    assert len(on_it) >= 2, "the check looks for the wrong name"
+    group = {name.replace(".", "/") + ".py" for name in ON_THE_SYSTEM_POSTGRES}
+    assert not on_it - group, f"add to ON_THE_SYSTEM_POSTGRES: {sorted(on_it - group)}"
