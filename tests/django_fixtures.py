@@ -25,6 +25,15 @@ def _uses_the_test_database(item) -> bool:
     )
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _cheap_password_hashes():
+    """Passwords hashed at one PBKDF2 iteration in the test process (tests/fast_hasher.py)."""
+    from django.test.utils import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["tests.fast_hasher.OneIterationPBKDF2"]):
+        yield
+
+
 @pytest.fixture
 def agentsys_config(settings):
     """Replace fields of settings.AGENTSYS for one test: agentsys_config(api_token="t")."""
