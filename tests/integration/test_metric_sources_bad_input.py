@@ -266,8 +266,31 @@ class DaemonMemory:
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def __enter__(self):
+        self._settle()
         self._thread.start()
         return self
+
+    def _settle(self, timeout: float = 30) -> None:
+        """Wait until no process of the daemon is still starting: a spare worker it forks
+        grows by ~60 MiB while it imports Django (slowly on a busy machine), which is not what
+        this measures. Settled: the same processes, none grown by 2 MiB, over 0.5 s."""
+        deadline, before = time.monotonic() + timeout, self._sizes()
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            now = self._sizes()
+            if now.keys() == before.keys() and all(now[p] - before[p] < 2**21 for p in now):
+                return
+            before = now
+        raise AssertionError(f"the daemon's processes did not settle: {before}")
+
+    def _sizes(self) -> dict[int, int]:
+        sizes = {}
+        for process in [self.root, *self.root.children(recursive=True)]:
+            try:
+                sizes[process.pid] = process.memory_info().rss
+            except psutil.Error:
+                continue
+        return sizes
 
     def __exit__(self, *exc):
         self._stop.set()
