@@ -197,7 +197,7 @@ def module_web(chromium, django_db_setup, django_db_blocker):
     web = Web()
     yield web
     with django_db_blocker.unblock():
-        context, page = _logged_in_page(chromium, web.url, create=True)
+        context, page = _logged_in_page(chromium, web.url)
     page.goto(f"{web.url}/")  # the overview: its live feed and polls in flight
     web.stop()
     assert web.process.returncode == 0, "the web process needed its stop watchdog"
@@ -212,17 +212,16 @@ def module_web(chromium, django_db_setup, django_db_blocker):
         connections.close_all()  # else dropping the test database waits on it
 
 
-def _logged_in_page(chromium, base_url: str, *, create: bool = False, timeout_ms: int = 15_000):
-    """A Chromium context at 1280 px logged in as the page tests' person, by the session cookie
-    a login would set (the login page itself is tested in test_auth and test_ui_read)."""
+def _logged_in_page(chromium, base_url: str, *, timeout_ms: int = 15_000):
+    """The page tests' person, made, and a Chromium context at 1280 px logged in as them by the
+    session cookie a login would set (the login page itself is tested in test_auth)."""
     from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.test import Client
 
     from tests.chromium import PASSWORD, USER
 
-    users = get_user_model().objects
-    user = users.create_user(USER, password=PASSWORD) if create else users.get(username=USER)
+    user = get_user_model().objects.create_user(USER, password=PASSWORD)
     client = Client()
     client.force_login(user)
     cookie = client.cookies[settings.SESSION_COOKIE_NAME]
@@ -239,7 +238,7 @@ def _logged_in_page(chromium, base_url: str, *, create: bool = False, timeout_ms
 def site(chromium, module_web, transactional_db):
     """The module's daphne and a page logged in at 1280 px, on a context of this test's own:
     (base url, page)."""
-    context, page = _logged_in_page(chromium, module_web.url, create=True)
+    context, page = _logged_in_page(chromium, module_web.url)
     yield module_web.url, page
     context.close()
 
@@ -248,17 +247,10 @@ def site(chromium, module_web, transactional_db):
 def site_in_workdir(chromium, workdir):
     """A daphne whose AGENTSYS_WORKDIR is the module's `workdir` fixture, and a logged-in
     Chromium page at 1280 px: (base url, browser context, page)."""
-    from django.contrib.auth import get_user_model
-
-    from tests.chromium import PASSWORD, USER, log_in
     from tests.live_clients import Web
 
-    get_user_model().objects.create_user(USER, password=PASSWORD)
     web = Web(AGENTSYS_WORKDIR=str(workdir))
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    log_in(page, web.url)
+    context, page = _logged_in_page(chromium, web.url, timeout_ms=20_000)
     yield web.url, context, page
     # Stopped with the pages still open: what they have in flight must not hold it up.
     web.stop()

@@ -45,6 +45,19 @@ def child_env(**overrides: str | None) -> dict[str, str]:
     return env
 
 
+def child_pytest(*args: str, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """A pytest of its own (a fresh test database, `--create-db`) over `args`, in `env`: for
+    tests whose suite must run on another database server than the workers share."""
+    return subprocess.run(
+        [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--create-db", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def manage(*args: str, env: dict[str, str], **kwargs) -> subprocess.Popen:
     return subprocess.Popen([PYTHON, "manage.py", *args], cwd=REPO, env=env, **kwargs)
 

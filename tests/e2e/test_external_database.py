@@ -3,12 +3,11 @@ nothing embedded starts. `make test` runs on the embedded server; this test reru
 database-facing tests against the external one (on CI: 127.0.0.1:5432, trust auth)."""
 
 import os
-import subprocess
 
 import psycopg
 import pytest
 
-from tests.helpers import PYTHON, REPO, child_env
+from tests.helpers import child_env, child_pytest
 
 pytestmark = pytest.mark.slow
 
@@ -41,17 +40,8 @@ def test_database_suites_pass_on_external_postgres(tmp_path):
             "AGENTSYS_TEST_EXTERNAL_DATABASE_URL at one"
         )
     home = tmp_path / "home"
-    result = subprocess.run(
-        [
-            *(PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--create-db"),
-            *DATABASE_SUITES,
-        ],
-        cwd=REPO,
-        env=child_env(DATABASE_URL=EXTERNAL_URL, AGENTSYS_HOME=str(home)),
-        capture_output=True,
-        text=True,
-        timeout=480,
-    )
+    env = child_env(DATABASE_URL=EXTERNAL_URL, AGENTSYS_HOME=str(home))
+    result = child_pytest(*DATABASE_SUITES, env=env, timeout=480)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and " failed" not in result.stdout
     assert not (home / "pgdata").exists()  # no embedded server was started

@@ -8,14 +8,13 @@ database is on, is never restarted: these run beside the other modules."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import psycopg
 import pytest
 from django.conf import settings
 
-from tests.helpers import PYTHON, REPO, child_env
+from tests.helpers import child_env, child_pytest
 
 CASES = "tests/e2e/postgres_restart_cases.py"
 EXTERNAL_URL = os.environ.get(
@@ -25,14 +24,7 @@ EXTERNAL_URL = os.environ.get(
 
 def _run_cases(env: dict[str, str | None], *cases: str) -> str:
     """The cases in a child pytest with `env`; its figures line (stderr's last)."""
-    result = subprocess.run(
-        [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--create-db", "-s", *cases],
-        cwd=REPO,
-        env=child_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
+    result = child_pytest("-s", *cases, env=child_env(**env), timeout=400)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     assert " passed" in result.stdout and "skipped" not in result.stdout, result.stdout[-2000:]
     return result.stderr.strip().splitlines()[-1] if result.stderr.strip() else ""
