@@ -88,6 +88,7 @@ class Daemon:
             max_workers=1, thread_name_prefix="agentsys-stream"
         )
         self._last_beat = 0.0
+        self._last_poll = 0.0  # monotonic time of the last step that looked at everything
         self._known_children: set[int] = set()
         self._list_gpu_processes = list_gpu_processes
         self._watch_gpus = False  # set at register: only detected GPUs can be looked at
@@ -457,25 +458,38 @@ class Daemon:
                 try:
                     await asyncio.wait_for(self._wake.wait(), self._sleep_seconds())
                 except TimeoutError:
-                    self._news = None  # the fallback poll looks at everything
+                    if self._poll_due():
+                        self._news = None  # the fallback poll looks at everything
                 self._wake.clear()
         finally:
             if listener is not None:
                 listener.cancel()
             await self.shutdown()
 
+    def _poll_due(self) -> bool:
+        """Whether a wake with no news is the fallback poll's: one for the heartbeat alone
+        beats and looks nowhere else (a host beating every 0.5 s would otherwise run every
+        claim query twice a second while idle)."""
+        return time.monotonic() - self._last_poll >= self._poll_seconds()
+
+    def _poll_seconds(self) -> float:
+        # Without LISTEN, the poll is all there is: keep it short.
+        return self.settings.poll_interval if self.settings.listen_dsn else 1.0
+
     def _sleep_seconds(self) -> float:
-        """Until a notification, the fallback poll, or the next heartbeat, whichever is first
-        (without LISTEN, the poll is all there is: keep it short)."""
-        poll = self.settings.poll_interval if self.settings.listen_dsn else 1.0
-        next_beat = self._last_beat + self.settings.heartbeat_interval - time.monotonic()
-        return max(0.01, min(poll, next_beat))
+        """Until a notification, the fallback poll, or the next heartbeat, whichever is first."""
+        now = time.monotonic()
+        next_poll = self._last_poll + self._poll_seconds() - now
+        next_beat = self._last_beat + self.settings.heartbeat_interval - now
+        return max(0.01, min(next_poll, next_beat))
 
     async def _step(self, news: set[str] | None = None) -> None:
         """One pass over the work; `news`: only what those NOTIFY channels announced (None:
         everything)."""
         # A failure must not kill the daemon: log it and try again on the next step. (A
         # database outage waits inside `db`; it ends a step only when the daemon stops.)
+        if news is None:
+            self._last_poll = time.monotonic()
         try:
             if news is None or COMMANDS_CHANNEL in news:
                 await self.deliver_commands()
