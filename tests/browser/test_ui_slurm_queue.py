@@ -16,7 +16,11 @@ from tests.slurm_cluster import bring_up_slurm
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-GPU_RUN = 'echo "gpus=$CUDA_VISIBLE_DEVICES"; sleep 6'
+
+def gpu_run(release) -> str:
+    """A run that holds its GPU until the test creates `release` (a fixed sleep ended the first
+    two before a busy machine had loaded the third's page: it ran, no longer waiting)."""
+    return f'echo "gpus=$CUDA_VISIBLE_DEVICES"; while [ ! -e {release} ]; do sleep 0.2; done'
 
 
 @pytest.fixture
@@ -30,22 +34,26 @@ def slurm_daemon():
         slurm.cancel(job_id)
 
 
-def _slurm_run(tmp_path, name):
-    run = launch_run(tmp_path, GPU_RUN, gpu_required=1, executor_options={"backend": "slurm"})
+def _slurm_run(tmp_path, name, release):
+    run = launch_run(
+        tmp_path, gpu_run(release), gpu_required=1, executor_options={"backend": "slurm"}
+    )
     Run.objects.filter(pk=run.pk).update(name=name)
     return run
 
 
 def test_a_run_waiting_in_slurms_queue_shows_slurms_reason(site, slurm_daemon, tmp_path):
     url, page = site
-    first, second = _slurm_run(tmp_path, "gpu run A"), _slurm_run(tmp_path, "gpu run B")
+    release_ab, release_c = tmp_path / "release-ab", tmp_path / "release-c"
+    first = _slurm_run(tmp_path, "gpu run A", release_ab)
+    second = _slurm_run(tmp_path, "gpu run B", release_ab)
     for run in (first, second):
         wait_until(
             lambda run=run: Run.objects.get(pk=run.pk).status == RunStatus.RUNNING,
             30,
             message="the first two to run",
         )
-    third = _slurm_run(tmp_path, "gpu run C")
+    third = _slurm_run(tmp_path, "gpu run C", release_c)
     wait_until(
         lambda: Run.objects.get(pk=third.pk).wait_reason == "Resources",
         30,
@@ -67,7 +75,9 @@ def test_a_run_waiting_in_slurms_queue_shows_slurms_reason(site, slurm_daemon, t
     expect(page.locator("#run-status")).to_have_text("queued")
     screenshot(page, "run-slurm-waiting")
     # Live: the page follows the job to running, then done, without a reload.
+    release_ab.touch()
     expect(page.locator("#run-status")).to_have_text("running", timeout=30_000)
+    release_c.touch()
     assert run_ended(third, timeout=60).status == RunStatus.DONE
     expect(page.locator("#run-status")).to_have_text("done", timeout=20_000)
 

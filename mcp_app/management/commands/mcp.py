@@ -18,11 +18,13 @@ from django.core.management.base import BaseCommand, CommandError
 from accounts_app.auth import authenticate_token
 from agentsys.mcp.research_server import build_server
 from agentsys.mcp.run_tools import AgentSysAPI
+from common.no_web_checks import CHECKS_WITHOUT_THE_WEB
 from mcp_app.rest_in_process import in_process_rest
 
 
 class Command(BaseCommand):
     help = "Serve AgentSys's MCP tools over stdio (needs AGENTSYS_API_TOKEN)."
+    requires_system_checks = CHECKS_WITHOUT_THE_WEB
 
     def add_arguments(self, parser):
         parser.add_argument("--workdir", default="", help="Default: AGENTSYS_WORKDIR")

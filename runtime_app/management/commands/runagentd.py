@@ -19,6 +19,7 @@ from agentsys.run_dir import AGENTS_DIR, CHECKOUTS_DIR
 from agentsys.slurm.poller import SlurmUnavailable
 from common.db_outage import stop_waiting
 from common.environment import ConfigError, check_host_name
+from common.no_web_checks import CHECKS_WITHOUT_THE_WEB
 from events_app.events import publish_message, publish_through
 from events_app.live import verify_channel_layer
 from runtime_app.chat_store import DjangoChatStore
@@ -58,6 +59,7 @@ def deployment(host_name: str = "") -> Deployment:
 
 class Command(BaseCommand):
     help = "Run the AgentSys daemon: registers this host and hosts its agents and runs."
+    requires_system_checks = CHECKS_WITHOUT_THE_WEB
 
     def add_arguments(self, parser):
         parser.add_argument(
