@@ -27,7 +27,8 @@ $(NODE_STAMP): package.json package-lock.json
 
 $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "AgentSys needs Python 3.11 or newer")'
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@# A venv whose making was cut off (no pip in it) is made again, not left to fail forever.
+	@$(PY) -m pip --version >/dev/null 2>&1 || $(PYTHON) -m venv --clear $(VENV)
 	$(PY) -m pip install --quiet -r requirements.lock
 	@rm -f $(VENV)/.installed-*
 	@touch $@
