@@ -201,9 +201,25 @@
 
   // -- status -------------------------------------------------------------------------------
   const LIVE = new Set(["queued", "running", "paused"]);
+  // The server renders the section again (htmx): actions, exit code, alerts stay its own.
+  // One render of a section at a time, and one more after it when events came meanwhile: the
+  // swap replaces the element a second request would be queued on, and htmx dropped that
+  // request, so a run that went running → done within one render stayed "running".
+  const rendering = new Map(); // part -> true when an event came during its render
   function refresh(part, target) {
-    // The server renders the section again (htmx): actions, exit code, alerts stay its own.
-    htmx.ajax("GET", `${window.location.pathname}?part=${part}`, { target, swap: "outerHTML" });
+    if (rendering.has(part)) {
+      rendering.set(part, true);
+      return;
+    }
+    rendering.set(part, false);
+    htmx
+      .ajax("GET", `${window.location.pathname}?part=${part}`, { target, swap: "outerHTML" })
+      .catch(() => {})
+      .finally(() => {
+        const again = rendering.get(part);
+        rendering.delete(part);
+        if (again) refresh(part, target);
+      });
   }
 
   function onEvent(event) {
