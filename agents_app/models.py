@@ -37,6 +37,12 @@ class Agent(models.Model):
         "hosts_app.Host", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     pid = models.IntegerField(null=True, blank=True)
+    pid_start = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="When process `pid` started (clock ticks after boot): a pid reused since by "
+        "another process is not the agent's",
+    )
     iteration = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
     result = models.JSONField(null=True, blank=True)

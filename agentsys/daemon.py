@@ -38,6 +38,7 @@ from agentsys.listen import (
     listen_for_work,
 )
 from agentsys.live_events import LiveEvents
+from agentsys.proctree import process_info
 from agentsys.registry import AgentClassRegistry
 from agentsys.slurm import poller as slurm_poller
 from agentsys.store import CommandRecord, RuntimeStore, StoreUnavailable
@@ -541,9 +542,14 @@ def _become_subreaper() -> None:
 
 def _kill_leftover_worker(record) -> None:
     """A worker of the previous runagentd may still be finishing: it leads its own process
-    group, so kill that group, but only if the pid still is such a group leader."""
-    pid = record.pid
-    if not pid:
+    group, so kill that group, but only if its pid still names that very process. Pids wrap
+    around (32768 of them by default): the pid alone may by now be anyone's process group, a
+    user's shell or another runagentd's agent. A record with no start time names no one."""
+    pid, started = record.pid, record.pid_start
+    if not pid or started is None:
+        return
+    info = process_info(pid)
+    if info is None or info.start_time != started:
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         if os.getpgid(pid) == pid:

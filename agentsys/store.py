@@ -26,6 +26,7 @@ class AgentRecord:
     host_id: int | None = None
     chat_session_id: str | None = None
     pid: int | None = None
+    pid_start: int | None = None  # when process `pid` started (agentsys.proctree start_time)
     # Set by a claim that started it already (claim_queue's started_pid): its "started"
     # event, for the daemon to publish; the supervisor then records no start of its own.
     started_event: dict | None = None

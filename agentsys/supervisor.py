@@ -294,6 +294,7 @@ class Supervisor(SupervisorControls):
                 "started",
                 {"pid": message.get("pid"), **paused},
                 pid=message.get("pid"),
+                pid_start=message.get("pid_start"),
             )
         elif kind in (Ev.PAUSED, Ev.RESUMED):
             status = AgentStatus.PAUSED if kind == Ev.PAUSED else AgentStatus.RUNNING

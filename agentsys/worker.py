@@ -21,7 +21,7 @@ from agentsys.agent import Agent, HierarchyError, Scope
 from agentsys.deployment import Deployment
 from agentsys.ipc import Cmd, Ev, PipeChannel
 from agentsys.port_wiring import wire_ports
-from agentsys.proctree import RunProcesses
+from agentsys.proctree import RunProcesses, process_info
 from agentsys.registry import AgentClassRegistry
 from agentsys.types import AgentStatus
 
@@ -155,7 +155,10 @@ async def _serve(spec: WorkerSpec, channel: PipeChannel) -> None:
     gone = SupervisorGone(agent)
     listener = asyncio.create_task(_listen(channel, agent, link, gone))
     watcher = asyncio.create_task(_watch_supervisor(spec.supervisor_pid, gone))
-    channel.send({"t": Ev.STARTED, "pid": os.getpid()})
+    # Its start time with its pid: a later runagentd kills a leftover worker by this pair,
+    # never the unrelated process that got the pid after it (pids wrap around).
+    me = process_info(os.getpid())
+    channel.send({"t": Ev.STARTED, "pid": os.getpid(), "pid_start": me and me.start_time})
     try:
         await agent.start()
         status = await agent.wait()

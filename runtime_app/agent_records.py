@@ -23,4 +23,5 @@ def agent_record(agent: Agent) -> AgentRecord:
         host_id=agent.host_id,
         chat_session_id=agent.chat_session_id,
         pid=agent.pid,
+        pid_start=agent.pid_start,
     )

@@ -79,7 +79,16 @@ def _run_for_experiment(agent_id: str, code: run_code.RecordedCode) -> None:
     agent.save(update_fields=["config", "run"])
 
 
-_MOVED_FIELDS = ["status", "pid", "started_at", "finished_at", "error", "result", "updated_at"]
+_MOVED_FIELDS = [
+    "status",
+    "pid",
+    "pid_start",
+    "started_at",
+    "finished_at",
+    "error",
+    "result",
+    "updated_at",
+]
 
 
 def _event(agent_id: str, kind: str, payload: dict) -> dict:
@@ -187,6 +196,7 @@ class DjangoRuntimeStore:
         kind: str,
         payload: dict,
         pid: int | None = None,
+        pid_start: int | None = None,
         error: str = "",
         traceback: str = "",
         result=None,
@@ -215,7 +225,8 @@ class DjangoRuntimeStore:
         agent_was_paused = agent.status == AgentStatus.PAUSED
         agent.status = status
         if pid is not None:
-            agent.pid, agent.started_at = pid, agent.started_at or now
+            agent.pid, agent.pid_start = pid, pid_start
+            agent.started_at = agent.started_at or now
         if status in TERMINAL_AGENT_STATUSES:
             # An agent's result is its own JSON: a NaN in it (a run's last loss) is stored by name.
             agent.finished_at, agent.error, agent.result = now, error, json_safe(result)

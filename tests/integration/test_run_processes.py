@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from agents_app.models import Agent
+from agentsys.proctree import process_info
 from agentsys.types import AgentStatus
 from scheduler_app.models import GPU, Run, RunStatus
 from scheduler_app.runs import launch as runs
@@ -216,7 +217,51 @@ def test_a_killed_workers_shells_end_with_it(daemon, agentsys_config):
     )
     wait_event(agent.id, "shell")
     wait_until(lambda: processes_running("3007"), 10)
-    os.kill(Agent.objects.get(pk=agent.id).pid, signal.SIGKILL)
+    worker = Agent.objects.get(pk=agent.id)
+    # Recorded with its start time: the next runagentd tells it from a process given its pid.
+    assert worker.pid_start == process_info(worker.pid).start_time
+    os.kill(worker.pid, signal.SIGKILL)
     failed = wait_status(agent.id, AgentStatus.FAILED)
     assert "killed by SIGKILL" in failed.error
     assert processes_running("3007") == []  # gone before the failure was recorded
+
+
+@pytest.mark.parametrize("same_process", [True, False], ids=["its-worker", "pid-reused"])
+def test_a_new_runagentd_kills_a_leftover_worker_by_pid_and_start_time(same_process):
+    """A worker its dead runagentd left is killed by the next one; a process that only got
+    the same pid since (pids wrap around at 32768) is someone else's and lives on."""
+    from agentsys.proctree import process_info
+    from hosts_app.models import Host
+
+    # Leads its own process group, as a worker does.
+    stand_in = subprocess.Popen(
+        [PY, "-c", "import time; time.sleep(3005)", "3005"], start_new_session=True
+    )
+    try:
+        wait_until(lambda: process_info(stand_in.pid), 10)
+        started = process_info(stand_in.pid).start_time
+        agent = Agent.objects.create(
+            id="orchestrator-leftover",
+            role="orchestrator",
+            cls_path=f"{A}.TestResearch",
+            goal="g",
+            project="demo",
+            status=AgentStatus.RUNNING,
+            host=Host.objects.create(name="leftover-host"),
+            pid=stand_in.pid,
+            pid_start=started if same_process else started - 1,
+        )
+        daemon = DaemonProcess("leftover-host")
+        try:
+            failed = wait_status(agent.id, AgentStatus.FAILED)
+            assert "its worker was lost" in failed.error
+            if same_process:
+                assert stand_in.wait(10) == -signal.SIGKILL
+            else:
+                time.sleep(0.5)  # a kill sent with the failure would have landed by now
+                assert stand_in.poll() is None
+        finally:
+            assert daemon.stop() == 0
+    finally:
+        stand_in.kill()
+        stand_in.wait()
