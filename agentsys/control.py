@@ -93,9 +93,8 @@ class SupervisorControls:
             return
         await hosted.cls.end_leftovers(hosted.id, hosted.record.config)
         if hosted.process.exitcode is not None:
-            # Its start time is not known now: a new session under the same id within
-            # these milliseconds would need the pid to wrap around.
-            session = RunProcesses(marker="", leader=hosted.pid)
+            # Named by its start too: its pid may already be another process's.
+            session = RunProcesses(marker="", leader=hosted.pid, leader_start=hosted.pid_start)
             if survivors := await session.terminate(grace=0):
                 logger.error("%s: processes %s survived SIGKILL", hosted.id, survivors)
 

@@ -36,6 +36,7 @@ class Hosted:
     # Commands sent while its worker was still being taken (a child's end told to a parent
     # that is resuming after a restart): sent once the worker has its spec.
     unsent: list[dict] = field(default_factory=list)
+    pid_start: int = 0  # when its worker started (clock ticks after boot; its start report)
 
     @property
     def id(self) -> str:

@@ -11,26 +11,29 @@ import os
 import signal
 import time
 
-from agentsys.proctree import all_processes
+from agentsys.proctree import all_processes, session_is_theirs
 
 
-def session_members(sid: int) -> list[int]:
-    """Pids of the live (not zombie) processes whose session id is `sid`."""
+def session_members(sid: int, leader_start: int) -> list[int]:
+    """Pids of the live (not zombie) processes of the session its leader (pid `sid`) started
+    at `leader_start` (clock ticks after boot): none once that id names another session."""
+    if not session_is_theirs(sid, leader_start):
+        return []
     return [p.pid for p in all_processes() if p.state != "Z" and p.session == sid]
 
 
-def wait_session_empty(sid: int, timeout: float) -> bool:
+def wait_session_empty(sid: int, leader_start: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
-    while session_members(sid):
+    while session_members(sid, leader_start):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
     return True
 
 
-def kill_session(sid: int, sig: int = signal.SIGKILL) -> list[int]:
+def kill_session(sid: int, leader_start: int, sig: int = signal.SIGKILL) -> list[int]:
     """Send `sig` to every process of the session; returns the pids it was sent to."""
-    members = session_members(sid)
+    members = session_members(sid, leader_start)
     for pid in members:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)

@@ -57,10 +57,11 @@ class RunProcesses:
         """The run's live processes (zombies are dead: they only wait to be reaped)."""
         found = []
         own = os.getpid()
+        session = self.leader if session_is_theirs(self.leader, self.leader_start) else 0
         for info in all_processes():
             if info.pid == own or info.state in ("Z", "X"):
                 continue
-            if self._in_session(info) or (
+            if self._in_session(info, session) or (
                 # Only a process younger than the run can have inherited its marker: no need
                 # to read the environment of every older process on a busy host.
                 self.marker
@@ -70,14 +71,10 @@ class RunProcesses:
                 found.append(info)
         return found
 
-    def _in_session(self, info: ProcessInfo) -> bool:
+    def _in_session(self, info: ProcessInfo, session: int) -> bool:
         # A session outlives its leader under the same id; a process older than the
         # leader cannot belong to it (its id was reused by some other session).
-        return (
-            bool(self.leader)
-            and info.session == self.leader
-            and (info.start_time >= self.leader_start)
-        )
+        return bool(session) and info.session == session and info.start_time >= self.leader_start
 
     def signal_all(self, sig: int) -> list[int]:
         """Send `sig` to every live process of the run; returns their pids."""
@@ -136,6 +133,20 @@ class RunProcesses:
                 return False
             await asyncio.sleep(POLL_SECONDS)
         return True
+
+
+def session_is_theirs(leader: int, leader_start: int) -> bool:
+    """Whether session id `leader` still names the session that process started at
+    `leader_start` (clock ticks after boot; 0: not known, the id is trusted). The kernel gives
+    no new process a pid that is still some process's session id, so the id outlives its
+    leader as long as one member lives; once the pid names another live process, that session
+    is over, and the id is the new process's (pids wrap around, at 32768 by default)."""
+    if not leader:
+        return False
+    if not leader_start:
+        return True
+    info = process_info(leader)
+    return info is None or info.start_time == leader_start
 
 
 def process_info(pid: int | str) -> ProcessInfo | None:

@@ -287,6 +287,7 @@ class Supervisor(SupervisorControls):
     async def _handle(self, hosted: Hosted, message: dict) -> None:
         kind = message["t"]
         if kind == Ev.STARTED:
+            hosted.pid_start = message.get("pid_start") or 0
             paused = {"paused": True} if hosted.start_paused else {}
             await self._transition(
                 hosted.id,

@@ -11,7 +11,7 @@ from pathlib import Path
 from django.db.models import QuerySet
 
 from agentsys import process_session
-from agentsys.proctree import is_running
+from agentsys.proctree import is_running, process_info
 from agentsys.run_dir import read_pid_file, record_terminated
 from agentsys.types import AgentStatus
 from runtime_app.runtime_store import DjangoRuntimeStore
@@ -53,10 +53,11 @@ def kill_and_mark_stopped(run: Run, *, reason: str) -> bool:
     executor would have. For when no runagentd is there to do it. True if it was alive."""
     pid = run_pid(run)
     if pid is not None:
-        process_session.kill_session(pid, signal.SIGTERM)
-        if not process_session.wait_session_empty(pid, TERM_GRACE_SECONDS):
-            process_session.kill_session(pid, signal.SIGKILL)
-            process_session.wait_session_empty(pid, TERM_GRACE_SECONDS)
+        started = info.start_time if (info := process_info(pid)) else 0
+        process_session.kill_session(pid, started, signal.SIGTERM)
+        if not process_session.wait_session_empty(pid, started, TERM_GRACE_SECONDS):
+            process_session.kill_session(pid, started, signal.SIGKILL)
+            process_session.wait_session_empty(pid, started, TERM_GRACE_SECONDS)
         record_terminated(Path(run.run_dir))  # a runagentd adopting it later sees it ended
     if run.agent_id:
         DjangoRuntimeStore().transition(

@@ -28,10 +28,10 @@ def test_stop_ends_the_session_when_the_leader_is_already_gone(tmp_path, monkeyp
     worker = wait_until(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text(), 20)
     worker = int(worker)
     child.process.wait(20)  # the leader exited on its own; its worker did not
-    assert pid_alive(worker) and worker in process_session.session_members(child.process.pid)
+    assert pid_alive(worker) and worker in process_session.session_members(*child.sessions[0])
     command._stop(child)
     assert not pid_alive(worker)
-    assert process_session.session_members(child.process.pid) == []
+    assert process_session.session_members(*child.sessions[0]) == []
     assert "killed 1 process(es) left behind" in command.stderr._out.getvalue()
 
 
@@ -56,7 +56,7 @@ def test_a_leader_that_ignores_sigterm_is_killed_with_its_session_within_the_gra
     assert took < 1.0 + serve.KILL_WAIT_SECONDS, took
     assert child.process.returncode == -signal.SIGKILL
     assert not pid_alive(worker)
-    assert process_session.session_members(child.process.pid) == []
+    assert process_session.session_members(*child.sessions[0]) == []
     said = command.stderr._out.getvalue()
     assert "web did not stop within 1s of SIGTERM; killing it" in said, said
     assert "killed 2 process(es)" in said, said

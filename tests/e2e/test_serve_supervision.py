@@ -179,8 +179,8 @@ def test_serve_restarts_a_killed_daemon_and_keeps_the_web_up(embedded_home):
     # Nor a warning per event while no browser follows the feed (channels-postgres's own).
     assert "did you call group_add" not in output.text, output.text
 
-    command_pid = int((Path(run_dir) / "job.pid").read_text().split()[0])
-    run_session = session_members(command_pid)
+    command_pid, started = map(int, (Path(run_dir) / "job.pid").read_text().split()[:2])
+    run_session = session_members(command_pid, started)
     assert command_pid in run_session  # runs outlive serve on purpose
     left = [p for p in family if pid_alive(p) and p not in run_session]
     assert not left, [psutil.Process(p).cmdline() for p in left]

@@ -2,11 +2,13 @@
 children that moved to another group or session, and terminate/suspend/resume reach them all."""
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
 import time
 
+from agentsys import process_session
 from agentsys.proctree import MARKER_VARIABLE, RunProcesses, is_running, process_info
 
 TREE = (
@@ -93,3 +95,46 @@ def test_a_recorded_pid_and_start_time_name_one_live_process():
     assert not is_running(child.pid, started)  # a zombie has ended
     child.wait()
     assert not is_running(child.pid) and not is_running(0)
+
+
+def test_a_session_id_given_to_another_process_since_names_nothing_of_the_old_session():
+    """Pids wrap around (32768 by default): a session recorded long ago may by now have its
+    id as some other process's session, a user's shell or another agent. The recorded start
+    time tells them apart, and nothing is signalled that is not the recorded session's."""
+    other = subprocess.Popen(["sleep", "30"], start_new_session=True, stdin=subprocess.DEVNULL)
+    try:
+        start = process_info(other.pid).start_time
+        assert RunProcesses("", other.pid, start).members()[0].pid == other.pid
+        assert process_session.session_members(other.pid, start) == [other.pid]
+        # The same id recorded for a session whose leader started at another time: over.
+        assert RunProcesses("", other.pid, start - 1).members() == []
+        assert process_session.session_members(other.pid, start - 1) == []
+        assert process_session.kill_session(other.pid, start - 1) == []
+        assert process_session.wait_session_empty(other.pid, start - 1, timeout=0)
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_session_outlives_its_leader_while_one_member_lives():
+    """The leader gone (exited, reaped), its id still names its session: the kernel gives
+    that pid to no new process while a member lives, so the members are still found."""
+    leader = subprocess.Popen(
+        ["bash", "-c", "sleep 3014 & echo $!"],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    start = process_info(leader.pid).start_time
+    member = int(leader.stdout.readline())
+    leader.wait()
+    try:
+        assert process_session.session_members(leader.pid, start) == [member]
+        assert [p.pid for p in RunProcesses("", leader.pid, start).members()] == [member]
+        assert process_session.kill_session(leader.pid, start) == [member]
+        assert process_session.wait_session_empty(leader.pid, start, timeout=10)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(member, 9)

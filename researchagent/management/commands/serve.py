@@ -27,6 +27,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from agentsys import process_session
+from agentsys.proctree import process_info
 from mcp_app.serve_wiring import START_WAIT_SECONDS, TRY_SECONDS, status_lines, wire_workdir
 from researchagent.bootstrap import (
     demo_run_curl,
@@ -61,7 +62,9 @@ class Child:
     process: subprocess.Popen | None = None
     started_at: float = 0.0
     restart_at: float | None = None  # set while it waits out its backoff
-    sessions: list[int] = field(default_factory=list)  # every session it ever led
+    # Every session it ever led: (its id, when its leader started). Only the start tells a
+    # session that ended long ago from a new one that was given its id since.
+    sessions: list[tuple[int, int]] = field(default_factory=list)
     env: dict[str, str] | None = None
     cwd: str | None = None
 
@@ -247,7 +250,8 @@ class Command(BaseCommand):
             preexec_fn=die_with_parent,
         )
         child.started_at, child.restart_at = time.monotonic(), None
-        child.sessions.append(child.process.pid)
+        leader = process_info(child.process.pid)
+        child.sessions.append((child.process.pid, leader.start_time if leader else 0))
 
     def _wait_for_port(self, host: str, port: int, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
@@ -361,13 +365,13 @@ class Command(BaseCommand):
             self.stderr.write(
                 f"{child.name} did not stop within {STOP_GRACE_SECONDS:g}s of SIGTERM; killing it"
             )
-        for sid in child.sessions:
+        for sid, started in child.sessions:
             remaining = max(0.0, deadline - time.monotonic())
-            if process_session.wait_session_empty(sid, remaining):
+            if process_session.wait_session_empty(sid, started, remaining):
                 continue
-            left = process_session.kill_session(sid)
+            left = process_session.kill_session(sid, started)
             self.stderr.write(f"{child.name}: killed {len(left)} process(es) left behind")
-            if not process_session.wait_session_empty(sid, KILL_WAIT_SECONDS):
+            if not process_session.wait_session_empty(sid, started, KILL_WAIT_SECONDS):
                 self.stderr.write(f"{child.name}: pids {left} survived SIGKILL; leaving them")
         if process is not None:
             _waited(process, time.monotonic() + KILL_WAIT_SECONDS)  # reap the leader
