@@ -23,14 +23,18 @@ written and waits for the next read):
      metric word (KNOWN_WORDS, or one starting with val_/train_/eval_/test_/valid_, or ending
      with _loss/_acc/_accuracy), so that `Loading 3 files` is not a metric.
    A key's first pair wins. A key in capitals (`CUDA_VISIBLE_DEVICES=0`, `RANK=1`) is an
-   environment variable or an id the script echoes, not a metric: skipped.
+   environment variable or an id the script echoes, not a metric: skipped; so is a setting
+   named in words with a spaced ` = ` (`Total optimization steps = 100`), and a value with a
+   thousands separator (`Num examples = 1,000`).
 
 Numbers: ints, floats, exponents (1e-3), nan and inf (any case, signed). A key named step,
 global_step, iter or iteration with a whole non-negative value becomes `_step`; epoch stays a
-metric. A row without a step gets none (the store gives it the next one); a row with only a
-step is dropped. A line longer than LINE_CAP is skipped up to its newline without being held in
-memory (the file is read in BLOCK_SIZE blocks); the problems (over-long lines, pattern
-timeouts) are each said once.
+metric. Every metric of one line shares one step: the line's own, else the count of the
+metric lines before it that had none (0, 1, 2, …: Hugging Face Trainer's
+`{'loss': …, 'learning_rate': …, 'epoch': …}` lines, which print no step, chart all three on
+one x axis). A row with only a step is dropped. A line longer than LINE_CAP is skipped up to
+its newline without being held in memory (the file is read in BLOCK_SIZE blocks); the
+problems (over-long lines, pattern timeouts) are each said once.
 """
 
 from __future__ import annotations
@@ -93,9 +97,11 @@ KNOWN_SUFFIXES = ("_loss", "_acc", "_accuracy")
 _NUMBER = r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|(?i:nan|inf(?:inity)?))"
 _KEY = r"[A-Za-z_][\w./-]*"
 _SEPARATOR_OR_PAIR = rf"(?=\s*(?:$|[,;|()\[\]{{}}])|\s+{_KEY}\s*[:=]|\s+{_KEY}\s+{_NUMBER})"
-_EQUALS = regex.compile(rf"(?<![\w./-])({_KEY})\s*=\s*({_NUMBER})(?![\w.:/-])")
-_COLON = regex.compile(rf"(?<![\w./-])({_KEY})\s*:\s*({_NUMBER})(?![\w.:]){_SEPARATOR_OR_PAIR}")
-_WORD = regex.compile(rf"(?<![\w./-])({_KEY})\s+({_NUMBER})(?![\w.-])")
+# `1,000` is a thousand, not a 1: a value followed by a digit group is no metric's.
+_EQUALS = regex.compile(rf"(?<![\w./-])({_KEY})(\s*=\s*)({_NUMBER})(?![\w.:/-]|,\d)")
+_COLON = regex.compile(rf"(?<![\w./-])({_KEY})\s*:\s*({_NUMBER})(?![\w.:]|,\d){_SEPARATOR_OR_PAIR}")
+_WORD = regex.compile(rf"(?<![\w./-])({_KEY})\s+({_NUMBER})(?![\w.-]|,\d)")
+_ENDS_A_PHRASE = regex.compile(r"[A-Za-z]\s+$")
 _IS_NUMBER = regex.compile(_NUMBER)
 _RETRY_MARKER = regex.compile(r"--- retry \d+ ---")  # agentsys.agents.executor writes it
 _BARE_NAN_INF = regex.compile(r"(?<![\w.'\"])(-?)(nan|inf)(?![\w'\"])")
@@ -162,6 +168,19 @@ def _environment_name(key: str) -> bool:
     return len(key) > 1 and key.isupper()
 
 
+def _spelled_out_setting(line: str, match) -> bool:
+    """`Total optimization steps = 100`, `Num Epochs = 3` (Hugging Face Trainer's banner): a
+    setting named in words, ` = ` spaced, is the script describing its run, not a metric."""
+    if match.re is not _EQUALS:
+        return False
+    spaced = match.group(2)
+    return (
+        spaced[:1].isspace()
+        and spaced[-1:].isspace()
+        and bool(_ENDS_A_PHRASE.search(line, 0, match.start(1)))
+    )
+
+
 def _known_word(key: str) -> bool:
     return key in KNOWN_WORDS or key.startswith(KNOWN_PREFIXES) or key.endswith(KNOWN_SUFFIXES)
 
@@ -175,11 +194,11 @@ def parse_common(line: str) -> Row | None:
     pairs: dict[str, Any] = {}
     for shape in (_EQUALS, _COLON):
         for match in shape.finditer(line):
-            if _environment_name(match.group(1)):
+            if _environment_name(match.group(1)) or _spelled_out_setting(line, match):
                 continue
             key = match.group(1).lower()
             if key not in pairs:
-                pairs[key] = number(match.group(2))
+                pairs[key] = number(match.group(match.lastindex))
     for match in _WORD.finditer(line):
         key = match.group(1).lower()
         if key not in pairs and _known_word(key):
@@ -228,8 +247,11 @@ class StdoutSource:
                 self._say("pattern", f"{error}; the common line shapes are read instead")
         self._pattern_timeouts = 0
         self._offset, self._inode = 0, None  # past the stored rows
+        self._stepless = 0  # metric lines with no step of their own, up to _offset
         self._rows: list[Row] = []  # read, not yet advanced past
         self._ends: list[int] = []  # byte offset just past each of _rows
+        self._counts: list[int] = []  # _stepless just past each of _rows
+        self._read_stepless = 0  # _stepless up to _read_end
         self._read_end, self._read_inode = 0, None  # past the last whole line read
         self._skipping_at: int | None = None  # inside an over-long line: scanned up to here
         self.largest_read = 0  # the most bytes held at once (LINE_CAP + BLOCK_SIZE at most)
@@ -251,17 +273,20 @@ class StdoutSource:
             return
         # Past the last row read is past every whole line read: the rest printed no metric.
         offset = self._read_end if count == len(self._rows) else self._ends[count - 1]
-        del self._rows[:count], self._ends[:count]
+        self._stepless = self._counts[count - 1]
+        del self._rows[:count], self._ends[:count], self._counts[:count]
         self._offset, self._inode = offset, self._read_inode
 
     def position(self) -> dict[str, Any]:
-        return {"offset": self._offset, "inode": self._inode}
+        return {"offset": self._offset, "inode": self._inode, "stepless": self._stepless}
 
     def resume(self, position: dict[str, Any]) -> None:
         offset, inode = position.get("offset"), position.get("inode")
+        stepless = position.get("stepless")
         offset = offset if isinstance(offset, int) and offset >= 0 else 0
         inode = inode if isinstance(inode, int) else None
         self._offset, self._inode = offset, inode
+        self._stepless = stepless if isinstance(stepless, int) and stepless >= 0 else 0
         self._restart_at(offset, inode)
 
     def params(self) -> dict[str, Any]:
@@ -270,8 +295,11 @@ class StdoutSource:
     # Reading
 
     def _restart_at(self, offset: int, inode: int | None) -> None:
-        self._rows, self._ends = [], []
+        # A file read again from its start (truncated, replaced) counts on: its stepless
+        # lines come after those already stored.
+        self._rows, self._ends, self._counts = [], [], []
         self._read_end, self._read_inode = offset, inode
+        self._read_stepless = self._stepless
         self._skipping_at = None
 
     def _read(self, handle) -> None:
@@ -322,8 +350,12 @@ class StdoutSource:
                 continue
             row = self._parse(raw)
             if row is not None:
+                if "_step" not in row:
+                    row["_step"] = self._read_stepless
+                    self._read_stepless += 1
                 self._rows.append(row)
                 self._ends.append(end)
+                self._counts.append(self._read_stepless)
         self._read_end = end
 
     def _parse(self, raw: bytes) -> Row | None:

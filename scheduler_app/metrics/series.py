@@ -3,9 +3,11 @@
 A row is what the training script appended to agent_metrics.jsonl, W&B-style:
 {"_step": 10, "loss": 1.2, "lr": 0.001}. Each numeric field becomes a point of the series of
 that name; the step is the row's `_step` / `step` / `global_step`, or, in a row without one,
-the next step of that series. Fields starting with "_" (W&B's _timestamp, _runtime) and values
-that are not numbers (strings, bools, lists) are not series. `_timestamp` (seconds since the
-epoch), when present, is the point's time; otherwise the time it was stored.
+one step for all of its fields: the first step past every one of their series (so the fields
+of one logged row always share a step). Fields starting with "_" (W&B's _timestamp,
+_runtime) and values that are not numbers (strings, bools, lists) are not series.
+`_timestamp` (seconds since the epoch), when present, is the point's time; otherwise the time
+it was stored.
 
 Points go in with COPY (a 500-row batch is one round trip; 10^6 points take seconds, not
 minutes) and each series' summary (count, first/last step, last value, finite min/max) is
@@ -76,18 +78,22 @@ def series_of(rows: list[dict[str, Any]], next_steps: dict[str, int]) -> dict[st
     now = timezone.now()
     batches: dict[str, _Batch] = {}
     for row in rows:
-        step = _step(row)
-        at = _time(row, now)
+        points = {}
         for key, raw in row.items():
             if not isinstance(key, str) or key.startswith("_") or key in STEP_KEYS:
                 continue
             value = _number(raw)
-            if value is None:
-                continue
-            key = key[:MAX_KEY_LENGTH]
-            point_step = step if step is not None else next_steps.get(key, 0)
-            next_steps[key] = max(next_steps.get(key, 0), point_step + 1)
-            batches.setdefault(key, _Batch()).add(point_step, value, at)
+            if value is not None:
+                points[key[:MAX_KEY_LENGTH]] = value
+        if not points:
+            continue
+        step = _step(row)
+        if step is None:  # one step for the whole row: past every one of its series
+            step = max(next_steps.get(key, 0) for key in points)
+        at = _time(row, now)
+        for key, value in points.items():
+            next_steps[key] = max(next_steps.get(key, 0), step + 1)
+            batches.setdefault(key, _Batch()).add(step, value, at)
     return batches
 
 

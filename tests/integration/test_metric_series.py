@@ -60,6 +60,23 @@ def test_rows_without_a_step_continue_their_series_across_batches():
     assert series(run, "loss").last_value == 1.0
 
 
+def test_the_fields_of_a_row_without_a_step_share_one_step():
+    # Trainer-shaped rows: the eval row's own keys are new, but its `epoch` is not: one step
+    # for the whole row, past each of its series, so nothing is charted out of line.
+    run = make_run()
+    rows = [
+        {"loss": 0.69, "learning_rate": 1e-4, "epoch": 0.5},
+        {"loss": 0.52, "learning_rate": 8e-5, "epoch": 1.0},
+        {"eval_loss": 0.55, "epoch": 1.0},
+    ]
+    record_rows(agent_id="executor-c", run_id=run.pk, rows=rows[:2])
+    record_rows(agent_id="executor-c", run_id=run.pk, rows=rows[2:])
+    assert [s for s, _ in points(run, "loss")] == [0, 1]
+    assert [s for s, _ in points(run, "learning_rate")] == [0, 1]
+    assert [s for s, _ in points(run, "epoch")] == [0, 1, 2]
+    assert points(run, "eval_loss") == [(2, 0.55)]
+
+
 def test_an_executor_with_no_run_still_keeps_its_series():
     assert record_rows(agent_id="executor-c", run_id="", rows=[{"step": 5, "loss": 1}]) == 1
     assert MetricSeries.objects.get(agent_id="executor-c").run is None

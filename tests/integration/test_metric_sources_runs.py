@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from memory_app.models import MemoryEntry
-from scheduler_app.models import Alert, MetricSeries, RunStatus
+from scheduler_app.models import Alert, MetricPoint, MetricSeries, RunStatus
 from tests.helpers import REPO, launch_run, run_ended
 from tests.runtime_harness import DaemonProcess
 
@@ -80,3 +80,37 @@ def test_what_a_source_cannot_read_is_said_once_on_the_run_page(daemon, workdir,
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert page.count("Some metrics could not be read") == 1
     assert page.count("stdout: ") == 1
+
+
+# A Hugging Face Trainer's console over 100 steps, logging every 20: its banner, a tqdm bar
+# redrawn with \r, one dict per logging step without the step, the final summary.
+TRAINER_SHAPED = r"""
+import sys, time
+print("***** Running training *****")
+print("  Num examples = 1,000")
+print("  Total optimization steps = 100", flush=True)
+for i in range(1, 6):
+    sys.stderr.write(f"\r{i * 20}%|##| {i * 20}/100 [00:0{i}<00:04, 19.2it/s]")
+    sys.stderr.flush()
+    print({"loss": round(0.7 - 0.05 * i, 2), "learning_rate": 1e-4 * (6 - i) / 5, "epoch": i / 2})
+    sys.stdout.flush()
+    time.sleep(0.05)
+print({"train_runtime": 5.1, "train_loss": 0.55, "epoch": 2.5})
+"""
+
+
+def test_a_trainer_shaped_log_charts_every_key_of_a_line_at_one_step(daemon, workdir):
+    (workdir / "trainer_like.py").write_text(TRAINER_SHAPED)
+    run = _finished(launch_run(workdir, f"{PY} trainer_like.py"))
+
+    def steps(key):
+        found = MetricSeries.objects.get(run=run, key=key)
+        return list(
+            MetricPoint.objects.filter(series=found).order_by("step").values_list("step", flat=True)
+        )
+
+    assert steps("loss") == steps("learning_rate") == [0, 1, 2, 3, 4]
+    assert steps("epoch") == [0, 1, 2, 3, 4, 5]
+    assert steps("train_loss") == [5]
+    keys = set(MetricSeries.objects.filter(run=run).values_list("key", flat=True))
+    assert not keys & {"examples", "steps"}  # the banner is not charted

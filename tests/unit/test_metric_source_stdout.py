@@ -67,6 +67,7 @@ def log(tmp_path) -> Path:
         ("iter 7: loss 3.2 val_acc 0.91", {"_step": 7, "loss": 3.2, "val_acc": 0.91}),
         ("iteration=12 reward=nan", {"_step": 12, "reward": math.nan}),
         ("loss=inf grad_norm=-Inf", {"loss": math.inf, "grad_norm": -math.inf}),
+        ("loss = 0.25, acc = 0.5", {"loss": 0.25, "acc": 0.5}),
         ("epoch 2 perplexity 14.5", {"epoch": 2, "perplexity": 14.5}),
         (
             "{'loss': 2.3, 'grad_norm': 1.5, 'learning_rate': 5e-05, 'epoch': 0.1}",
@@ -85,6 +86,8 @@ def test_each_line_shape_is_read(log, line, row):
 
     rows = StdoutSource(log).peek()
 
+    # A line with no step of its own is counted among such lines: the first is step 0.
+    row = row if "_step" in row else {**row, "_step": 0}
     assert len(rows) == 1
     assert rows[0].keys() == row.keys()
     for key, value in row.items():
@@ -107,6 +110,10 @@ def test_lines_that_are_not_metrics_are_ignored_silently(log):
         "step 5",  # a step and no metric
         "{'name': 'resnet', 'layers': [1, 2]}",
         "step=1.5 done",
+        # Hugging Face Trainer's banner: settings named in words, counts with separators.
+        "  Num examples = 1,000",
+        "  Total optimization steps = 100",
+        "  Number of trainable parameters = 124,439,808",
         "",
     )
     source = StdoutSource(log)
@@ -115,10 +122,10 @@ def test_lines_that_are_not_metrics_are_ignored_silently(log):
     assert source.problems == []
 
 
-def test_stderr_is_read_and_a_row_without_a_step_gets_none(log):
+def test_stderr_is_read(log):
     print_lines(log, "loss=0.5", to_stderr=True)
 
-    assert StdoutSource(log).peek() == [{"loss": 0.5}]
+    assert StdoutSource(log).peek() == [{"loss": 0.5, "_step": 0}]
 
 
 def test_reads_only_what_is_new_and_only_whole_lines(log):
@@ -158,7 +165,11 @@ def test_position_resumes_a_new_source_after_the_stored_rows_only(log):
     source.peek()
     source.advance(1)
     position = source.position()
-    assert position == {"offset": len(b"step=1 loss=3\n"), "inode": os.stat(log).st_ino}
+    assert position == {
+        "offset": len(b"step=1 loss=3\n"),
+        "inode": os.stat(log).st_ino,
+        "stepless": 0,
+    }
 
     again = StdoutSource(log)
     again.resume(position)
@@ -183,15 +194,15 @@ def test_a_replaced_or_truncated_log_is_read_from_its_start(log):
     with log.open("wb"):  # truncated in place
         pass
     print_lines(log, "a=1")
-    assert source.peek() == [{"a": 1}]
+    assert source.peek() == [{"a": 1, "_step": 0}]
 
 
 def test_a_bad_saved_position_is_not_an_error(log):
     print_lines(log, "loss=1")
     source = StdoutSource(log)
-    source.resume({"offset": "x", "inode": [1]})
+    source.resume({"offset": "x", "inode": [1], "stepless": -3})
 
-    assert source.peek() == [{"loss": 1}]
+    assert source.peek() == [{"loss": 1, "_step": 0}]
 
 
 def test_the_retry_marker_is_skipped(log):
@@ -201,7 +212,8 @@ def test_the_retry_marker_is_skipped(log):
     retry_marker(log, 1)
     print_lines(log, "0.25")
 
-    assert source.peek() == [{"loss": 0.5}, {"loss": 0.2}, {"loss": 0.25}]
+    rows = [{"loss": 0.5, "_step": 0}, {"loss": 0.2, "_step": 1}, {"loss": 0.25, "_step": 2}]
+    assert source.peek() == rows
 
 
 def test_a_metrics_pattern_reads_its_named_groups(log):
@@ -210,7 +222,8 @@ def test_a_metrics_pattern_reads_its_named_groups(log):
     source = StdoutSource(log, pattern=pattern)
 
     # Lines the pattern does not match are read by the common shapes.
-    assert source.peek() == [{"_step": 5, "cost": 0.015}, {"_step": 6, "cost": 0.01}, {"loss": 2}]
+    rows = [{"_step": 5, "cost": 0.015}, {"_step": 6, "cost": 0.01}, {"loss": 2, "_step": 0}]
+    assert source.peek() == rows
     assert source.problems == []
 
 
@@ -233,7 +246,7 @@ def test_a_source_given_a_bad_pattern_says_so_and_reads_the_common_shapes(log):
     print_lines(log, "loss=1")
     source = StdoutSource(log, pattern="(")
 
-    assert source.peek() == [{"loss": 1}]
+    assert source.peek() == [{"loss": 1, "_step": 0}]
     assert len(source.problems) == 1
     assert source.problems[0].startswith("metrics_pattern does not compile")
 
@@ -257,7 +270,7 @@ def test_a_pattern_that_keeps_timing_out_is_dropped(log):
     source = StdoutSource(log, pattern=r"(?P<loss>(a|aa)+)$")
 
     started = time.monotonic()
-    assert source.peek() == [{"loss": 0.5}]
+    assert source.peek() == [{"loss": 0.5, "_step": 0}]
 
     # 20 lines of 50 ms, not 25: the rest were read without the pattern.
     assert time.monotonic() - started < 10
@@ -310,7 +323,7 @@ def test_a_long_line_ending_in_one_read_is_skipped_too(log):
     printed(log, f"print('loss=1' + ' ' * {LINE_CAP}); print('loss=2')")
     source = StdoutSource(log)
 
-    assert source.peek() == [{"loss": 2}]
+    assert source.peek() == [{"loss": 2, "_step": 0}]
     assert len(source.problems) == 1
 
 
@@ -328,7 +341,8 @@ def test_the_demo_script_that_only_prints_is_charted(log):
     assert [row["_step"] for row in rows[:3]] == [10, 20, 30]
     assert all(row.keys() == {"_step", "loss", "lr"} and row["lr"] == 0.05 for row in rows[:3])
     assert rows[0]["loss"] > rows[2]["loss"] > 0
-    assert [set(row) for row in rows[3:]] == [{"w", "b"}]  # its last line: `done: w=… b=…`
+    # Its last line, `done: w=… b=…`: the first line with no step of its own, step 0.
+    assert [(set(row), row["_step"]) for row in rows[3:]] == [({"w", "b", "_step"}, 0)]
 
 
 def test_echoed_environment_variables_are_not_metrics():
@@ -337,3 +351,47 @@ def test_echoed_environment_variables_are_not_metrics():
     assert parse_common("CUDA_VISIBLE_DEVICES=0 RANK=1") is None
     assert parse_common("CVD=0") is None
     assert parse_common("Loss=0.5 LR=0.1") == {"loss": 0.5}
+
+
+# What a Hugging Face Trainer run prints with logging_steps=20 over 100 steps (a tqdm bar
+# redrawn with \r, one dict per logging step with no step in it, an eval dict, the summary).
+TRAINER_LOG = [
+    "***** Running training *****",
+    "  Num examples = 1,000",
+    "  Total optimization steps = 100",
+    "\r  0%|          | 0/100 [00:00<?, ?it/s]\r 20%|##        | 20/100 [00:01<00:04, 19.2it/s]",
+    "{'loss': 0.6931, 'grad_norm': 1.25, 'learning_rate': 0.0001, 'epoch': 0.5}",
+    "\r 40%|####      | 40/100 [00:02<00:03, 19.4it/s]",
+    "{'loss': 0.52, 'grad_norm': 0.98, 'learning_rate': 8e-05, 'epoch': 1.0}",
+    "{'eval_loss': 0.55, 'eval_runtime': 0.31, 'eval_samples_per_second': 322.6, 'epoch': 1.0}",
+    "{'loss': 0.44, 'grad_norm': 0.91, 'learning_rate': 6e-05, 'epoch': 1.5}",
+    "{'loss': 0.41, 'grad_norm': 0.85, 'learning_rate': 4e-05, 'epoch': 2.0}",
+    "{'loss': 0.39, 'grad_norm': 0.8, 'learning_rate': 2e-05, 'epoch': 2.5}",
+    "{'train_runtime': 5.1, 'train_samples_per_second': 19.6, 'train_loss': 0.49, 'epoch': 2.5}",
+]
+
+
+def test_every_key_of_a_trainer_line_shares_one_step_counted_over_such_lines(log):
+    print_lines(log, *TRAINER_LOG)
+    source = StdoutSource(log)
+
+    rows = source.peek()
+
+    assert [row["_step"] for row in rows] == [0, 1, 2, 3, 4, 5, 6]
+    assert [row.get("loss") for row in rows] == [0.6931, 0.52, None, 0.44, 0.41, 0.39, None]
+    assert rows[2]["eval_loss"] == 0.55 and rows[2]["epoch"] == 1.0
+    assert rows[0].keys() == {"_step", "loss", "grad_norm", "learning_rate", "epoch"}
+
+    # Stored up to the eval line, then a new source (a re-adopted run) counts on from there.
+    source.advance(3)
+    again = StdoutSource(log)
+    again.resume(source.position())
+    assert [row["_step"] for row in again.peek()] == [3, 4, 5, 6]
+
+
+def test_lines_with_their_own_step_keep_it_and_the_others_are_counted_apart(log):
+    print_lines(log, "step=20 loss=0.7", "{'lr': 0.1, 'epoch': 1}", "step=40 loss=0.6", "acc=0.9")
+
+    rows = StdoutSource(log).peek()
+
+    assert [row["_step"] for row in rows] == [20, 0, 40, 1]
