@@ -14,6 +14,7 @@ from pydantic import ConfigDict, StringConstraints, field_validator
 from agents_app import api as agents_api
 from agents_app.schemas import CommandOut, ErrorOut, SteerIn, SteerOut
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH
+from agentsys.run_env import check_env, check_venv
 from common.api_contract import MAX_OFFSET
 from research_app import questions, selectors, services
 from research_app.models import ResearchLoop
@@ -50,8 +51,18 @@ class ResearchIn(Schema):
         None, description="Where its experiments run (unset: AGENTSYS_RUN_BACKEND)"
     )
     slurm: SlurmOptionsIn | None = Field(None, description="sbatch options of its experiments")
+    env: dict[str, Any] | None = Field(
+        None, description='Environment variables of its experiments, e.g. {"HF_HOME": "/data"}'
+    )
+    venv: str | None = Field(
+        None,
+        description="The virtual environment its experiments run in (relative to the workdir, "
+        "or absolute); unset: the workdir's .venv/ when it has one",
+    )
 
     _metrics_pattern_compiles = field_validator("metrics_pattern")(check_metrics_pattern)
+    _env_is_variables = field_validator("env")(lambda env: None if env is None else check_env(env))
+    _venv_is_a_path = field_validator("venv")(check_venv)
 
 
 class ResearchOut(Schema):

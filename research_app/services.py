@@ -69,6 +69,8 @@ def start_research(
     metrics_pattern: str | None = None,
     backend: str | None = None,
     slurm: dict | None = None,
+    env: dict | None = None,
+    venv: str | None = None,
     started_by=None,
 ) -> ResearchLoop:
     """A new research loop: a sweep for its runs, the research agent (claimed by a runagentd
@@ -102,11 +104,17 @@ def start_research(
         loop_settings["backend"] = backend
     if slurm:
         loop_settings["slurm"] = slurm
+    if env:  # its experiments', as its sweep's runs' (ResearchIn checked both)
+        loop_settings["env"] = env
+    if venv:
+        loop_settings["venv"] = venv
     sweep = Sweep.objects.create(
         kind=SweepKind.RESEARCH,
         metrics_pattern=metrics_pattern or "",
         run_backend=backend or "",
         slurm_options=slurm or {},
+        run_env=env or {},
+        run_venv=venv or "",
         name=f"Research: {goal[:180]}",
         goal=goal,
         status=SweepStatus.RUNNING,

@@ -181,6 +181,12 @@ class Sweep(models.Model):
     slurm_options = models.JSONField(
         default=dict, blank=True, help_text="sbatch options of its SLURM runs"
     )
+    run_env = models.JSONField(
+        default=dict, blank=True, help_text="Environment variables of its runs, under their own"
+    )
+    run_venv = models.CharField(
+        max_length=1000, blank=True, help_text="The virtual environment of runs naming none"
+    )
     status = models.CharField(max_length=16, choices=SweepStatus.choices, default=SweepStatus.DRAFT)
     chat_session = models.ForeignKey(
         "sessions_app.ChatSession",

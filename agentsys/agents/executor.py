@@ -60,6 +60,7 @@ from agentsys.run_dir import (
     run_dir_of,
     write_pid_file,
 )
+from agentsys.run_env import RunEnvironmentError, run_environment
 from agentsys.slurm.job import Outcome, SlurmRun, cancel_leftover
 from agentsys.types import AgentRole, AgentStatus, EntryType
 
@@ -142,6 +143,7 @@ class ExecutorAgent(Agent):
 
     async def _run_command(self):
         command = self.full_command()
+        self.environment()  # a `venv` that is none fails the run now, before anything starts
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # Replaced, not rewritten in place: a re-adopted run's shell may still be reading it.
         _write_atomically(self.run_dir / COMMAND_FILE, command + "\n")
@@ -212,7 +214,16 @@ class ExecutorAgent(Agent):
         return command + "".join(f" --{k}={shlex.quote(str(v))}" for k, v in params.items())
 
     def environment(self) -> dict[str, str]:
-        env = {**os.environ, **{str(k): str(v) for k, v in self.config.get("env", {}).items()}}
+        """The project's environment (agentsys.run_env), then what AgentSys owns."""
+        try:
+            env = run_environment(
+                os.environ,
+                workdir=Path(self.workdir),
+                venv=self.config.get("venv"),
+                env=self.config.get("env"),
+            )
+        except RunEnvironmentError as error:
+            raise RunFailed(str(error)) from None
         # A CPU run sees no GPU rather than grabbing one it was not given.
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in self.config.get("gpu_indices", []))
         env["AGENTSYS_RUN_DIR"] = str(self.run_dir)

@@ -394,6 +394,8 @@ class ResearchAgent(Agent):
             "metrics_pattern": settings.metrics_pattern,
             "backend": settings.run_backend,
             "slurm": settings.slurm_options,
+            "env": settings.run_env,
+            "venv": settings.run_venv,
         }
         return {key: value for key, value in options.items() if value}
 

@@ -37,6 +37,8 @@ class ResearchSettings:
     # their sbatch options.
     run_backend: str = ""
     slurm_options: dict = field(default_factory=dict)
+    run_env: dict = field(default_factory=dict)  # its experiments' environment variables
+    run_venv: str = ""  # their virtual environment ("": the workdir's .venv/, if any)
     timeouts: Timeouts = field(default_factory=Timeouts)
 
     @classmethod
@@ -66,6 +68,8 @@ class ResearchSettings:
                 metrics_pattern=str(config.get("metrics_pattern") or ""),
                 run_backend=str(config.get("backend") or ""),
                 slurm_options=dict(config.get("slurm") or {}),
+                run_env=dict(config.get("env") or {}),
+                run_venv=str(config.get("venv") or ""),
                 timeouts=_timeouts(config.get("timeouts") or {}, deployment.timeouts),
             )
         except (TypeError, ValueError) as error:

@@ -8,15 +8,24 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from ninja import Router, Schema, Status
-from pydantic import ConfigDict, Field, SkipValidation, StringConstraints, ValidationError
+from pydantic import (
+    ConfigDict,
+    Field,
+    SkipValidation,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
 from accounts_app.auth import agent_of
+from agentsys.run_env import check_env, check_venv
 from scheduler_app import loop_scope
 from scheduler_app.api.runs import EXECUTOR_OPTIONS, RunIn, RunOut
 from scheduler_app.runs import batch as run_batch
 
 router = Router()
-DEFAULTED = ("sweep_id", "workdir", "auto_start")  # what the batch may say for all its runs
+# What the batch may say for all its runs (its env goes under each run's own, by variable).
+DEFAULTED = ("sweep_id", "workdir", "auto_start", "venv", "env")
 
 
 class RunBatchIn(Schema):
@@ -37,6 +46,13 @@ class RunBatchIn(Schema):
         None, description="The workdir of the runs that name none"
     )
     auto_start: bool | None = Field(None, description="auto_start of the runs that do not say")
+    env: dict[str, Any] | None = Field(
+        None, description="Environment variables of every run, under each run's own env"
+    )
+    venv: str | None = Field(None, description="The virtual environment of the runs naming none")
+
+    _env_is_variables = field_validator("env")(lambda env: None if env is None else check_env(env))
+    _venv_is_a_path = field_validator("venv")(check_venv)
 
 
 class BatchErrorOut(Schema):
@@ -52,9 +68,9 @@ class BatchErrorOut(Schema):
     response={201: list[RunOut], 422: BatchErrorOut},
     summary="Create (and start) many runs at once: all of them, or none",
     description="Runs are created in the list's order, and with auto_start queued in it (the "
-    "queue is first in, first out). `sweep_id`, `workdir` and `auto_start` at the top apply to "
-    "each run that does not have the key. With an agent's token, runs that name no sweep join "
-    "the agent's.",
+    "queue is first in, first out). `sweep_id`, `workdir`, `auto_start` and `venv` at the top "
+    "apply to each run that does not have the key; `env` at the top goes under each run's "
+    "own. With an agent's token, runs that name no sweep join the agent's.",
     tags=["runs"],
 )
 def create_runs(request, payload: RunBatchIn):
@@ -62,7 +78,11 @@ def create_runs(request, payload: RunBatchIn):
     agent_id = agent_of(request)
     items, bad, dirs = [], [], {}
     for index, raw in enumerate(payload.runs):
-        raw = {**defaults, **raw} if isinstance(raw, dict) else raw
+        if isinstance(raw, dict):
+            own_env = raw.get("env")
+            raw = {**defaults, **raw}
+            if "env" in defaults and isinstance(own_env, dict):
+                raw["env"] = {**defaults["env"], **own_env}
         fields, faults = _parsed(index, raw, dirs)
         bad += faults
         if fields is not None:

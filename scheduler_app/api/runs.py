@@ -16,6 +16,7 @@ from pydantic import ConfigDict, Field, StringConstraints, field_validator, mode
 from accounts_app.auth import agent_of
 from agentsys.code_snapshot import MAX_PATCH_BYTES, CodeError, check_commit, check_remote
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH, compile_pattern
+from agentsys.run_env import check_env, check_venv
 from agentsys.scheduling import validate_requires
 from agentsys.slurm.client import SlurmError
 from agentsys.slurm.client import check_options as check_slurm_options
@@ -53,6 +54,8 @@ class LossThresholdsIn(Schema):
 
 
 EXECUTOR_OPTIONS = {
+    "env",
+    "venv",
     "max_retries",
     "retry_base_delay",
     "thresholds",
@@ -174,6 +177,16 @@ class RunIn(Schema):
     )
     chat_session_id: str | None = None
     auto_start: bool = False
+    env: dict[str, Any] | None = Field(
+        None,
+        description="Environment variables of its command, over its sweep's, e.g. "
+        '{"HF_HOME": "/data/hf", "SEED": 1}',
+    )
+    venv: str | None = Field(
+        None,
+        description="The virtual environment its command runs in (relative to the workdir, or "
+        "absolute); unset: the workdir's .venv/ when it has one. AgentSys's own never",
+    )
     max_retries: _optional(int, strict=True, ge=0, le=100) = Field(
         None, description="GPU-conflict retries (default 3)"
     )
@@ -203,6 +216,8 @@ class RunIn(Schema):
     )
 
     _params_fit_a_command_line = field_validator("params")(check_params)
+    _env_is_variables = field_validator("env")(lambda env: None if env is None else check_env(env))
+    _venv_is_a_path = field_validator("venv")(check_venv)
     _requires_are_labels = field_validator("requires")(validate_requires)
     _metrics_pattern_compiles = field_validator("metrics_pattern")(check_metrics_pattern)
 

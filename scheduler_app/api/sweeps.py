@@ -16,6 +16,7 @@ from pydantic import ConfigDict, StringConstraints, field_validator
 
 from accounts_app.auth import agent_of
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH
+from agentsys.run_env import check_env, check_venv
 from common.api_contract import MAX_OFFSET
 from scheduler_app import selectors
 from scheduler_app.api.runs import SlurmOptionsIn, check_metrics_pattern
@@ -49,8 +50,14 @@ class SweepIn(Schema):
         None, description="Where its runs go unless they say (unset: AGENTSYS_RUN_BACKEND)"
     )
     slurm: SlurmOptionsIn | None = Field(None, description="sbatch options of its SLURM runs")
+    env: dict[str, Any] | None = Field(
+        None, description="Environment variables of its runs, under each run's own env"
+    )
+    venv: str | None = Field(None, description="The virtual environment of runs naming none")
 
     _metrics_pattern_compiles = field_validator("metrics_pattern")(check_metrics_pattern)
+    _env_is_variables = field_validator("env")(lambda env: None if env is None else check_env(env))
+    _venv_is_a_path = field_validator("venv")(check_venv)
 
 
 class SweepOut(Schema):
@@ -64,6 +71,8 @@ class SweepOut(Schema):
     metrics_pattern: str
     backend: str = Field(description="Where its runs go unless they say; empty: the default")
     slurm: dict[str, str] = Field(description="sbatch options of its SLURM runs")
+    env: dict[str, str] = Field(description="Environment variables of its runs")
+    venv: str = Field(description="The virtual environment of its runs; empty: the workdir's")
     created_at: datetime
     updated_at: datetime
     url: str = Field(description="Its page")
@@ -110,6 +119,8 @@ def _sweep_out(sweep) -> dict:
         "metrics_pattern": sweep.metrics_pattern,
         "backend": sweep.run_backend,
         "slurm": sweep.slurm_options,
+        "env": sweep.run_env,
+        "venv": sweep.run_venv,
         "created_at": sweep.created_at,
         "updated_at": sweep.updated_at,
         "url": f"/sweeps/{sweep.id}/",
@@ -148,6 +159,8 @@ def create_sweep(request, payload: SweepIn):
         metrics_pattern=payload.metrics_pattern or "",
         run_backend=payload.backend or "",
         slurm_options=payload.slurm.dict(exclude_none=True) if payload.slurm else {},
+        run_env=payload.env or {},
+        run_venv=payload.venv or "",
         kind=SweepKind.MANUAL,
         created_by=user,  # a loop's token acts for the person who started the loop
         created_by_agent=agent_of(request),  # ... and its runs are then the loop's to change

@@ -39,16 +39,27 @@ def executor_of(run: Run) -> dict:
 
 def sweep_options(sweeps) -> dict[str, dict]:
     """What the runs of each of `sweeps` (a queryset) take from it, by sweep id."""
-    rows = sweeps.values_list("pk", "metrics_pattern", "run_backend", "slurm_options")
+    rows = sweeps.values_list(
+        "pk", "metrics_pattern", "run_backend", "slurm_options", "run_env", "run_venv"
+    )
     return {
-        pk: {"metrics_pattern": pattern, "backend": backend, "slurm": slurm}
-        for pk, pattern, backend, slurm in rows
+        pk: {
+            "metrics_pattern": pattern,
+            "backend": backend,
+            "slurm": slurm,
+            "env": env,
+            "venv": venv,
+        }
+        for pk, pattern, backend, slurm, env, venv in rows
     }
 
 
 def inherit_options(options: dict, inherited: dict | None) -> dict:
     """A run's executor options over what its sweep gives (sweep_options), the sweep's unset
-    ones left out."""
+    ones left out. Its env goes under the run's own, variable by variable."""
     if not inherited:
         return options
-    return {**{k: v for k, v in inherited.items() if v}, **options}
+    merged = {**{k: v for k, v in inherited.items() if v}, **options}
+    if inherited.get("env") and options.get("env"):
+        merged["env"] = {**inherited["env"], **options["env"]}
+    return merged

@@ -52,6 +52,18 @@ def test_a_loops_metrics_pattern_is_its_sweeps_and_its_experiments(api, workdir)
     assert ResearchSettings.from_config(config).metrics_pattern == pattern
 
 
+def test_a_loops_env_and_venv_are_its_sweeps_and_its_experiments(api, workdir):
+    from agentsys.research.settings import ResearchSettings
+    from scheduler_app.models import Sweep
+
+    loop = start(api, workdir, env={"HF_HOME": "/data/hf", "SEED": 1}, venv="envs/torch")
+    sweep = Sweep.objects.get(pk=loop["sweep_id"])
+    assert (sweep.run_env, sweep.run_venv) == ({"HF_HOME": "/data/hf", "SEED": "1"}, "envs/torch")
+    config = {**Agent.objects.get(pk=loop["id"]).config, "opencode_url": "http://x"}
+    settings = ResearchSettings.from_config(config)
+    assert (settings.run_env, settings.run_venv) == (sweep.run_env, "envs/torch")
+
+
 def test_a_loops_experiment_cap_is_set_when_it_starts(api, workdir):
     from agentsys.research.settings import ResearchSettings
 
@@ -75,6 +87,9 @@ def test_a_loops_experiment_cap_is_set_when_it_starts(api, workdir):
         ({"unknown": 1}, "unknown"),
         ({"metrics_pattern": "cost (?P<cost"}, "metrics_pattern does not compile"),
         ({"metrics_pattern": r"cost (\S+)"}, "metrics_pattern has no named group"),
+        ({"env": {"CUDA_VISIBLE_DEVICES": "1"}}, "env CUDA_VISIBLE_DEVICES is set by AgentSys"),
+        ({"env": {"A B": "1"}}, "env name 'A B' is not a variable name"),
+        ({"venv": 3}, "venv"),
     ],
 )
 def test_a_loop_that_cannot_start_is_422_naming_the_field(api, workdir, body, complaint):
