@@ -24,6 +24,7 @@ from fastmcp.exceptions import ToolError
 from pydantic import Field
 
 from agentsys.mcp import command_reaper
+from agentsys.mcp.arguments import PlainArgumentErrors
 from agentsys.mcp.credentials import NoCredentials, read_credentials
 from agentsys.mcp.run_tools import AgentSysAPI, add_run_tools
 from agentsys.mcp.workdir_tools import (
@@ -67,7 +68,8 @@ def build_server(
             raise ToolError(str(refused)) from None
 
     if api is not None:
-        add_run_tools(server, api, sweep_id=sweep_id)
+        add_run_tools(server, api, sweep_id=sweep_id, workdir=str(root.root))
+    server.add_middleware(PlainArgumentErrors(server))
     return server
 
 

@@ -11,6 +11,7 @@ tool or of the API, is a tool error saying why.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -29,15 +30,39 @@ RUN_ID = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9
 MAX_BATCH = 1000  # runs per POST /api/runs/batch
 
 
+Params = dict[str, str | int | float | bool]
+Env = dict[str, str | int | float | bool]
+Requires = dict[str, str | int | float]
+GPUS = Annotated[int, Field(ge=0, le=1024, description="GPUs it needs (0: a CPU run)")]
+WORKDIR = Annotated[
+    str,
+    Field(max_length=1000, description="Where it runs: absolute, or relative to the server's"),
+]
+VENV = Annotated[
+    str,
+    Field(
+        max_length=1000,
+        description="Its virtual environment (relative to its workdir, or absolute); "
+        "empty: the workdir's .venv/ when it has one",
+    ),
+]
+SWEEP_ID = Annotated[str, Field(max_length=40, description="Its sweep; empty: this agent's")]
+
+
 class RunSpec(BaseModel):
-    """One run of create_runs: what create_run takes."""
+    """One run of create_runs: what create_run takes (the names of POST /api/runs)."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: Annotated[str, Field(min_length=1, max_length=200)]
     command: Annotated[str, Field(min_length=1, max_length=20_000)]
-    params: dict[str, str | int | float | bool] | None = None
-    gpu_required: Annotated[int, Field(ge=0, le=1024)] = 0
+    params: Params | None = None
+    gpu_required: GPUS = 0
+    workdir: WORKDIR = ""
+    env: Env | None = None
+    venv: VENV = ""
+    requires: Requires | None = None
+    sweep_id: SWEEP_ID = ""
 
 
 class AgentSysAPI:
@@ -77,38 +102,75 @@ def _now(value: str | Callable[[], str]) -> str:
 
 
 def add_run_tools(
-    server: FastMCP, api: AgentSysAPI, *, sweep_id: str | Callable[[], str] = ""
+    server: FastMCP,
+    api: AgentSysAPI,
+    *,
+    sweep_id: str | Callable[[], str] = "",
+    workdir: str = "",
 ) -> None:
     """Register the run tools on `server`; runs it creates join `sweep_id` (or `sweep_id()`,
-    read at each call) unless told."""
+    read at each call) and run in `workdir` (the server's) unless told. Their arguments are
+    POST /api/runs's, by the same names."""
+
+    def run_body(spec: RunSpec) -> dict:
+        body = spec.model_dump(exclude_none=True, exclude_defaults=True)
+        body.setdefault("gpu_required", 0)
+        if spec.workdir or workdir:
+            body["workdir"] = _in(workdir, spec.workdir)
+        return body
+
+    async def own_sweep(body: dict) -> dict:
+        if not body.get("sweep_id") and (sweep := _now(sweep_id)):
+            body["sweep_id"] = sweep
+        return body
 
     @server.tool
     async def create_run(
         name: Annotated[str, Field(min_length=1, max_length=200)],
         command: Annotated[str, Field(min_length=1, max_length=20_000)],
-        params: dict[str, str | int | float | bool] | None = None,
-        gpu_required: Annotated[int, Field(ge=0, le=1024)] = 0,
-        start: bool = False,
+        params: Params | None = None,
+        gpu_required: GPUS = 0,
+        workdir: WORKDIR = "",
+        env: Env | None = None,
+        venv: VENV = "",
+        requires: Requires | None = None,
+        sweep_id: SWEEP_ID = "",
+        auto_start: bool = False,
     ) -> dict:
-        """Make a run of `command` (params appended as --key=value); `start` queues it at
-        once. It joins this agent's sweep."""
-        body = {"name": name, "command": command, "gpu_required": gpu_required}
-        body.update(params=params or {}, auto_start=start)
-        if sweep := _now(sweep_id):
-            body["sweep_id"] = sweep
+        """Make a run of `command` (params appended as --key=value), as POST /api/runs does;
+        `auto_start` queues it at once. `env`: its environment variables; `requires`: host
+        labels it needs (a number is a minimum, e.g. {"gpu_memory_gb": 40}). Unless told, it
+        joins this agent's sweep and runs in this server's workdir."""
+        spec = RunSpec(
+            name=name,
+            command=command,
+            params=params,
+            gpu_required=gpu_required,
+            workdir=workdir,
+            env=env,
+            venv=venv,
+            requires=requires,
+            sweep_id=sweep_id,
+        )
+        body = await own_sweep({**run_body(spec), "auto_start": auto_start})
         return _run_summary(await api.call("POST", "/api/runs", json=body))
 
     @server.tool
     async def create_runs(
         runs: Annotated[list[RunSpec], Field(min_length=1, max_length=MAX_BATCH)],
-        start: bool = False,
+        auto_start: bool = False,
+        sweep_id: SWEEP_ID = "",
+        env: Annotated[Env | None, Field(description="Every run's, under its own env")] = None,
     ) -> list[dict]:
-        """Make many runs in one call (up to 1,000), all of them or none: a bad one is named
-        by its index. `start` queues them at once, in the list's order. They join this
-        agent's sweep."""
-        body = {"runs": [run.model_dump(exclude_none=True) for run in runs], "auto_start": start}
-        if sweep := _now(sweep_id):
-            body["sweep_id"] = sweep
+        """Make many runs in one call (up to 1,000), all of them or none, as POST
+        /api/runs/batch does: a bad one is named by its index. `auto_start` queues them at
+        once, in the list's order. Unless told, they join this agent's sweep."""
+        body = {"runs": [run_body(run) for run in runs], "auto_start": auto_start}
+        if sweep_id:
+            body["sweep_id"] = sweep_id
+        if env:
+            body["env"] = env
+        body = await own_sweep(body)
         return [_run_summary(run) for run in await api.call("POST", "/api/runs/batch", json=body)]
 
     @server.tool
@@ -118,12 +180,12 @@ def add_run_tools(
 
     @server.tool
     async def list_runs(
-        sweep: Annotated[str, Field(max_length=40)] = "",
+        sweep_id: Annotated[str, Field(max_length=40)] = "",
         status: Annotated[str, Field(max_length=20)] = "",
         limit: Annotated[int, Field(ge=1, le=200)] = 50,
     ) -> list[dict]:
-        """Runs, newest first, of a sweep and/or with a status."""
-        query = {"limit": limit, **({"sweep_id": sweep} if sweep else {})}
+        """Runs, newest first, of a sweep and/or with a status (GET /api/runs)."""
+        query = {"limit": limit, **({"sweep_id": sweep_id} if sweep_id else {})}
         if status:
             query["status"] = status
         return [_run_summary(run) for run in await api.call("GET", "/api/runs", params=query)]
@@ -182,6 +244,13 @@ def add_run_tools(
         """Reflections and lessons of earlier loops (the memory bank), newest first."""
         params = {"q": query, "limit": limit, **({"tag": tag} if tag else {})}
         return await api.call("GET", "/api/memories", params=params)
+
+
+def _in(base: str, workdir: str) -> str:
+    """`workdir` as the API takes it: a relative one is the server's workdir's."""
+    if not workdir:
+        return base
+    return workdir if os.path.isabs(workdir) or not base else os.path.join(base, workdir)
 
 
 def _run_summary(run: dict) -> dict:

@@ -21,6 +21,7 @@ from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
 from pydantic import Field
 
+from agentsys.mcp.arguments import PlainArgumentErrors
 from agentsys.slurm import client as slurm
 from agentsys.slurm.client import SlurmError, output_format, parse_records, parse_rows
 
@@ -165,6 +166,7 @@ def build_server(workdir: str | os.PathLike) -> FastMCP:
     if not root.is_dir():
         raise SystemExit(f"workdir {root} is not a directory")
     mcp = FastMCP("slurm", instructions=f"SLURM tools; sbatch runs scripts inside {root}.")
+    mcp.add_middleware(PlainArgumentErrors(mcp))
     for tool in (squeue, sinfo, sacct, scancel, scontrol_show):
         mcp.tool(tool)
 

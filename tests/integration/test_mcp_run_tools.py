@@ -60,7 +60,7 @@ def test_create_start_wait_tail_and_read_a_real_run(tools, tmp_path):
     assert made["status"] == "ready"
     run = Run.objects.get(pk=made["id"])
     assert run.sweep_id == tools.sweep.pk  # it joined the agent's sweep
-    listed = ok(tools("list_runs", sweep=tools.sweep.pk))["result"]
+    listed = ok(tools("list_runs", sweep_id=tools.sweep.pk))["result"]
     assert [r["id"] for r in listed] == [made["id"]]
 
     assert ok(tools("start_run", run_id=made["id"]))["status"] == "queued"
@@ -110,13 +110,70 @@ def test_create_runs_makes_a_batch_in_the_agents_sweep_or_names_the_bad_run(tool
         (f"r{i}", "ready", {"seed": i}) for i in range(3)
     ]
     assert set(Run.objects.values_list("sweep_id", flat=True)) == {tools.sweep.pk}
-    started = ok(tools("create_runs", runs=runs[:2], start=True))["result"]
+    started = ok(tools("create_runs", runs=runs[:2], auto_start=True))["result"]
     assert [r["status"] for r in started] == ["queued", "queued"]  # no runagentd yet
     refused = tools(
         "create_runs", runs=[runs[0], {"name": "x", "command": "t", "params": {"a b": 1}}]
     )
     assert refused.is_error and "run 1 params:" in refused.content[0].text
     assert Run.objects.count() == 5
+
+
+def test_create_run_takes_the_rest_names_and_reaches_the_persons_project(tools, tmp_path):
+    from hosts_app.models import Host
+
+    Host.objects.create(name="big", labels={"gpu_memory_gb": 80})
+    (tmp_path / "project").mkdir()
+    other = Sweep.objects.create(name="theirs")
+    made = ok(
+        tools(
+            "create_run",
+            name="rest-shaped",
+            command="python train.py",
+            workdir="project",  # the server's workdir's
+            env={"SEED": 3},
+            venv=".venv",
+            params={"lr": 0.1},
+            requires={"gpu_memory_gb": 40},
+            sweep_id=other.pk,
+            auto_start=True,
+        )
+    )
+    run = Run.objects.get(pk=made["id"])
+    assert run.workdir == str(tmp_path / "project") and run.sweep_id == other.pk
+    assert run.executor_options["env"] == {"SEED": "3"} and run.executor_options["venv"] == ".venv"
+    assert run.requires == {"gpu_memory_gb": 40} and run.params == {"lr": 0.1}
+    assert made["status"] == "queued"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "sentence"),
+    [
+        (
+            {"name": "n", "command": "x", "start": True},
+            "create_run refused: start is not one of its arguments (name, command, params, "
+            "gpu_required, workdir, env, venv, requires, sweep_id, auto_start).",
+        ),
+        (
+            {"name": "n", "command": "x", "gpu_required": "two"},
+            "create_run refused: gpu_required: input should be a valid integer, unable to parse "
+            "string as an integer.",
+        ),
+        ({"command": "x"}, "create_run refused: name is required."),
+        (
+            {"name": "n", "command": "x", "env": {"CUDA_VISIBLE_DEVICES": "0"}},
+            "env CUDA_VISIBLE_DEVICES is set by AgentSys for each run; it cannot be given",
+        ),
+    ],
+)
+def test_a_bad_call_is_one_sentence_naming_the_field(tools, arguments, sentence):
+    result = tools("create_run", **arguments)
+
+    assert result.is_error
+    text = result.content[0].text
+    assert sentence in text
+    assert "pydantic" not in text and "input_value" not in text and "\n" not in text.strip()
+    assert not Run.objects.exists()
 
 
 def test_a_revoked_token_is_refused(tools):

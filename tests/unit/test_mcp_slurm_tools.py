@@ -194,7 +194,7 @@ async def test_sbatch_refuses_scripts_not_inside_the_workdir(fake, workdir, scri
 @pytest.mark.parametrize(
     ("tool", "args", "why"),
     [
-        ("scancel", {}, "Missing required argument"),
+        ("scancel", {}, "scancel refused: job_id is required."),
         ("scancel", {"job_id": -1}, "greater than or equal to 1"),
         ("scancel", {"job_id": "1; rm -rf /"}, "valid integer"),
         ("scancel", {"job_id": "12"}, "valid integer"),
