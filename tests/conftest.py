@@ -31,9 +31,11 @@ ON_THE_SYSTEM_POSTGRES = {
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config, items):
-    """Each module is one unit of work for a worker (its module fixtures made once), but the
-    modules sharing the SLURM cluster, and those sharing the system PostgreSQL, are one unit
-    together each."""
+    """Each module is one unit of work for a worker (its module fixtures made once, its tests
+    never beside each other), but the modules sharing the SLURM cluster, and those sharing the
+    system PostgreSQL, are one unit together each."""
+    # On a worker, pytest-xdist sets the `loadgroup` option (its `dist` is "no" there).
+    grouping = hasattr(config, "workerinput") and bool(getattr(config.option, "loadgroup", False))
     for item in items:
         module = item.module.__name__ if item.module is not None else item.nodeid
         group = (
@@ -44,3 +46,16 @@ def pytest_collection_modifyitems(config, items):
             else module
         )
         item.add_marker(pytest.mark.xdist_group(group))
+        if grouping:
+            _in_group(item, group)
+
+
+def _in_group(item, group: str) -> None:
+    """What pytest-xdist 3.8 does with the marker (`<nodeid>@<group>`, which its scheduler
+    reads), done here: it sets `item._nodeid`, which pytest 9.2 no longer reads (a node's id
+    is `item._id`), so every test went to whichever worker was free, a module's tests beside
+    each other and the SLURM group's modules on both workers at once."""
+    from _pytest.nodeid import NodeId
+
+    if "@" not in item.nodeid.rpartition("]")[2].rpartition("::")[2]:
+        item._id = NodeId.parse(f"{item.nodeid}@{group}")

@@ -35,7 +35,7 @@ def daemon():
 def _no_strays():
     """What a failing test leaves behind must not outlive it."""
     yield
-    for token in ("3001", "3002", "3003", "3004", "3005", "3006", "3007"):
+    for token in ("3001", "3002", "3003", "3004", "3005", "3006", "3007", "3008"):
         for pid in processes_running(token):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
@@ -235,7 +235,7 @@ def test_a_new_runagentd_kills_a_leftover_worker_by_pid_and_start_time(same_proc
 
     # Leads its own process group, as a worker does.
     stand_in = subprocess.Popen(
-        [PY, "-c", "import time; time.sleep(3005)", "3005"], start_new_session=True
+        [PY, "-c", "import time; time.sleep(3008)", "3008"], start_new_session=True
     )
     try:
         wait_until(lambda: process_info(stand_in.pid), 10)

@@ -60,3 +60,37 @@ def test_every_module_on_the_system_postgres_runs_in_its_one_group():
     assert len(on_it) >= 2, "the check looks for the wrong name"
     group = {name.replace(".", "/") + ".py" for name in ON_THE_SYSTEM_POSTGRES}
     assert not on_it - group, f"add to ON_THE_SYSTEM_POSTGRES: {sorted(on_it - group)}"
+
+
+def test_a_modules_tests_run_on_one_worker(tmp_path):
+    """The grouping really happens (pytest-xdist 3.8's own stopped working under pytest 9.2,
+    silently: tests/conftest.py does it now): two modules of four tests on two workers, each
+    module's tests all on one worker."""
+    import os
+    import subprocess
+
+    out = tmp_path / "out"
+    out.mkdir()
+    for module in ("test_first", "test_second"):
+        (tmp_path / f"{module}.py").write_text(
+            "import os, time\n"
+            "import pytest\n\n"
+            "@pytest.mark.parametrize('i', range(4))\n"
+            "def test_where(i):\n"
+            "    time.sleep(0.1)\n"
+            f"    open(os.path.join({str(out)!r}, f'{module}.{{i}}'), 'w')"
+            ".write(os.environ['PYTEST_XDIST_WORKER'])\n"
+        )
+    plugins = ["-p", "tests.conftest", "-p", "no:django", "-p", "no:cacheprovider"]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", *plugins, "-n", "2", "--dist", "loadgroup", str(tmp_path)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    for module in ("test_first", "test_second"):
+        workers = {path.read_text() for path in out.glob(f"{module}.*")}
+        assert len(list(out.glob(f"{module}.*"))) == 4 and len(workers) == 1, (module, workers)
