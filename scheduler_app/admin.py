@@ -188,10 +188,12 @@ class SweepAdmin(admin.ModelAdmin):
         "updated_at",
         "parameters_view",
         "slurm_options_view",
+        "run_env_view",
     )
-    exclude = ("parameters", "slurm_options")
+    exclude = ("parameters", "slurm_options", "run_env")
     parameters_view = json_display("parameters")
     slurm_options_view = json_display("slurm_options")
+    run_env_view = json_display("run_env")
 
 
 # A run's outcome and its link to the executor and the queue: only the services move them.
