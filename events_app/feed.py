@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 
 REPLAY_BATCH = 500
 KEEPALIVE_SECONDS = 15.0
+LISTEN_WAIT_SECONDS = 5.0  # at most, for the layer to listen before the table is read
 
 
 def parse_resume_point(raw: str | None) -> int | None:
@@ -110,6 +111,7 @@ async def follow_stream(
     live = _LiveMessages(layer, channel) if layer is not None else _NoLayer()
     last = after_seq
     try:
+        await _listening(layer)
         async with contextlib.aclosing(_from_table(stream, last)) as replay:
             async for message in replay:
                 last = message["id"]
@@ -142,6 +144,24 @@ async def follow_stream(
                 await layer.group_discard(group, channel)
             except Exception:  # the client is gone either way; do not mask why
                 logger.exception("could not leave %s", group)
+
+
+async def _listening(layer) -> None:
+    """channels-postgres starts to LISTEN at a process's first receive(), reading the messages
+    already queued just before; one sent between that read and the LISTEN is never delivered
+    (a busy database widens the gap to seconds). Wait, a bounded while, until it listens: the
+    table read that follows then holds every event sent before, and every later one comes
+    live. Other layers deliver from the subscription on: nothing to wait for."""
+    if layer is None or not hasattr(layer, "listen_to_all_channels"):
+        return
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + LISTEN_WAIT_SECONDS
+    while loop.time() < deadline:
+        ready = getattr(layer, "listener_task_is_running", None)
+        if isinstance(ready, asyncio.Event) and ready.is_set():
+            return
+        await asyncio.sleep(0.01)
+    logger.warning("the channel layer did not listen within %ss", LISTEN_WAIT_SECONDS)
 
 
 def _read_table_first(message: dict | None, last: int) -> bool:

@@ -74,6 +74,31 @@ async def test_feed_replays_after_the_resume_point_then_follows_live():
     assert await GroupChannel.objects.acount() == 0  # left the group on close
 
 
+async def test_an_event_sent_before_the_layer_listens_is_read_from_the_table(
+    channel_layer_on_test_db, monkeypatch
+):
+    """channels-postgres reads its queued messages, then LISTENs: on a busy database a second
+    may pass in between, and a message sent then never arrives. The feed reads the table only
+    once the layer listens, so the event comes at once, not at the next keepalive."""
+    layer = channel_layer_on_test_db
+    queued = layer.django_db.retrieve_non_expired_queued_messages
+
+    async def slow_to_listen():
+        found = await queued()
+        await asyncio.sleep(1.0)  # the LISTEN connection comes a second after that read
+        return found
+
+    monkeypatch.setattr(layer.django_db, "retrieve_non_expired_queued_messages", slow_to_listen)
+    await record(n=1)
+    feed = follow_stream(AGENTS_STREAM, 1, keepalive=30)
+    first = asyncio.ensure_future(anext(feed))
+    await asyncio.sleep(0.3)
+    await record(n=2)  # after the queued messages were read, before the LISTEN
+
+    assert (await asyncio.wait_for(first, 3))["id"] == 2
+    await feed.aclose()
+
+
 async def test_event_both_in_table_and_live_is_sent_once(monkeypatch):
     monkeypatch.setattr(feed_module, "REPLAY_BATCH", 2)
     await record(n=1)
