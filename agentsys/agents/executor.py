@@ -35,6 +35,7 @@ from agentsys.agent import Agent, PauseRefused
 from agentsys.agents.executor_options import options_from
 from agentsys.agents.run_checkout import place_of, run_dir_for
 from agentsys.agents.run_watchdog import RunWatchdog
+from agentsys.git_exclude import keep_out_of_git
 from agentsys.gpu_conflicts import is_gpu_conflict
 from agentsys.ipc import Cmd
 from agentsys.log_shipping import shipping_log
@@ -47,6 +48,7 @@ from agentsys.proctree import (
     process_info,
 )
 from agentsys.run_dir import (
+    AGENTS_DIR,
     COMMAND_FILE,
     EXIT_CODE_FILE,
     LOG_FILE,
@@ -145,6 +147,8 @@ class ExecutorAgent(Agent):
         command = self.full_command()
         self.environment()  # a `venv` that is none fails the run now, before anything starts
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        # Its log and files: never in the person's `git status` (once per workdir and process).
+        await asyncio.to_thread(keep_out_of_git, self.workdir, f"{AGENTS_DIR}/")
         # Replaced, not rewritten in place: a re-adopted run's shell may still be reading it.
         _write_atomically(self.run_dir / COMMAND_FILE, command + "\n")
         # run.log into the database as it grows, for a web on another machine; all of it

@@ -21,6 +21,7 @@ import time
 from dataclasses import asdict
 
 from agentsys.agent import Agent
+from agentsys.git_exclude import keep_out_of_git
 from agentsys.research import attention, experiments, tool_token
 from agentsys.research.experiments import new_launch_id
 from agentsys.research.llm import ModelGateway, ModelReply, OpenCodeError, OpenCodeGateway
@@ -44,6 +45,7 @@ from agentsys.research.state import (
     ResearchState,
 )
 from agentsys.research.workspace import Workspace
+from agentsys.run_dir import AGENTS_DIR
 from agentsys.skills import PromptSkills
 from agentsys.types import AgentRole, EntryType
 
@@ -62,6 +64,8 @@ class ResearchAgent(Agent):
     async def on_start(self) -> None:
         self.settings = ResearchSettings.from_config(self.config, self.deployment)
         self.workspace = Workspace(self.settings.workdir, self.id)
+        # Its files, its runs' and its token's: never in the person's `git status`.
+        await asyncio.to_thread(keep_out_of_git, self.settings.workdir, f"{AGENTS_DIR}/")
         self.skills = PromptSkills(self.settings.skills_dir)
         state = ResearchState.load(self.workspace.state_path) if self.config.get("resume") else None
         if state is None:

@@ -15,6 +15,8 @@ import os
 import sys
 from pathlib import Path
 
+from agentsys.git_exclude import keep_out_of_git, tracked
+
 CONFIG_FILE = "opencode.json"
 SCHEMA = "https://opencode.ai/config.json"
 REPO = Path(__file__).resolve().parents[2]
@@ -87,4 +89,6 @@ def merge_servers(workdir: str | os.PathLike, entries: dict) -> list[str]:
         tmp = path.with_name(f".{CONFIG_FILE}.tmp")
         tmp.write_text(json.dumps(config, indent=2) + "\n")
         tmp.replace(path)
+    if not tracked(workdir, CONFIG_FILE):  # ours (holding this machine's paths), not theirs
+        keep_out_of_git(workdir, CONFIG_FILE)
     return said

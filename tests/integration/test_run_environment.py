@@ -151,3 +151,28 @@ def test_a_sweeps_env_and_venv_go_to_its_runs_under_their_own(api, tmp_path):
     ).json()
     assert batch[0]["executor_options"]["env"] == {"HF_HOME": "/data/hf", "SEED": "1"}
     assert batch[0]["executor_options"]["venv"] == "envs/b"
+
+
+def test_a_run_in_the_persons_repository_leaves_their_git_status_alone(daemon, api, tmp_path):
+    def git(*args):
+        return subprocess.run(
+            ["git", "-C", str(tmp_path), *args], check=True, capture_output=True, text=True
+        ).stdout
+
+    git("init", "-q")
+    (tmp_path / "train.py").write_text("print('loss=0.5')\n")
+    (tmp_path / "notes.md").write_text("my uncommitted notes\n")
+    git("add", "train.py")
+    git("-c", "user.name=p", "-c", "user.email=p@p", "commit", "-q", "-m", "mine")
+    before = git("status", "--porcelain")
+    made = api(
+        "post",
+        "/api/runs",
+        {"name": "r", "command": "python3 train.py", "workdir": str(tmp_path), "auto_start": True},
+    ).json()
+
+    run = run_ended(Run.objects.get(pk=made["id"]), timeout=60)
+
+    assert run.status == RunStatus.DONE and (Path(run.run_dir) / "run.log").exists()
+    assert git("status", "--porcelain") == before == "?? notes.md\n"
+    assert not (tmp_path / ".gitignore").exists()
