@@ -134,7 +134,12 @@ class Workspace:
         status = await self.git("status", "--porcelain", "--", *outside_agents)
         if status.code != 0 or not status.out.strip():
             return ""
-        added = await self.git("add", "-A", "--", *outside_agents)
+        # `.agents/` is in the repository's info/exclude (agentsys.git_exclude): naming it in
+        # an exclude pathspec would make `git add` fail on an ignored path. Unstaged after,
+        # for a repository whose exclude file could not be written.
+        added = await self.git("add", "-A", "--", ".")
+        if added.code == 0:
+            added = await self.git("rm", "-r", "-q", "--cached", "--ignore-unmatch", AGENTS_DIR)
         if added.code != 0:
             logger.warning("git add failed in %s: %s", self.workdir, added.out.strip())
             return ""

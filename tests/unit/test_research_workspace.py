@@ -4,6 +4,9 @@ is not a git repository working without commits."""
 
 import subprocess
 
+import pytest
+
+from agentsys.git_exclude import keep_out_of_git
 from agentsys.research.workspace import Workspace
 
 
@@ -25,8 +28,11 @@ def repo(path):
     return path
 
 
-async def test_an_iteration_commits_its_changes_but_never_agents(tmp_path):
+@pytest.mark.parametrize("excluded", [False, True], ids=["plain", "in-info-exclude"])
+async def test_an_iteration_commits_its_changes_but_never_agents(tmp_path, excluded):
     work = Workspace(repo(tmp_path), "orchestrator-1")
+    if excluded:  # as a loop's start leaves it (agentsys.git_exclude): git add must not fail
+        assert keep_out_of_git(tmp_path, ".agents/")
     before = await work.snapshot()
     (tmp_path / "train.py").write_text("print(2)\n")
     (tmp_path / "notes.md").write_text("lr=0.1\n")
