@@ -42,9 +42,12 @@ class RunEnvironmentError(ValueError):
     """The run's environment cannot be made as it asks (a `venv` that is none)."""
 
 
-def check_env(env: object) -> dict[str, str]:
+def check_env(env: object) -> dict[str, str] | None:
     """A run's `env` as given (API, MCP, a sweep, a loop): variable names to strings (a number
-    or a boolean is written as a string). ValueError with one sentence naming what is wrong."""
+    or a boolean is written as a string), or None when none is given. ValueError with one
+    sentence naming what is wrong."""
+    if env is None:
+        return None
     if not isinstance(env, dict):
         raise ValueError("env must be an object of variable names to values")
     checked, size = {}, 0

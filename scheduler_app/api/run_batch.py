@@ -51,7 +51,7 @@ class RunBatchIn(Schema):
     )
     venv: str | None = Field(None, description="The virtual environment of the runs naming none")
 
-    _env_is_variables = field_validator("env")(lambda env: None if env is None else check_env(env))
+    _env_is_variables = field_validator("env")(check_env)
     _venv_is_a_path = field_validator("venv")(check_venv)
 
 

@@ -216,7 +216,7 @@ class RunIn(Schema):
     )
 
     _params_fit_a_command_line = field_validator("params")(check_params)
-    _env_is_variables = field_validator("env")(lambda env: None if env is None else check_env(env))
+    _env_is_variables = field_validator("env")(check_env)
     _venv_is_a_path = field_validator("venv")(check_venv)
     _requires_are_labels = field_validator("requires")(validate_requires)
     _metrics_pattern_compiles = field_validator("metrics_pattern")(check_metrics_pattern)

@@ -56,7 +56,7 @@ class SweepIn(Schema):
     venv: str | None = Field(None, description="The virtual environment of runs naming none")
 
     _metrics_pattern_compiles = field_validator("metrics_pattern")(check_metrics_pattern)
-    _env_is_variables = field_validator("env")(lambda env: None if env is None else check_env(env))
+    _env_is_variables = field_validator("env")(check_env)
     _venv_is_a_path = field_validator("venv")(check_venv)
 
 
