@@ -60,6 +60,19 @@ class ResearchIn(Schema):
         "or absolute); unset: the workdir's .venv/ when it has one",
     )
 
+    include_uncommitted: bool = Field(
+        False,
+        description="Start its branch with the workdir's uncommitted changes (else from HEAD "
+        "only; the person's files are never touched either way)",
+    )
+    commit_allow: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] | None = (
+        Field(
+            None,
+            max_length=50,
+            description='Output files its commits take all the same, e.g. ["*.pt"]',
+        )
+    )
+
     _metrics_pattern_compiles = field_validator("metrics_pattern")(check_metrics_pattern)
     _env_is_variables = field_validator("env")(check_env)
     _venv_is_a_path = field_validator("venv")(check_venv)
@@ -121,12 +134,28 @@ class HistoryStep(Schema):
     tool_calls: list[ToolCallOut] | None = None
 
 
+class LeftOutFile(Schema):
+    path: str
+    why: str
+
+
 class ResearchDetailOut(ResearchOut):
     plan: str
     reflection: str
     opencode_session_id: str
     settings: dict
     history: list[HistoryStep]
+    branch: str | None = Field(
+        None, description="The loop's own branch, agentsys/<id> (null: no git repository)"
+    )
+    base_commit: str | None = Field(None, description="The person's HEAD it started from")
+    worktree: str | None = Field(None, description="Where the branch is checked out")
+    merge_command: str | None = Field(None, description="Merges the branch into the person's")
+    discard_command: str | None = Field(None, description="Throws the branch and worktree away")
+    left_out: list[LeftOutFile] = Field(
+        [], description="Changed files its commits left out (outputs), the first 200"
+    )
+    left_out_count: int = 0
 
 
 def _no_loop(loop_id: str) -> Status:

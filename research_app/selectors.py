@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agents_app.models import AgentCommand, CommandStatus
+from agentsys.research.branch import LoopBranch
 from agentsys.run_dir import ITERATION_LOG_FILE, loop_dir_of
 from agentsys.types import LIVE_AGENT_STATUSES, AgentStatus
 from events_app.models import Event
@@ -110,7 +111,33 @@ def detail(loop: ResearchLoop) -> dict:
         "opencode_session_id": loop.opencode_session_id,
         "settings": {**loop.settings, **(loop.state.get("settings") or {})},
         "history": steps,
+        **branch_of(loop),
     }
+
+
+def branch_of(loop: ResearchLoop) -> dict:
+    """Its own branch (agentsys.research.branch) and what its commits left out; nulls for a
+    loop that works in place (no repository)."""
+    found = LoopBranch.from_dict(loop.state.get("branch"))
+    left_out = loop.state.get("left_out") if isinstance(loop.state.get("left_out"), dict) else {}
+    commands = found.commands() if found else {}
+    return {
+        "branch": found.name if found else None,
+        "base_commit": found.base_commit if found else None,
+        "worktree": found.worktree if found else None,
+        "merge_command": commands.get("merge"),
+        "discard_command": commands.get("discard"),
+        "left_out": [{"path": str(p), "why": str(w)} for p, w in left_out.items()],
+        "left_out_count": int(loop.state.get("left_out_count") or len(left_out)),
+    }
+
+
+def work_dir(loop: ResearchLoop) -> Path | None:
+    """Where the loop works and keeps its files: its worktree's copy of the workdir, or the
+    workdir itself."""
+    found = LoopBranch.from_dict(loop.state.get("branch"))
+    workdir = found.workdir if found else str(loop.settings.get("workdir") or "")
+    return Path(workdir).resolve() if workdir else None
 
 
 def _run(run: Run | None, agent_id: str) -> dict:
@@ -128,8 +155,8 @@ def _run(run: Run | None, agent_id: str) -> dict:
 
 def iteration_log_path(loop: ResearchLoop) -> Path | None:
     """The loop's iteration_log.md, when it exists inside its workdir."""
-    workdir = Path(str(loop.settings.get("workdir") or "")).resolve()
-    if not str(loop.settings.get("workdir") or ""):
+    workdir = work_dir(loop)
+    if workdir is None:
         return None
     path = (loop_dir_of(workdir, loop.agent_id) / ITERATION_LOG_FILE).resolve()
     if workdir not in path.parents or not path.is_file():

@@ -71,6 +71,8 @@ def start_research(
     slurm: dict | None = None,
     env: dict | None = None,
     venv: str | None = None,
+    include_uncommitted: bool = False,
+    commit_allow: list[str] | None = None,
     started_by=None,
 ) -> ResearchLoop:
     """A new research loop: a sweep for its runs, the research agent (claimed by a runagentd
@@ -108,6 +110,10 @@ def start_research(
         loop_settings["env"] = env
     if venv:
         loop_settings["venv"] = venv
+    if include_uncommitted:
+        loop_settings["include_uncommitted"] = True
+    if commit_allow:
+        loop_settings["commit_allow"] = list(commit_allow)
     sweep = Sweep.objects.create(
         kind=SweepKind.RESEARCH,
         metrics_pattern=metrics_pattern or "",

@@ -13,13 +13,14 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from agents_app.views import TIERS
+from agentsys.research.branch import LoopBranch
 from agentsys.run_dir import TASKS_FILE, loop_dir_of
 from agentsys.types import TERMINAL_AGENT_STATUSES
 from events_app.events import AGENTS_STREAM
 from events_app.selectors import last_seq
 from memory_app.models import MemoryEntry
 from memory_app.rendering import plan_items
-from research_app import progress, questions, selectors
+from research_app import branch_review, progress, questions, selectors
 from research_app.models import ResearchLoop
 from scheduler_app.models import MetricSeries
 from scheduler_app.selectors import LOSS_KEYS
@@ -67,12 +68,15 @@ def loop_detail(request: HttpRequest, agent_id: str) -> HttpResponse:
         )
     _final_losses(detail["history"])
     detail["answer_sent"] = bool(detail["question"]) and questions.answer_sent(loop)
-    workdir = Path(str(loop.settings.get("workdir") or "."))
-    tasks = _read(loop_dir_of(workdir, loop.agent_id) / TASKS_FILE) or loop.plan
+    workdir = selectors.work_dir(loop)
+    tasks = _read(loop_dir_of(workdir, loop.agent_id) / TASKS_FILE if workdir else None)
+    tasks = tasks or loop.plan
+    live = loop.agent.status not in TERMINAL_AGENT_STATUSES
     context = {
         "nav": "research",
         "loop": detail,
-        "live": loop.agent.status not in TERMINAL_AGENT_STATUSES,
+        "live": live,
+        **_branch_context(loop),
         "timeline": selectors.timeline(loop),
         "tiers": TIERS,
         "plan": plan_items(tasks),
@@ -87,6 +91,16 @@ def loop_detail(request: HttpRequest, agent_id: str) -> HttpResponse:
     return render(request, "research_app/loop.html", context)
 
 
+def _branch_context(loop: ResearchLoop) -> dict:
+    """Its branch as a change to review, with the best run's figure beside it (read again
+    as the body re-renders: a running loop's commits show as they come)."""
+    found = LoopBranch.from_dict(loop.state.get("branch"))
+    if found is None:
+        return {}
+    best = progress.best_loss(loop.sweep_id) if loop.sweep_id else None
+    return {"branch_review": branch_review.review(found), "best": best}
+
+
 def loop_progress(request: HttpRequest, agent_id: str) -> HttpResponse:
     """The line a chat's card shows of the loop it started, asked again while the loop runs."""
     found = progress.loop_progress(agent_id)
@@ -96,12 +110,15 @@ def loop_progress(request: HttpRequest, agent_id: str) -> HttpResponse:
 
 
 def commit_diff(request: HttpRequest, agent_id: str, commit: str) -> HttpResponse:
-    """One iteration's commit in the loop's workdir, as `git show` prints it. Only a commit
-    the loop recorded is shown, read with a timeout and a size cap."""
+    """One commit of the loop's, as `git show` prints it: one it recorded, or one on its
+    branch since it started; read with a timeout and a size cap."""
     loop = _loop_or_404(agent_id)
     recorded = {
         str(h.get("commit") or "") for h in loop.state.get("history") or [] if isinstance(h, dict)
     }
+    found = LoopBranch.from_dict(loop.state.get("branch"))
+    if COMMIT.fullmatch(commit) and commit not in recorded and found is not None:
+        recorded |= {c.hash for c in branch_review.review(found).commits}
     if not COMMIT.fullmatch(commit) or commit not in recorded:
         raise Http404("No such commit in this loop")
     workdir = str(loop.settings.get("workdir") or "")

@@ -8,7 +8,6 @@ from pathlib import Path
 from django.db.models import Count, Q
 
 from agents_app.models import Agent
-from agentsys.run_dir import ITERATION_LOG_FILE, loop_dir_of
 from agentsys.types import LIVE_AGENT_STATUSES, AgentRole, EntryType
 from scheduler_app.runs import log_reader as run_log_reader
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn
@@ -136,10 +135,16 @@ def child_report(agent_id: str) -> dict:
 
     loop = ResearchLoop.objects.filter(agent_id=agent_id).first()
     if loop is not None:
-        workdir = Path((loop.settings or {}).get("workdir") or "")
+        from research_app.selectors import branch_of, iteration_log_path
+
         report["iterations"] = loop.iteration
         report["reflection"] = loop.reflection
-        report["iteration_log"] = _tail(loop_dir_of(workdir, agent_id) / ITERATION_LOG_FILE)
+        log = iteration_log_path(loop)
+        report["iteration_log"] = _tail(log) if log else ""
+        if branch_of(loop)["branch"]:  # the chat model can tell the person how to merge it
+            report["branch"] = {
+                k: branch_of(loop)[k] for k in ("branch", "base_commit", "merge_command")
+            }
     run = agent.runs.first()
     if run is not None:
         report["exit_code"] = run.exit_code

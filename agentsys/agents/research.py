@@ -19,10 +19,11 @@ import asyncio
 import logging
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 from agentsys.agent import Agent
 from agentsys.git_exclude import keep_out_of_git
-from agentsys.research import attention, experiments, tool_token
+from agentsys.research import attention, branch, experiments, tool_token
 from agentsys.research.experiments import new_launch_id
 from agentsys.research.llm import ModelGateway, ModelReply, OpenCodeError, OpenCodeGateway
 from agentsys.research.logbook import (
@@ -63,28 +64,61 @@ class ResearchAgent(Agent):
 
     async def on_start(self) -> None:
         self.settings = ResearchSettings.from_config(self.config, self.deployment)
-        self.workspace = Workspace(self.settings.workdir, self.id)
-        # Its files, its runs' and its token's: never in the person's `git status`.
+        # Its files, its worktree, its runs' and its token's: never in anyone's `git status`.
         await asyncio.to_thread(keep_out_of_git, self.settings.workdir, f"{AGENTS_DIR}/")
         self.skills = PromptSkills(self.settings.skills_dir)
-        state = ResearchState.load(self.workspace.state_path) if self.config.get("resume") else None
+        state = await self._resumed_state() if self.config.get("resume") else None
         if state is None:
+            self.branch, self.branch_note = await branch.open_branch(
+                self.settings.workdir,
+                self.id,
+                include_uncommitted=self.settings.include_uncommitted,
+            )
             state = ResearchState(
                 goal=self.goal,
                 max_iterations=self.settings.max_iterations,
                 settings=self.settings.public(),
+                branch=self.branch.as_dict() if self.branch else {},
             )
         self.state = state
+        self.workspace = Workspace(self.work_root, self.id)
         self.iteration = state.iteration
         self.gateway: ModelGateway = self.make_gateway()
-        await tool_token.hand_over(self, self.settings.workdir)  # for its MCP run tools
+        await tool_token.hand_over(self, self.work_root)  # for its MCP run tools
+        if self.settings.include_uncommitted and not state.history:
+            await self._commit(f"AgentSys {self.id}: the researcher's uncommitted changes")
+
+    async def _resumed_state(self) -> ResearchState | None:
+        """The state it saved (in its worktree, or in the workdir when it made none), with its
+        worktree made again if someone removed it."""
+        self.branch, self.branch_note = None, ""
+        in_worktree = await branch.workdir_in_worktree(self.settings.workdir, self.id)
+        for root in filter(None, (in_worktree, self.settings.workdir)):
+            state = ResearchState.load(Workspace(root, self.id).state_path)
+            if state is not None:
+                self.branch = branch.LoopBranch.from_dict(state.branch)
+                trouble = await branch.reopen(self.branch) if self.branch else ""
+                if trouble:
+                    raise ResearchFailed(trouble)
+                return state
+        return None
+
+    @property
+    def work_root(self) -> Path:
+        """Where it, its model and its runs work: its worktree's copy of the workdir."""
+        return Path(self.branch.workdir) if self.branch else self.settings.workdir
+
+    async def _commit(self, message: str) -> str:
+        made = await self.workspace.commit(message, self.settings.commit_allow)
+        self.state.keep_left_out(made.left_out)
+        return made.hash
 
     def make_gateway(self) -> ModelGateway:
         return OpenCodeGateway(
             url=self.settings.opencode_url,
             provider=self.settings.model_provider,
             model=self.settings.model_id,
-            workdir=str(self.settings.workdir),
+            workdir=str(self.work_root),
             title=f"AgentSys research {self.id}",
             timeouts=self.settings.timeouts,
             username=self.deployment.opencode_username,
@@ -92,10 +126,8 @@ class ResearchAgent(Agent):
         )
 
     async def run(self):
-        if not await self.workspace.git_ready():
-            self.workspace.append_log(
-                f"_{self.settings.workdir} is not a git repository: no commits are made._"
-            )
+        if self.branch_note:
+            self.workspace.append_log(f"_{self.branch_note}._")
         steps = {PLANNING: self._plan, ITERATING: self._iterate, REFLECTING: self._reflect}
         while self.state.phase != ENDED:
             await self.check_pause()
@@ -113,7 +145,7 @@ class ResearchAgent(Agent):
                 await self.gateway.abort(self.state.opencode_session_id)
         finally:
             if not self.detached:  # detached, it is not over: the next runagentd resumes it
-                tool_token.take_back(self, self.settings.workdir)
+                tool_token.take_back(self, self.work_root)
             await self.gateway.aclose()
 
     # -- the three steps ---------------------------------------------------------------------
@@ -143,7 +175,7 @@ class ResearchAgent(Agent):
             model_s=reply.model_s,
             tool_calls=reply.tool_calls,
         )
-        record.commit = await self.workspace.commit(f"AgentSys {self.id}: research plan")
+        record.commit = await self._commit(f"AgentSys {self.id}: research plan")
         self.workspace.append_log(f"## Plan\n\n{plan}")
         self.state.parse_problems = problems
         self.state.record(record)
@@ -211,7 +243,7 @@ class ResearchAgent(Agent):
         launched = await experiments.launch(
             self,
             parsed.experiments,
-            root=self.settings.workdir,
+            root=self.work_root,
             iteration=n,
             run_options=self._run_options(),
             launch=progress.get("launch", ""),
@@ -249,7 +281,7 @@ class ResearchAgent(Agent):
             experiments_s=experiments_s,
             tool_calls=self.state.in_progress.get("tools") or [],
         )
-        record.commit = await self.workspace.commit(
+        record.commit = await self._commit(
             f"AgentSys {self.id}: iteration {n}: {parsed.summary[:60]}"
         )
         record.finished_at = time.time()

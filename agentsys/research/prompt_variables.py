@@ -32,7 +32,7 @@ def prompt_variables(
         "iteration": state.iteration,
         "max_iterations": state.max_iterations,
         "session_id": agent_id,
-        "workdir": str(settings.workdir),
+        "workdir": str(workspace.workdir),  # its worktree's, when it has a branch
         "tasks_path": str(workspace.tasks_path),
         "log_path": str(workspace.log_path),
         "steer_context": state.steer_context,

@@ -39,6 +39,9 @@ class ResearchSettings:
     slurm_options: dict = field(default_factory=dict)
     run_env: dict = field(default_factory=dict)  # its experiments' environment variables
     run_venv: str = ""  # their virtual environment ("": the workdir's .venv/, if any)
+    # Its branch starts with the person's uncommitted changes (else from their HEAD only).
+    include_uncommitted: bool = False
+    commit_allow: tuple[str, ...] = ()  # output patterns its commits take all the same
     timeouts: Timeouts = field(default_factory=Timeouts)
 
     @classmethod
@@ -70,6 +73,8 @@ class ResearchSettings:
                 slurm_options=dict(config.get("slurm") or {}),
                 run_env=dict(config.get("env") or {}),
                 run_venv=str(config.get("venv") or ""),
+                include_uncommitted=bool(config.get("include_uncommitted", False)),
+                commit_allow=_patterns(config.get("commit_allow") or ()),
                 timeouts=_timeouts(config.get("timeouts") or {}, deployment.timeouts),
             )
         except (TypeError, ValueError) as error:
@@ -99,6 +104,12 @@ def _number(config: dict, name: str, default, kind, minimum):
     if value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value!r}")
     return kind(value)
+
+
+def _patterns(raw) -> tuple[str, ...]:
+    if isinstance(raw, str) or not all(isinstance(p, str) and p for p in raw):
+        raise TypeError(f"commit_allow must be a list of file patterns, got {raw!r}")
+    return tuple(raw)
 
 
 def _timeouts(raw, defaults: Timeouts) -> Timeouts:

@@ -19,6 +19,7 @@ PLANNING, ITERATING, REFLECTING, ENDED = "planning", "iterating", "reflecting", 
 PHASES = (PLANNING, ITERATING, REFLECTING, ENDED)
 # A history step that is no step of the loop's: a failed model call (it uses up no iteration).
 MODEL_ERROR = "model_error"
+MAX_LEFT_OUT = 200  # files named in the state (saved after every step); the rest are counted
 
 
 @dataclass
@@ -73,6 +74,17 @@ class ResearchState:
     tagless_streak: int = 0  # replies in a row without any of the loop's tags
     started_at: float = field(default_factory=time.time)
     finished_at: float | None = None
+    # Its own branch (agentsys.research.branch.LoopBranch as a dict; {} when it has none).
+    branch: dict = field(default_factory=dict)
+    # Changed files its commits left out (path → why), the first MAX_LEFT_OUT of them.
+    left_out: dict = field(default_factory=dict)
+    left_out_count: int = 0
+
+    def keep_left_out(self, found: dict[str, str]) -> None:
+        new = [p for p in found if p not in self.left_out]
+        self.left_out_count += len(new)
+        for path in new[: max(0, MAX_LEFT_OUT - len(self.left_out))]:
+            self.left_out[path] = found[path]
 
     def record(self, entry: IterationRecord) -> None:
         self.history.append(asdict(entry))

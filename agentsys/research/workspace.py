@@ -1,5 +1,6 @@
-"""The research loop's workdir: its files under `.agents/wild/<agent id>/`, the snapshot and
-diff that say which files an iteration changed, and one git commit per iteration.
+"""The research loop's workdir (its worktree's, agentsys.research.branch): its files under
+`.agents/wild/<agent id>/`, the snapshot and diff that say which files an iteration changed,
+and one git commit per iteration, of code only (agentsys.research.commit_filter).
 
 Every git call has a timeout and none can fail the loop: a workdir that is not a git
 repository (or whose git is broken) still works, without commits. `.agents/` is never
@@ -11,9 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentsys.research.commit_filter import why_left_out
+from agentsys.research.git import GitResult, git
 from agentsys.run_dir import (
     AGENTS_DIR,
     ITERATION_LOG_FILE,
@@ -25,22 +29,18 @@ from agentsys.run_dir import (
 
 logger = logging.getLogger("agentsys.research")
 
-GIT_TIMEOUT = 30.0
 MAX_SNAPSHOT_FILES = 20_000  # a workdir with more than this is diffed on its first files only
 SKIPPED_DIRS = {AGENTS_DIR, ".git", "node_modules", "__pycache__", ".venv", ".mypy_cache"}
-# Commits are made by AgentSys, whoever runs it and whatever git's own config says.
-GIT_IDENTITY = {
-    "GIT_AUTHOR_NAME": "AgentSys",
-    "GIT_AUTHOR_EMAIL": "agentsys@localhost",
-    "GIT_COMMITTER_NAME": "AgentSys",
-    "GIT_COMMITTER_EMAIL": "agentsys@localhost",
-}
+COMMITTED = re.compile(r"^\[[^\]]*?([0-9a-f]{7,40})\]", re.MULTILINE)
 
 
-@dataclass(frozen=True)
-class GitResult:
-    code: int
-    out: str
+@dataclass
+class Commit:
+    """What one commit of the loop took: its hash ("" when none was made) and the changed
+    files it left out, each with why."""
+
+    hash: str = ""
+    left_out: dict[str, str] = field(default_factory=dict)
 
 
 class Workspace:
@@ -52,6 +52,7 @@ class Workspace:
         self.state_path = self.loop_dir / STATE_FILE
         self.snapshot_path = self.loop_dir / SNAPSHOT_FILE
         self.is_git: bool | None = None
+        self.top = workdir  # the repository's top, once git_ready has asked
 
     # -- files of the loop -------------------------------------------------------------------
 
@@ -117,57 +118,52 @@ class Workspace:
 
     async def git_ready(self) -> bool:
         if self.is_git is None:
-            result = await self.git("rev-parse", "--is-inside-work-tree")
-            self.is_git = result.code == 0 and result.out.strip() == "true"
+            result = await self.git("rev-parse", "--show-toplevel")
+            self.is_git = result.ok and bool(result.out.strip())
+            self.top = Path(result.out.strip()) if self.is_git else self.workdir
         return self.is_git
 
     async def _git_files(self) -> list[str]:
         result = await self.git("ls-files", "-z", "--cached", "--others", "--exclude-standard")
-        return [p for p in result.out.split("\0") if p] if result.code == 0 else []
+        return [p for p in result.out.split("\0") if p] if result.ok else []
 
-    async def commit(self, message: str) -> str:
-        """Commit the project's changes (never `.agents/`); the new commit's hash, or "" when
-        nothing changed or it is not a repository."""
+    async def commit(self, message: str, allowed: tuple[str, ...] = ()) -> Commit:
+        """Commit the project's changed code: never `.agents/`, never what the repository
+        ignores, never outputs (commit_filter) unless a pattern of `allowed` names them."""
+        made = Commit()
         if not await self.git_ready():
-            return ""
-        outside_agents = (".", f":(exclude){AGENTS_DIR}")
-        status = await self.git("status", "--porcelain", "--", *outside_agents)
-        if status.code != 0 or not status.out.strip():
-            return ""
-        # `.agents/` is in the repository's info/exclude (agentsys.git_exclude): naming it in
-        # an exclude pathspec would make `git add` fail on an ignored path. Unstaged after,
-        # for a repository whose exclude file could not be written.
-        added = await self.git("add", "-A", "--", ".")
-        if added.code == 0:
-            added = await self.git("rm", "-r", "-q", "--cached", "--ignore-unmatch", AGENTS_DIR)
-        if added.code != 0:
+            return made
+        status = await self.git(
+            "status", "--porcelain=v1", "-z", "-uall", "--no-renames", "--", "."
+        )
+        if not status.ok:
+            return made
+        taken = []
+        for entry in filter(None, status.out.split("\0")):
+            rel = entry[3:]  # "XY path", the path from the repository's top
+            if f"/{AGENTS_DIR}/" in f"/{rel}" or rel.endswith("/"):
+                continue  # AgentSys's own files; a repository inside (never taken whole)
+            why = why_left_out(self.top, rel, allowed)
+            if why is None:
+                taken.append(rel)
+            else:
+                made.left_out[rel] = why
+        if not taken:
+            return made
+        paths = "\0".join(taken).encode()
+        added = await git(
+            self.top, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", stdin=paths
+        )
+        if not added.ok:
             logger.warning("git add failed in %s: %s", self.workdir, added.out.strip())
-            return ""
-        done = await self.git("commit", "-q", "--no-verify", "-m", message)
-        if done.code != 0:
+            return made
+        done = await self.git("commit", "--no-verify", "-m", message)
+        found = COMMITTED.search(done.out) if done.ok else None
+        if found is None:
             logger.warning("git commit failed in %s: %s", self.workdir, done.out.strip())
-            return ""
-        head = await self.git("rev-parse", "--short", "HEAD")
-        return head.out.strip() if head.code == 0 else ""
+            return made
+        made.hash = found.group(1)
+        return made
 
     async def git(self, *args: str) -> GitResult:
-        try:
-            process = await asyncio.create_subprocess_exec(
-                "git",
-                "-C",
-                str(self.workdir),
-                *args,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                env={**os.environ, **GIT_IDENTITY, "GIT_TERMINAL_PROMPT": "0"},
-            )
-        except OSError as error:  # no git on this machine
-            return GitResult(127, str(error))
-        try:
-            out, _ = await asyncio.wait_for(process.communicate(), GIT_TIMEOUT)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-            return GitResult(124, f"git {args[0]} timed out after {GIT_TIMEOUT:.0f} s")
-        return GitResult(process.returncode or 0, out.decode(errors="replace"))
+        return await git(self.workdir, *args)

@@ -4,6 +4,7 @@ subprocesses that write agent_metrics.jsonl, go through the GPU queue and show u
 
 from __future__ import annotations
 
+import hashlib
 import json
 import signal
 import subprocess
@@ -23,6 +24,8 @@ from tests.runtime_harness import DaemonProcess
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 PY = sys.executable
+TRAIN = f"{PY} train.py --steps=40 --sleep=0"
+TENSORBOARD = f"{PY} train_tensorboard.py --steps=20 --sleep=0"  # writes runs/sgd/events.*
 
 PLAN = """<plan>
 1. Run a baseline at lr=0.05.
@@ -39,7 +42,7 @@ ITERATION_1 = f"""I will run two experiments.
   parameters: {{"lr": 0.05}}
   gpu_required: 0
 - goal: lr 0.2 on a GPU
-  command: echo "gpu $CUDA_VISIBLE_DEVICES" >> found.md && {PY} train.py --steps=40 --sleep=0
+  command: echo "gpu $CUDA_VISIBLE_DEVICES" >> found.md && {TRAIN} && {TENSORBOARD}
   workdir: .
   parameters: {{"lr": 0.2}}
   gpu_required: 1
@@ -138,6 +141,9 @@ def wait_for_prompt(scripted_llm, text: str) -> None:
 def test_a_loop_plans_runs_two_experiments_finishes_and_reflects(
     api, workdir, daemon, scripted_llm
 ):
+    # The person works on: a change of theirs not committed, which the loop must not take.
+    (workdir / "train.py").write_text((workdir / "train.py").read_text() + "# mine\n")
+    theirs = what_they_have(workdir)
     scripted_llm.load(happy_script())
     loop_id = start_loop(api, workdir)
     agent = wait_finished(loop_id)
@@ -156,8 +162,13 @@ def test_a_loop_plans_runs_two_experiments_finishes_and_reflects(
     assert runs[0.2].gpu_required == 1
     listed = api("get", f"/api/runs?sweep_id={loop.sweep_id}").json()
     assert {r["id"] for r in listed} == {r.id for r in runs.values()}
+    # They ran in the loop's worktree, on its branch.
+    tree = workdir / ".agents" / "worktrees" / loop_id
+    assert detail["branch"] == f"agentsys/{loop_id}" and detail["worktree"] == str(tree)
+    assert detail["base_commit"] == theirs["head"].strip()
     for run in runs.values():
-        metrics = workdir / ".agents" / "runs" / run.agent_id / "agent_metrics.jsonl"
+        assert run.workdir == str(tree)
+        metrics = tree / ".agents" / "runs" / run.agent_id / "agent_metrics.jsonl"
         assert metrics.read_text().count("loss") == 4
 
     # The model saw the results of iteration 1 in iteration 2's prompt.
@@ -165,17 +176,26 @@ def test_a_loop_plans_runs_two_experiments_finishes_and_reflects(
     assert "## Results from Previous Experiments" in iteration_2
     assert '"lr": 0.2' in iteration_2 and "loss last=" in iteration_2
 
-    loop_dir = workdir / ".agents" / "wild" / loop_id
+    loop_dir = tree / ".agents" / "wild" / loop_id
     assert "Try lr=0.2 on a GPU." in (loop_dir / "tasks.md").read_text()
     log = (loop_dir / "iteration_log.md").read_text()
     assert "## Iteration 1" in log and "## Iteration 2" in log and "promise: DONE" in log
     assert "found.md" in log  # the GPU run wrote it: iteration 1 changed that file
 
-    commits = subprocess.run(
-        ["git", "log", "--format=%s", "--name-only"], cwd=workdir, capture_output=True, text=True
-    ).stdout
+    # Issue 37 §1: the person's branch, index and files are as they were, and nothing of
+    # AgentSys's is in their status; the loop's branch holds code only, outputs listed.
+    assert what_they_have(workdir) == theirs
+    commits = git(
+        workdir,
+        "log",
+        "--format=%s",
+        "--name-only",
+        f"{theirs['head'].strip()}..{detail['branch']}",
+    )
     assert "iteration 1" in commits and "found.md" in commits
-    assert ".agents" not in commits
+    assert ".agents" not in commits and "tfevents" not in commits and "opencode.json" not in commits
+    assert any("events.out.tfevents" in f["path"] for f in detail["left_out"])
+    assert detail["merge_command"] == f"git -C {workdir} merge --no-ff agentsys/{loop_id}"
 
     reflections = MemoryEntry.objects.filter(agent_id=loop_id, type="reflection")
     texts = {(tuple(e.tags), e.data["text"]) for e in reflections}
@@ -184,6 +204,29 @@ def test_a_loop_plans_runs_two_experiments_finishes_and_reflects(
 
     log_response = api("get", f"/api/research/{loop_id}/iteration-log")
     assert log_response.status_code == 200 and b"## Iteration 2" in log_response.content
+
+
+def git(cwd, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def what_they_have(repo) -> dict:
+    """The person's branch, HEAD, index, status and every file's bytes (outside .git/ and
+    AgentSys's .agents/)."""
+    files = {
+        str(p.relative_to(repo)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(repo.rglob("*"))
+        if p.is_file() and not {".git", ".agents"} & set(p.relative_to(repo).parts)
+    }
+    return {
+        "branch": git(repo, "symbolic-ref", "HEAD"),
+        "head": git(repo, "rev-parse", "HEAD"),
+        "index": git(repo, "ls-files", "--stage"),
+        "status": git(repo, "status", "--porcelain", "--untracked-files=all"),
+        "files": files,
+    }
 
 
 def _iteration_steps(detail: dict) -> list[int]:
@@ -341,7 +384,7 @@ def test_runagentd_killed_between_spawning_an_experiment_and_saving_it_asks_noth
         message="iteration 2's run to be running",
     )
     daemon.stop(signal.SIGKILL)
-    state_path = Workspace(workdir, loop_id).state_path
+    state_path = Workspace(workdir / ".agents" / "worktrees" / loop_id, loop_id).state_path
     state = json.loads(state_path.read_text())
     assert state["in_progress"]["children"]  # saved once spawned...
     del state["in_progress"]["children"]  # ...but the kill came first

@@ -5,6 +5,8 @@ and the loop reads their metrics as it does for local runs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agentsys.slurm import client as slurm
@@ -40,7 +42,8 @@ def test_the_demo_loop_runs_its_experiments_as_slurm_jobs(api, workdir, slurm_da
     assert not GPU.objects.exists()  # SLURM placed them: the host declared no GPU
 
     # The GPU experiment saw the GPU SLURM gave it; the loop read both runs' metrics.
-    assert (workdir / "found.md").read_text().strip() in {"gpu 0", "gpu 1"}
+    found = Path(runs[0.2].workdir) / "found.md"  # in the loop's worktree
+    assert found.read_text().strip() in {"gpu 0", "gpu 1"}
     detail = api("get", f"/api/research/{loop_id}").json()
     assert len(detail["history"][1]["runs"]) == 2
     sweep = api("get", f"/api/sweeps/{loop.sweep_id}/table").json()

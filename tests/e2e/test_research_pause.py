@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -190,7 +191,7 @@ def test_a_paused_loop_and_its_paused_run_stay_paused_across_a_runagentd_restart
     scripted_llm.load(one_experiment_script("a ticking run", ticking, gpus=0))
     loop_id = start_loop(api, workdir)
     run = wait_until(lambda: loop_runs(loop_id).filter(status="running").first(), 60, interval=0.05)
-    ticks = workdir / "ticks.txt"  # the experiment runs in the loop's workdir
+    ticks = Path(run.workdir) / "ticks.txt"  # the experiment runs in the loop's worktree
     # "running" is set when the process starts, before its shell writes a first tick: pause
     # once it has ticked, so the file whose size must not grow exists.
     wait_until(lambda: ticks.exists(), 20, interval=0.05, message="the run's first tick")

@@ -5,6 +5,8 @@ experiments, and a ```yaml fence inside `<experiments>` does not break the comma
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from research_app.models import ResearchLoop
@@ -97,6 +99,6 @@ def test_twelve_experiments_run_eight_and_a_yaml_fenced_command_runs_and_is_repo
     # Iteration 2: the command in a ```yaml fence ran as written and was reported done.
     fenced = runs.get(command__contains="fenced-ok")
     assert (fenced.status, fenced.exit_code) == ("done", 0) and "```" not in fenced.command
-    assert (workdir / "fenced.txt").read_text().strip() == "fenced-ok"
+    assert (Path(fenced.workdir) / "fenced.txt").read_text().strip() == "fenced-ok"
     third = iteration_prompt(scripted_llm, 3)
     assert "- status: done (exit code 0)" in third.split("a fenced block command")[1]

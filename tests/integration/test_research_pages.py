@@ -2,17 +2,22 @@
 experiments' final loss and a diff link, memories written; the diff shows only a commit the
 loop recorded."""
 
+import asyncio
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from agents_app.models import Agent, AgentCommand
+from agentsys.git_exclude import keep_out_of_git
+from agentsys.research import branch
+from agentsys.research.workspace import Workspace
 from events_app.events import AGENTS_STREAM, record_event
 from memory_app.models import MemoryEntry
 from research_app.models import ResearchLoop
 from research_app.views import plan_items
 from scheduler_app.metrics.series import record_rows
-from scheduler_app.models import Run
+from scheduler_app.models import Run, Sweep
 
 pytestmark = pytest.mark.django_db
 
@@ -240,3 +245,54 @@ def test_steps_read_as_words_and_a_reflection_is_not_a_second_iteration(browser,
     assert "<h3>Reflection after iteration 2 " in page and "<h3>Plan " in page
     ids = [part.split('"')[0] for part in page.split(' id="')[1:]]
     assert len(ids) == len(set(ids)), ids
+
+
+def test_a_loops_branch_is_a_change_to_review_on_its_page_and_in_the_api(browser, api, tmp_path):
+    """Issue 37 §1: the branch, commit by commit with the diff, the best run's figure beside
+    it, the outputs left out, and the two commands; `branch` and `base_commit` in the API."""
+    git(tmp_path, "init", "-q", "-b", "main")
+    (tmp_path / "train.py").write_text("lr = 0.1\n")
+    git(tmp_path, "add", "train.py")
+    git(tmp_path, "commit", "-q", "-m", "start")
+    base = git(tmp_path, "rev-parse", "HEAD")
+    keep_out_of_git(tmp_path, ".agents/")
+    opened, _ = asyncio.run(branch.open_branch(tmp_path, "research-rev1"))
+    tree = Workspace(Path(opened.workdir), "research-rev1")
+    (tree.workdir / "train.py").write_text("lr = 0.05\n")
+    (tree.workdir / "best.ckpt").write_bytes(b"weights")
+    made = asyncio.run(tree.commit("AgentSys research-rev1: iteration 1: lower lr"))
+    agent = Agent.objects.create(
+        id="research-rev1", role="research", cls_path="x", project="p", status="done"
+    )
+    executor = Agent.objects.create(id="executor-rev1", role="executor", cls_path="x", project="p")
+    sweep = Sweep.objects.create(name="Research: lr")
+    run = Run.objects.create(name="lr 0.05", command="python train.py", agent=executor, sweep=sweep)
+    record_rows(agent_id=executor.id, run_id=run.pk, rows=[{"_step": 9, "loss": 0.1234}])
+    ResearchLoop.objects.create(
+        agent=agent,
+        sweep=sweep,
+        goal="Lower the loss",
+        settings={"workdir": str(tmp_path), "max_iterations": 5},
+        state={
+            "history": [{"iteration": 1, "commit": made.hash, "runs": [executor.id]}],
+            "phase": "ended",
+            "branch": opened.as_dict(),
+            "left_out": made.left_out,
+            "left_out_count": 1,
+        },
+        iteration=1,
+    )
+
+    page = browser.get("/research/research-rev1/").content.decode()
+    assert "agentsys/research-rev1" in page and base[:12] in page
+    assert f"/research/research-rev1/diff/{made.hash}/" in page and "iteration 1: lower lr" in page
+    assert "+lr = 0.05" in page and "-lr = 0.1" in page  # the whole change
+    assert "0.1234" in page and "lr 0.05" in page  # the best run beside it
+    assert "best.ckpt" in page and "a checkpoint (*.ckpt)" in page
+    assert f"git -C {tmp_path} merge --no-ff agentsys/research-rev1" in page
+    assert f"git -C {tmp_path} branch -D agentsys/research-rev1" in page
+
+    detail = api("get", "/api/research/research-rev1").json()
+    assert detail["branch"] == "agentsys/research-rev1" and detail["base_commit"] == base
+    assert detail["left_out"] == [{"path": "best.ckpt", "why": "a checkpoint (*.ckpt)"}]
+    assert detail["merge_command"].endswith("merge --no-ff agentsys/research-rev1")
