@@ -22,7 +22,16 @@ from scheduler_app import selectors
 from scheduler_app.api.runs import SlurmOptionsIn, check_metrics_pattern
 from scheduler_app.metrics.queries import json_value
 from scheduler_app.models import Sweep, SweepKind, SweepStatus
-from scheduler_app.sweeps.table import MISSING, BadTableQuery, Table, sweep_table, value_of
+from scheduler_app.sweeps.groups import Group
+from scheduler_app.sweeps.table import (
+    MISSING,
+    BadTableQuery,
+    Table,
+    grouped_table,
+    seed_columns,
+    sweep_table,
+    value_of,
+)
 
 router = Router(tags=["sweeps"])
 
@@ -88,6 +97,20 @@ class ColumnOut(Schema):
     stat: str | None = None
 
 
+class GroupOut(Schema):
+    id: str
+    params: dict[str, Any] = Field(description="The params its runs share (no seed)")
+    seeds: list[Any] = Field(description="Each run's seed (null: none), as run_ids")
+    run_ids: list[str] = Field(description="Its runs, in the table's order (in rows)")
+    count: int = Field(description="Its runs that pass the filters")
+    statuses: dict[str, int] = Field(description="How many of its runs are in each status")
+    metrics: dict[str, dict[str, dict[str, Any]]] = Field(
+        description="{key: {last|min|max: {mean, std (sample, n-1), min, max, n, bad, "
+        "count}}}: over its done runs only; n: those with a finite value, bad: those with "
+        "NaN or ±inf, count: all its runs"
+    )
+
+
 class SweepTableOut(Schema):
     sweep: SweepOut
     columns: list[ColumnOut]
@@ -99,8 +122,18 @@ class SweepTableOut(Schema):
         description="{run_id, name, status, exit_code, agent_id (its executor, whose events "
         "the live feed carries), created_at, finished_at, duration_s, "
         "url, params: {name: value}, metrics: {key: {last, min, max, last_step, points, "
-        'source}}}; NaN and ±inf as "NaN", "Infinity", "-Infinity"'
+        'source}}}; NaN and ±inf as "NaN", "Infinity", "-Infinity". Grouped: the runs of '
+        "the page's groups"
     )
+    seed_params: list[str] = Field(
+        description="The param columns that hold a seed (`group=seed` groups over them)"
+    )
+    groups: list[GroupOut] | None = Field(
+        None,
+        description="With `group=seed`: runs whose params are equal but for a seed, one "
+        "group each, sorted (a metric column by its mean) and paged (total counts groups)",
+    )
+    runs_total: int = Field(description="Runs that pass the filters")
 
 
 class ErrorOut(Schema):
@@ -194,12 +227,17 @@ def sweep_table_view(
     limit: int = Query(100, ge=1, le=1000),
     offset: int = Query(0, ge=0, le=MAX_OFFSET),
     format: Literal["json", "csv"] = Query("json", description="csv: every row, no paging"),
+    group: Literal["none", "seed"] = Query(
+        "none", description="seed: one row a group of runs equal but for a seed (not CSV)"
+    ),
 ):
     sweep = selectors.sweeps().filter(pk=sweep_id[:40]).first()
     if sweep is None:
         return Status(404, {"detail": f"no sweep {sweep_id[:40]!r}"})
     paged = {} if format == "csv" else {"offset": offset, "limit": limit}
     try:
+        if group == "seed" and format == "json":
+            return _grouped(sweep, sort=sort, statuses=status, where=where, **paged)
         table = sweep_table(sweep, sort=sort, statuses=status, where=where, **paged)
     except BadTableQuery as error:
         return Status(422, {"detail": str(error)})
@@ -213,6 +251,39 @@ def sweep_table_view(
         "offset": offset,
         "limit": limit,
         "rows": [_row_out(row) for row in table.rows],
+        "seed_params": seed_columns(table.columns),
+        "runs_total": table.total,
+    }
+
+
+def _grouped(sweep, **query) -> dict:
+    table = grouped_table(sweep, **query)
+    return {
+        "sweep": _sweep_out(sweep),
+        "columns": table.columns,
+        "total": table.total,
+        "run_count": table.run_count,
+        "offset": query["offset"],
+        "limit": query["limit"],
+        "rows": [_row_out(row) for group in table.groups for row in group.rows],
+        "seed_params": seed_columns(table.columns),
+        "groups": [_group_out(group) for group in table.groups],
+        "runs_total": table.runs_total,
+    }
+
+
+def _group_out(group: Group) -> dict:
+    return {
+        "id": group.id,
+        "params": {k: _json(v) for k, v in group.params.items()},
+        "seeds": group.seeds,
+        "run_ids": group.run_ids,
+        "count": len(group.rows),
+        "statuses": group.statuses,
+        "metrics": {
+            key: {stat: {k: _json(v) for k, v in values.items()} for stat, values in by.items()}
+            for key, by in group.metrics.items()
+        },
     }
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from scheduler_app.models import Sweep
+from scheduler_app.sweeps.groups import Group, group_rows, is_seed, sort_groups
 from scheduler_app.sweeps.table_rules import (
     MISSING,
     BadTableQuery,
@@ -31,7 +32,15 @@ from scheduler_app.sweeps.table_rules import (
 )
 from scheduler_app.sweeps.table_sql import PARAMS, Query
 
-__all__ = ["MISSING", "BadTableQuery", "Table", "sweep_table", "value_of"]
+__all__ = [
+    "MISSING",
+    "BadTableQuery",
+    "GroupedTable",
+    "Table",
+    "grouped_table",
+    "sweep_table",
+    "value_of",
+]
 
 RUN_COLUMNS = {
     "name": "string",
@@ -102,6 +111,54 @@ def sweep_table(
     by_id = {row["run_id"]: row for row in _whole_rows(sweep, page if limit is not None else None)}
     rows = [by_id[run_id] for run_id in page if run_id in by_id]
     return Table(sweep, columns, rows, total, run_count)
+
+
+@dataclass
+class GroupedTable:
+    sweep: Sweep
+    columns: list[dict]
+    groups: list[Group]  # the page's, sorted
+    total: int  # groups of the runs that pass the filters
+    runs_total: int  # runs that pass the filters
+    run_count: int  # every run of the sweep
+
+
+def grouped_table(
+    sweep: Sweep,
+    *,
+    sort: str = "-created_at",
+    statuses: list[str] | None = None,
+    where: list[str] | None = None,
+    offset: int = 0,
+    limit: int | None = None,
+) -> GroupedTable:
+    """The seed groups (scheduler_app.sweeps.groups) of the runs that pass the filters,
+    sorted, `limit` of them from `offset`. Groups are formed in Python from every run that
+    passes (a group's runs may lie on any page of runs), so this reads them all, as the CSV
+    does; the plain table reads a page's only."""
+    table = sweep_table(sweep, sort=sort, statuses=statuses, where=where)
+    groups = sort_groups(group_rows(table.rows, _every_param(sweep, table.rows)), sort)
+    end = None if limit is None else offset + limit
+    return GroupedTable(
+        sweep, table.columns, groups[offset:end], len(groups), table.total, table.run_count
+    )
+
+
+def seed_columns(columns: list[dict]) -> list[str]:
+    """The param columns that hold a seed (those the groups leave out of their key)."""
+    return [c["id"] for c in columns if c["kind"] == "param" and is_seed(c["label"])]
+
+
+def _every_param(sweep: Sweep, rows: list[dict]) -> dict[str, dict]:
+    """Each run's params, objects and lists too (a row holds its scalars only)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT r.id, {PARAMS} FROM scheduler_app_run r "  # noqa: S608
+            "WHERE r.sweep_id = %s AND r.id = ANY(%s)",
+            [sweep.pk, [row["run_id"] for row in rows]],
+        )
+        found = {run_id: json.loads(p) if isinstance(p, str) else p for run_id, p in cursor}
+    return {run_id: p if isinstance(p, dict) else {} for run_id, p in found.items()}
 
 
 def _page(sql: str, arguments: list, offset: int, limit: int | None) -> tuple[list[str], int]:

@@ -1,6 +1,7 @@
 // The sweep page's chart, hand-written SVG: parallel coordinates (one axis per shown param,
 // the chosen metric last, each run a line coloured by that metric) or a scatter (a param on x,
-// the metric on y). Rows come from GET /api/sweeps/{id}/table, the same rows the table shows.
+// the metric on y). Rows come from GET /api/sweeps/{id}/table, the same rows the table shows;
+// grouped by seed, a row is a group at its mean (sweep_groups.js) with a min – max bar.
 // Values are numbers, strings (a param such as optimizer=adam gets categorical positions on
 // its axis; a param mixing both puts the numbers low and the strings above them) and, for
 // metrics, "NaN" / "Infinity" / "-Infinity", drawn in red under the axis.
@@ -21,6 +22,21 @@
       return m ? (m[column.stat] ?? undefined) : undefined;
     }
     return row[column.id] ?? undefined;
+  }
+
+  // A group's (sweep_groups.js) statistics of a metric: {mean, std, min, max, n, count}.
+  function spreadOf(row, column) {
+    const s = row.spread && column && column.kind === "metric" && (row.spread[column.key] || {})[column.stat];
+    return s && s.n > 1 ? s : null;
+  }
+
+  // A bar from a group's min to its max at x, over its line or dot.
+  function spreadBar(row, metric, metricScale, x, stroke) {
+    const s = spreadOf(row, metric);
+    if (!s) return "";
+    const [a, b] = [metricScale.pos(s.min), metricScale.pos(s.max)];
+    const cap = (y) => `<line class="spread" x1="${(x - 4).toFixed(1)}" x2="${(x + 4).toFixed(1)}" y1="${y.toFixed(1)}" y2="${y.toFixed(1)}" stroke="${stroke}"/>`;
+    return `<line class="spread" data-run="${esc(row.run_id)}" x1="${x.toFixed(1)}" x2="${x.toFixed(1)}" y1="${a.toFixed(1)}" y2="${b.toFixed(1)}" stroke="${stroke}"/>${cap(a)}${cap(b)}`;
   }
 
   function isSpecial(value) {
@@ -64,6 +80,8 @@
     let special = false;
     for (const row of rows) {
       const v = valueOf(row, column);
+      const s = spreadOf(row, column); // a group's min and max stay on the axis
+      if (s) nums.push(s.min, s.max);
       if (typeof v === "number") nums.push(v);
       else if (column.kind === "metric" && isSpecial(v)) special = true;
       else if (v !== undefined && v !== null) words.add(String(v));
@@ -183,10 +201,13 @@
       const id = esc(row.run_id);
       if (n === 1) { // one axis (no params): a strip of dots, spread a little sideways
         const [x, y] = d.slice(1).split(" ").map(Number);
+        out += spreadBar(row, metric, metricScale, x + jitter(row.run_id) * 2, stroke);
         out += `<circle class="dot" data-run="${id}" cx="${(x + jitter(row.run_id) * 2).toFixed(1)}" cy="${y}" r="5" fill="${stroke}"/>`;
         continue;
       }
       out += `<path class="hit" data-run="${id}" d="${d}"/><path class="line" data-run="${id}" d="${d}" stroke="${stroke}"/>`;
+      // Beside the metric's axis (on it, the axis hid it), spread so that bars seldom meet.
+      if (metric) out += spreadBar(row, metric, metricScale, xs[n - 1] - 10 + jitter(row.run_id) * 0.5, stroke);
     }
     out += `</g>${axisPart}<g class="overlay"></g>`;
     svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
@@ -216,6 +237,7 @@
       const py = sy.pos(yv);
       if (px === null || py === null || px === undefined || py === undefined) continue;
       if (typeof xv !== "number") px += jitter(row.run_id);
+      out += spreadBar(row, metric, sy, px, lineColour(sy, yv));
       out += `<circle class="dot" data-run="${esc(row.run_id)}" cx="${px.toFixed(1)}" cy="${py.toFixed(1)}" r="5" fill="${lineColour(sy, yv)}"/>`;
     }
     out += `</g><g class="overlay"></g>`;
@@ -273,7 +295,9 @@
       const columns = (spec.mode === "scatter" ? [spec.x, spec.metric] : [...spec.axes, spec.metric]).filter(Boolean);
       const lines = columns.map((c) => {
         const f = format(valueOf(row, c), c);
-        return `<div><span class="muted">${esc(c.label)}</span> <b class="${f.bad ? "nan" : ""}">${esc(f.text || "—")}</b></div>`;
+        const s = row.spread && c.kind === "metric" && (row.spread[c.key] || {})[c.stat];
+        const of = s ? ` <span class="muted">mean of n=${s.n}/${s.count}${s.n > 1 ? `, ${number(s.min)} – ${number(s.max)}` : ""}</span>` : "";
+        return `<div><span class="muted">${esc(c.label)}</span> <b class="${f.bad ? "nan" : ""}">${esc(f.text || "—")}</b>${of}</div>`;
       });
       tip.innerHTML = `<div class="tip-name">${esc(row.name)}</div>` + lines.join("");
       tip.hidden = false;

@@ -22,6 +22,7 @@
     where: url.searchParams.getAll("where"),
     offset: Math.max(0, Number(url.searchParams.get("offset")) || 0),
     limit: [25, 50, 100, 200, 500].includes(Number(url.searchParams.get("limit"))) ? Number(url.searchParams.get("limit")) : 50,
+    group: url.searchParams.get("group") === "seed", // one row a seed group (sweep_groups.js)
     hidden: new Set(),
     mode: "parallel",
     metric: null,
@@ -43,9 +44,16 @@
   let columnsKey = "";
   let lit = null;
   let drawn = false;
+  const Groups = window.AgentSysSweepGroups;
+  const grouped = () => Boolean(data && data.groups);
   const chart = S.chart($("sweep-svg"), $("chart-tip"), {
     onHover: (id) => light(id),
-    onOpen: (id) => { window.location.href = runLink(id, chartMetric()); },
+    onOpen: (id) => {
+      if (!Groups.isGroup(id)) { window.location.href = runLink(id, chartMetric()); return; }
+      Groups.toggle(id, true); // a group's line opens its runs in the table
+      renderRows();
+      $("sweep-table").querySelector(`tr[data-run="${CSS.escape(id)}"]`)?.scrollIntoView({ block: "nearest" });
+    },
   });
 
   const column = (id) => data.columns.find((c) => c.id === id);
@@ -61,6 +69,7 @@
     if (state.sort !== "-created_at") q.set("sort", state.sort);
     if (state.statuses.size) q.set("status", [...state.statuses].join(","));
     for (const w of state.where) q.append("where", w);
+    if (paged && state.group) q.set("group", "seed");
     if (paged) {
       if (state.offset) q.set("offset", state.offset);
       if (state.limit !== 50) q.set("limit", state.limit);
@@ -155,10 +164,13 @@
     renderChips();
     $("sweep-status").textContent = AgentSysLive.statusWord(body.sweep.status);
     $("sweep-status").className = `pill ${body.sweep.status}`;
-    const end = state.offset + body.rows.length;
-    $("table-range").textContent = body.total
-      ? `rows ${state.offset + 1}–${end} of ${body.total}` + (body.total !== body.run_count ? ` (${body.run_count} in the sweep)` : "")
-      : "";
+    const end = state.offset + (body.groups || body.rows).length;
+    $("group-toggle").hidden = !(body.seed_params || []).length && !state.group;
+    $("group-seed").checked = state.group;
+    $("group-note").hidden = !grouped();
+    $("table-range").textContent = !body.total ? "" : grouped()
+      ? `groups ${state.offset + 1}–${end} of ${body.total} (${body.runs_total} runs${body.runs_total !== body.run_count ? `, ${body.run_count} in the sweep` : ""})`
+      : `rows ${state.offset + 1}–${end} of ${body.total}` + (body.total !== body.run_count ? ` (${body.run_count} in the sweep)` : "");
     $("no-match").hidden = empty || body.total > 0;
     $("page-prev").disabled = state.offset === 0;
     $("page-next").disabled = end >= body.total;
@@ -214,7 +226,8 @@
       const first = c.kind !== "run" && (columns.indexOf(c) === 0 || group(columns[columns.indexOf(c) - 1]) !== group(c));
       const cls = [c.type === "number" ? "num" : "", first ? "start" : "", c.id === "name" ? "sticky" : ""].join(" ").trim();
       const arrow = sorted === "ascending" ? "▲" : sorted === "descending" ? "▼" : "";
-      return `<th scope="col" class="${cls}" aria-sort="${sorted}" data-col="${esc(c.id)}"><button type="button" class="sort" data-col="${esc(c.id)}" title="Sort by ${esc(c.label)}">${esc(label)}<span class="arrow" aria-hidden="true">${arrow}</span></button></th>`;
+      const how = grouped() && c.kind === "metric" ? ` (groups by their mean: ${Groups.HOW})` : "";
+      return `<th scope="col" class="${cls}" aria-sort="${sorted}" data-col="${esc(c.id)}"><button type="button" class="sort" data-col="${esc(c.id)}" title="Sort by ${esc(c.label)}${esc(how)}">${esc(label)}<span class="arrow" aria-hidden="true">${arrow}</span></button></th>`;
     });
     $("sweep-table").tHead.innerHTML = `<tr class="groups">${groups}</tr><tr>${cells.join("")}</tr>`;
   }
@@ -245,6 +258,7 @@
   function renderRows() {
     const columns = shown();
     const starts = columns.map((c, i) => c.kind !== "run" && (i === 0 || group(columns[i - 1]) !== group(c)));
+    if (grouped()) { $("sweep-table").tBodies[0].innerHTML = Groups.rows(data, columns, starts, cell, lit); return; }
     $("sweep-table").tBodies[0].innerHTML = data.rows
       .map((row) => `<tr data-run="${esc(row.run_id)}"${row.run_id === lit ? ' class="hl"' : ""}>${columns.map((c, i) => cell(row, c, starts[i])).join("")}</tr>`)
       .join("");
@@ -289,6 +303,8 @@
 
   // -- sorting and paging ----------------------------------------------------------------------
   $("sweep-table").addEventListener("click", (e) => {
+    const expand = e.target.closest("button.expand");
+    if (expand) { Groups.toggle(expand.dataset.group); keepFocus($("sweep-table").tBodies[0], renderRows); return; }
     const button = e.target.closest("button.sort");
     if (!button) return;
     const id = button.dataset.col;
@@ -298,6 +314,7 @@
   });
   $("page-prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - state.limit); load(); });
   $("page-next").addEventListener("click", () => { state.offset += state.limit; load(); });
+  $("group-seed").addEventListener("change", (e) => { state.group = e.target.checked; reload(); });
   $("page-size").value = String(state.limit);
   $("page-size").addEventListener("change", (e) => { state.limit = Number(e.target.value); reload(); });
 
@@ -316,7 +333,8 @@
     const scatter = state.mode === "scatter";
     for (const el of document.querySelectorAll(".chart-x")) el.hidden = !scatter;
     const metric = chartMetric();
-    const axes = shown().filter((c) => c.kind === "param");
+    // A group's seeds are many: no seed axis for groups.
+    const axes = shown().filter((c) => c.kind === "param" && !(grouped() && data.seed_params.includes(c.id)));
     const x = state.x && column(state.x);
     $("chart-note").hidden = false;
     $("chart-note").textContent = !metric
@@ -326,7 +344,11 @@
       : scatter
         ? `Each dot is a run of this page: ${x ? x.label : "(no param)"} against ${metric.label}. Hover a dot or a row to pick it out; click a dot to open its run.`
         : `Each line is a run of this page, coloured by ${metric.label} (dark: low, yellow: high); a run without one of the params passes over its axis. Hover a line or a row to pick it out; click a line to open its run.`;
-    chart.draw({ mode: scatter && x ? "scatter" : "parallel", rows: data.rows, axes, metric, x });
+    if (grouped()) { // the same words, of groups: "Each line is a group of this page, ..."
+      $("chart-note").textContent = $("chart-note").textContent.replace(/(a|its) run\b/g, "$1 group").replace(/runs\b/, "groups") +
+        " A group is drawn at its mean over its done runs, with a bar from their min to their max; click it to open its runs.";
+    }
+    chart.draw({ mode: scatter && x ? "scatter" : "parallel", rows: grouped() ? Groups.chartRows(data) : data.rows, axes, metric, x });
   }
 
   $("chart-metric").addEventListener("change", (e) => { state.metric = e.target.value; save(); drawChart(); });

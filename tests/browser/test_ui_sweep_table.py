@@ -228,3 +228,62 @@ def test_ten_thousand_runs_page_and_a_mixed_param_gets_categories(site):
     expect(page.locator("#sweep-svg text.tick.cat")).to_have_text(["auto"])  # its own place
     expect(page.locator("#sweep-svg path.line")).to_have_count(500)
     screenshot(page, "sweep-10000-runs")
+
+
+def test_runs_equal_but_for_their_seed_group_into_one_row_and_one_line(site):
+    url, page = site
+    sweep = Sweep.objects.create(name="seeded sweep")
+    losses = {0.1: [0.5, 0.3], 0.01: [0.2, 0.25, None]}  # None: a seed still running
+    for lr, values in losses.items():
+        for seed, loss in enumerate(values, start=1):
+            run = Run.objects.create(
+                name=f"lr {lr} seed {seed}",
+                command="true",
+                status="done" if loss is not None else "running",
+                sweep=sweep,
+                params={"lr": lr, "seed": seed, "opt": "adam"},
+            )
+            MetricSeries.objects.create(
+                run=run,
+                agent_id=f"executor-{run.pk}",
+                key="loss",
+                points=10,
+                last_step=10,
+                last_value=0.1 if loss is None else loss,
+                min_value=0.1 if loss is None else loss,
+                max_value=2.0,
+            )
+    page.goto(f"{url}/sweeps/{sweep.pk}/")
+    rows = page.locator("#sweep-table tbody tr:visible")
+    expect(rows).to_have_count(5)  # one a run, until grouped
+    page.get_by_label("Group by seed").check()
+    expect(page).to_have_url(re.compile(r"group=seed"))
+    expect(rows).to_have_count(2)
+    expect(page.locator("#table-range")).to_have_text("groups 1\u20132 of 2 (5 runs)")
+    header = page.locator('th[data-col="metric.loss.last"]')
+    header.locator("button").click()  # groups by their mean: 0.225 (lr 0.01), then 0.4
+    expect(header).to_have_attribute("aria-sort", "ascending")
+    first, second = rows.nth(0), rows.nth(1)
+    loss = _index(page, "metric.loss.last") - 1
+    expect(first.locator("td").nth(loss)).to_have_text("0.225 ± 0.03536 n=2/3")
+    expect(second.locator("td").nth(loss)).to_have_text("0.4 ± 0.1414 n=2/2")
+    # Its seeds, and below, its runs, in the table's order: by their loss.
+    expect(second.locator("td").nth(_index(page, "param.seed") - 1)).to_have_text("2, 1")
+    expect(first.locator(".pill")).to_have_text(["1 running", "2 done"])
+    # The chart: a line a group (no seed axis), a bar from min to max where n > 1.
+    expect(page.locator("#sweep-svg path.line")).to_have_count(2)
+    expect(page.locator("#sweep-svg line.spread[data-run]")).to_have_count(2)
+    assert "param.seed" not in page.locator("#sweep-svg .axis-label").all_inner_texts()
+    # One click shows the group's runs, each linking to its run's page.
+    second.get_by_role("button", name="2 runs").click()
+    expect(rows).to_have_count(4)
+    members = page.locator(f'#sweep-table tr.member[data-of="{second.get_attribute("data-run")}"]')
+    expect(members.locator("td.name a")).to_have_text(["lr 0.1 seed 2", "lr 0.1 seed 1"])
+    href = members.first.locator("td.name a").get_attribute("href")
+    assert re.fullmatch(r"/runs/run-[0-9a-f]+/", href), href
+    page.mouse.move(0, 0)
+    screenshot(page, "sweep-groups")
+    page.reload()  # the grouping is in the link
+    expect(rows).to_have_count(2)
+    page.get_by_label("Group by seed").uncheck()
+    expect(rows).to_have_count(5)
