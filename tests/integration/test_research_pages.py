@@ -3,6 +3,7 @@ experiments' final loss and a diff link, memories written; the diff shows only a
 loop recorded."""
 
 import subprocess
+import time
 
 import pytest
 
@@ -240,3 +241,44 @@ def test_steps_read_as_words_and_a_reflection_is_not_a_second_iteration(browser,
     assert "<h3>Reflection after iteration 2 " in page and "<h3>Plan " in page
     ids = [part.split('"')[0] for part in page.split(' id="')[1:]]
     assert len(ids) == len(set(ids)), ids
+
+
+def test_the_loop_page_shows_each_steer_and_pause_after_the_iteration_it_followed(browser, loop):
+    """Issue 37 §5: a person reads where in the loop they paused and steered it, between the
+    iterations (a steer read by iteration 2 stands after iteration 1), not only by the clock;
+    the report's `run run-…` citations are links to those runs."""
+    row, _ = loop
+    now = time.time()
+    first, second = (
+        {**row.state["history"][0], "finished_at": now - 600},
+        {
+            "iteration": 2,
+            "promise": "DONE",
+            "summary": "lr=0.2 has the lowest mean final loss.",
+            "finished_at": now + 600,
+        },
+    )
+    cited = Run.objects.create(name="lr 0.2 seed 1", command="python train.py")
+    row.state = {**row.state, "history": [first, second]}
+    row.reflection = f"- lr=0.2: loss 0.4321 (run {cited.pk}), 0.4400 (run run-00000000)"
+    row.save()
+    for kind, payload in [
+        ("paused", {}),
+        ("resumed", {}),
+        ("steered", {"urgency": "priority", "context": "Try lr=0.05 as well"}),
+    ]:
+        record_event(stream=AGENTS_STREAM, kind=kind, agent_id=row.agent_id, payload=payload)
+
+    page = browser.get(f"/research/{row.agent_id}/").content.decode()
+    iterations = page.split("<h2>Iterations</h2>")[1].split("</section>")[0]
+    one, two = iterations.find('id="iteration-1"'), iterations.find('id="iteration-2"')
+    between = iterations[one:two]
+    assert 'aria-label="After iteration 1"' in between
+    order = ["<strong>Paused</strong>", "<strong>Resumed</strong>", "Steered (priority)"]
+    assert [between.find(what) for what in order] == sorted(between.find(w) for w in order)
+    assert -1 not in [between.find(what) for what in order], between
+    assert '<q class="detail">Try lr=0.05 as well</q>' in between
+    assert "step-controls" not in iterations[two:]  # nothing came after iteration 2 ended
+    # Each run the report cites is a link to its page.
+    assert f'(run <a href="/runs/{cited.pk}/">{cited.pk}</a>)' in page
+    assert '<a href="/runs/run-00000000/">run-00000000</a>' in page
