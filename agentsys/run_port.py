@@ -46,6 +46,11 @@ class RunPort(Protocol):
         log)}; None when there is no such run."""
         ...
 
+    def run_of(self, *, agent_id: str) -> str | None:
+        """The id of the Run executor `agent_id` runs (the one its page and the API name it
+        by); None when it runs none."""
+        ...
+
     def run_code(self) -> dict | None:
         """The code recorded for this executor's run (scheduler_app.runs.code.code_for_agent:
         commit, patch bytes, patch_digest, remote, host, subdir, error); None: no run."""

@@ -45,6 +45,11 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "MODEL_PROVIDER": ("demo", "LLM provider for OpenCode; demo = the built-in scripted model"),
     "MODEL_ID": ("demo-research", "LLM model id at that provider"),
     "MODEL_BASE_URL": ("", "OpenAI-compatible server of your own (vLLM, Ollama): its /v1 URL"),
+    "AGENTSYS_DEMO_SECONDS": (
+        "60",
+        "About how long the demo model's research loop lasts, to try Pause, Steer and Stop "
+        "(0 = as fast as it can)",
+    ),
     "OPENCODE_URL": ("", "OpenCode server the agents talk to; unset = make run starts one"),
     "OPENCODE_SERVER_USERNAME": ("opencode", "OpenCode basic-auth user"),
     "OPENCODE_SERVER_PASSWORD": ("", "OpenCode basic-auth password; unset = generated per start"),
@@ -152,6 +157,7 @@ class Config:
     model_response_timeout: int = 600
     model_idle_timeout: int = 120
     log_db_cap_mb: int = 64  # AGENTSYS_LOG_DB_CAP_MB
+    demo_seconds: int = 60  # AGENTSYS_DEMO_SECONDS
 
     @property
     def api_url(self) -> str:
@@ -327,6 +333,7 @@ def load(environment: dict[str, str] | None = None) -> Config:
         model_response_timeout=_int(env, "MODEL_RESPONSE_TIMEOUT", low=1, high=86400),
         model_idle_timeout=_int(env, "MODEL_IDLE_TIMEOUT", low=1, high=86400),
         log_db_cap_mb=_int(env, "AGENTSYS_LOG_DB_CAP_MB", low=0, high=10**6),
+        demo_seconds=_int(env, "AGENTSYS_DEMO_SECONDS", low=0, high=3600),
     )
 
 

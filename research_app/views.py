@@ -20,7 +20,7 @@ from events_app.events import AGENTS_STREAM
 from events_app.selectors import last_seq
 from memory_app.models import MemoryEntry
 from memory_app.rendering import plan_items
-from research_app import branch_review, progress, questions, selectors
+from research_app import branch_review, loop_controls, progress, questions, selectors
 from research_app.models import ResearchLoop
 from scheduler_app.models import MetricSeries
 from scheduler_app.selectors import LOSS_KEYS
@@ -85,6 +85,7 @@ def loop_detail(request: HttpRequest, agent_id: str) -> HttpResponse:
         .exclude(type="metrics")
         .order_by("-created_at")[:50],
     }
+    loop_controls.attach(detail["history"], loop, context["timeline"])
     if request.headers.get("HX-Request"):
         return render(request, "research_app/_loop_body.html", context)
     context["feed_after"] = last_seq(stream=AGENTS_STREAM)

@@ -59,6 +59,10 @@ class DjangoRunPort:
             data, cut = run_log_reader.tail(run, tail_bytes)
             return {"exit_code": run.exit_code, "log_tail": data, "cut": cut}
 
+    def run_of(self, *, agent_id: str) -> str | None:
+        with fresh_connection():
+            return Run.objects.filter(agent_id=agent_id).values_list("id", flat=True).first()
+
     # -- its code ----------------------------------------------------------------------------
 
     def run_code(self) -> dict | None:

@@ -161,6 +161,7 @@ async def _result(agent, record: dict, handle, timed_out: bool) -> ExperimentRes
     result.error = handle.error
     if timed_out:
         result.status, result.error = "timed out", "ran past its time limit and was stopped"
+    result.run = await _run_of(agent, handle.id)
     run_dir = run_dir_of(record["workdir"], handle.id)
     result.exit_code, result.log_tail = await _exit_code_and_log(agent, handle.id, run_dir)
     result.metrics = await _metrics(agent, handle.id, run_dir)
@@ -168,6 +169,16 @@ async def _result(agent, record: dict, handle, timed_out: bool) -> ExperimentRes
     if handle.status == AgentStatus.REJECTED and not result.error:
         result.error = "the GPU queue can never place it"
     return result
+
+
+async def _run_of(agent, child_id: str) -> str:
+    """The Run's id, which the model cites and a person finds on the runs page and in the
+    API ("" when none is known: the model is told the executor's id instead)."""
+    try:
+        return await agent.in_runs("run_of", agent_id=child_id) or ""
+    except Exception:  # the result matters more than its name
+        logger.exception("%s: could not find the run of %s", agent.id, child_id)
+        return ""
 
 
 async def _exit_code_and_log(agent, child_id: str, run_dir: Path) -> tuple[int | None, str]:

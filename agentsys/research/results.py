@@ -2,9 +2,9 @@
 about the loop so far (the history line per step).
 
 The results section has a fixed shape (the demo model parses it): one `### Experiment k`
-block per run with its command, parameters as sorted compact JSON, status, a metrics summary
-(last/min/max of each numeric series, as agentsys.metric_summary makes it) and the tail of its
-log.
+block per run with its run's id (the one its page and the API use), its command, parameters as
+sorted compact JSON, status, a metrics summary (last/min/max of each numeric series, as
+agentsys.metric_summary makes it) and the tail of its log.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ class ExperimentResult:
     log_tail: str = ""
     metrics: dict[str, dict] = field(default_factory=dict)
     alerts: list[str] = field(default_factory=list)
+    run: str = ""  # the Run's id (its page, the API); run_id is its executor's
 
 
 LOG_TAIL_BYTES = 4000
@@ -98,7 +99,7 @@ def _header(number: int, r: ExperimentResult) -> str:
     return "\n".join(
         [
             f"### Experiment {number}: {_cut(_one_line(r.goal), _FIELD_CHARS['goal'])}",
-            f"- run: {r.run_id or '(not started)'}",
+            f"- run: {r.run or r.run_id or '(not started)'}",
             f"- command: `{_cut(command, _FIELD_CHARS['command'])}`",
             f"- parameters: {_cut(json.dumps(r.parameters, sort_keys=True, default=str), 600)}",
             f"- gpu_required: {r.gpu_required}",

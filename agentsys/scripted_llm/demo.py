@@ -4,27 +4,52 @@ loop work with no API key. It reads only the prompt (phase marker, results, hist
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import sys
+from dataclasses import dataclass
+
+from agentsys.scripted_llm import demo_findings
+from agentsys.scripted_llm.demo_findings import SCRIPT, Finding, finite, parse_results
 
 MARKER = re.compile(r"<!-- agentsys-prompt: (planning|iteration|reflection) -->")
 FIRST_LRS = (0.01, 0.1, 0.5)
-# The bracketing runs use the demo workspace's three twins (same arguments, same loss curve),
-# one way of logging each, so the demo charts a run's metrics from agent_metrics.jsonl, from
-# TensorBoard and from printed lines; the refinement uses train.py.
-FIRST_SCRIPTS = ("train.py", "train_tensorboard.py", "train_prints.py")
+# Every learning rate runs with both seeds, on train.py alone: a difference between two
+# rates means something only when it is larger than the one between two seeds of one rate.
+SEEDS = (0, 1)
+# The workdir's twins of train.py log the same training in other ways: one run each shows
+# AgentSys charting TensorBoard files and printed lines. They are not part of the comparison.
+SHOWCASE = {"train_tensorboard.py": "TensorBoard event files", "train_prints.py": "printed lines"}
+SHOWCASE_LR = 0.1
 # train_tensorboard.py imports tensorboardX, installed with AgentSys: it runs with this
 # interpreter (the demo model's own, AgentSys's), the stdlib-only twins with `python`.
 INTERPRETERS = {"train_tensorboard.py": shlex.quote(sys.executable)}
-ARGUMENTS = "--steps=150 --sleep=0.005"
+STEPS = 150
 # The TensorBoard twin runs for a few seconds: tensorboardX puts no pid in its file names, so
-# AgentSys tells the three brackets' files apart by which run's process holds one open, which
-# it sees only if the writer is still running when it looks (agentsys.metric_sources.ownership).
-SCRIPT_ARGUMENTS = {"train_tensorboard.py": "--steps=150 --sleep=0.04"}
-COMMAND = f"python train.py {ARGUMENTS}"
+# AgentSys tells event files apart by which run's process holds one open, which it sees only
+# if the writer is still running when it looks (agentsys.metric_sources.ownership).
+MIN_STEP_SLEEP = {"train_tensorboard.py": 0.04}
 BEST_SO_FAR = re.compile(r"best so far lr=([0-9.e-]+) loss=([0-9.e+-]+|nan|inf)")
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How slowly the demo goes: `seconds` is about how long a whole demo loop lasts (0: as
+    fast as it can), so that a person watching it has time to pause, steer and stop it.
+    About a third goes to the model's thinking, half to the trainings (two waves of runs),
+    the rest is OpenCode's and the loop's own time."""
+
+    seconds: float = 0.0
+
+    @property
+    def think_s(self) -> float:  # before each reply with text (about six in a loop)
+        return self.seconds / 18
+
+    def step_sleep(self, script: str) -> float:  # a wave of runs: STEPS steps
+        return max(MIN_STEP_SLEEP.get(script, 0.005), self.seconds / 4 / STEPS)
+
+
+FAST = Pace()
 
 
 # AgentSys's MCP tools, as OpenCode names them (`<server>_<tool>`): the demo uses them where
@@ -36,7 +61,9 @@ RUN_ID = re.compile(r'"id"\s*:\s*"([A-Za-z0-9_-]{1,40})"')
 ENTRY_NAME = re.compile(r'"name"\s*:\s*"([^"]{1,200})"')
 
 
-def demo_steps(prompt: str, tools: set[str], results: dict[str, str]) -> list[dict]:
+def demo_steps(
+    prompt: str, tools: set[str], results: dict[str, str], pace: Pace = FAST
+) -> list[dict]:
     """One request's answer, given the tools OpenCode offers and the results of the calls
     made since the prompt: in an iteration, first each tool call it wants (one a request:
     OpenCode runs it and asks again with its result), then the reply, saying what they
@@ -45,8 +72,9 @@ def demo_steps(prompt: str, tools: set[str], results: dict[str, str]) -> list[di
         if name not in results:
             return [{"tool_call": {"name": name, "arguments": arguments}}]
     seen = _what_tools_showed(results)
-    reply = demo_reply(prompt)
-    return [{"text": f"{seen}\n\n{reply}" if seen else reply}]
+    reply = demo_reply(prompt, pace)
+    thinking = [{"stall": pace.think_s}] if pace.think_s else []
+    return [*thinking, {"text": f"{seen}\n\n{reply}" if seen else reply}]
 
 
 def _tools_wanted(prompt: str, tools: set[str], results: dict[str, str]) -> list[tuple]:
@@ -79,7 +107,7 @@ def _what_tools_showed(results: dict[str, str]) -> str:
     return " ".join(lines)
 
 
-def demo_reply(prompt: str) -> str:
+def demo_reply(prompt: str, pace: Pace = FAST) -> str:
     phases = MARKER.findall(prompt)
     if not phases:
         return _chat(prompt)
@@ -88,7 +116,7 @@ def demo_reply(prompt: str) -> str:
         return _plan()
     if phase == "reflection":
         return _reflection(prompt)
-    return _iteration(prompt)
+    return _iteration(prompt, pace)
 
 
 CHAT_MARKER = re.compile(r"<!-- agentsys-prompt: chat-(wild|auto|agent) -->")
@@ -145,120 +173,163 @@ def _summarise_report(report: str) -> str:
     return "\n\n".join(lines)
 
 
+PLAN_STEPS = (
+    "Compare lr = 0.01, 0.1 and 0.5 on train.py, each with seeds 0 and 1: one script for "
+    "every run, so the losses compare, and two seeds to see how much is noise",
+    "Refine between the best rate and its neighbour, again with seeds 0 and 1",
+    "Show the two other ways of logging metrics with one run each (train_tensorboard.py: "
+    "TensorBoard, train_prints.py: printed lines); they are not part of the comparison",
+    "Report each learning rate's final losses with the runs they came from",
+)
+
+
+def _plan_text(done: int, found: list[Finding], shown: dict[str, str]) -> str:
+    """The plan with its first `done` steps ticked, and what was found so far: the demo
+    model's memory from one iteration to the next (the prompt shows the plan in full)."""
+    lines = [f"- [{'x' if n < done else ' '}] {step}" for n, step in enumerate(PLAN_STEPS)]
+    if found or shown:
+        lines += ["", "Findings so far (final loss of each run on train.py):"]
+        lines += [f.line() for f in found]
+        lines += [f"- shown: {script} (run {run})" for script, run in shown.items()]
+    return "\n".join(lines)
+
+
 def _plan() -> str:
     return (
-        "<plan>\n"
-        "1. Read train.py: it fits y = 3x + 2 by SGD and logs `loss` every 10 steps.\n"
-        "2. Run three short trainings at lr = 0.01, 0.1 and 0.5 to bracket a good rate.\n"
-        "3. Refine around the best of them with one more run.\n"
-        "4. Report the learning rate with the lowest final loss.\n"
-        "</plan>\n"
-        "<summary>A learning-rate search: three bracketing runs, one refinement, then the "
-        "answer.</summary>"
+        f"<plan>\n{_plan_text(0, [], {})}\n</plan>\n"
+        "<summary>A learning-rate search on train.py: three rates with two seeds each, one "
+        "refinement with two seeds, then the answer with the run behind each number.</summary>"
     )
 
 
-def _experiment(lr: float, goal: str, script: str = "train.py") -> str:
+def _experiment(lr: float, seed: int, goal: str, pace: Pace, script: str = SCRIPT) -> str:
     return (
         f"- goal: {goal}\n"
-        f'  command: echo "- lr={lr:g}: run started" >> results.md && '
-        f"{INTERPRETERS.get(script, 'python')} {script} "
-        f"{SCRIPT_ARGUMENTS.get(script, ARGUMENTS)}\n"
+        f'  command: echo "- lr={lr:g} seed={seed}: run started ({script})" >> results.md && '
+        f"{INTERPRETERS.get(script, 'python')} {script} --steps={STEPS} "
+        f"--sleep={pace.step_sleep(script):.3g}\n"
         "  workdir: .\n"
-        f'  parameters: {{"lr": {lr:g}}}\n'
+        f'  parameters: {{"lr": {lr:g}, "seed": {seed}}}\n'
         "  gpu_required: 0"
     )
 
 
-def parse_results(prompt: str) -> list[dict]:
-    """The experiments in the LAST results section: lr, status, exit code, final loss."""
-    start = prompt.rfind("## Results from Previous Experiments")
-    if start < 0:
-        return []
-    found = []
-    for block in prompt[start:].split("### Experiment ")[1:]:
-        entry = {"goal": block.split("\n", 1)[0].split(": ", 1)[-1].strip()}
-        params = re.search(r"^- parameters: (\{.*\})$", block, re.MULTILINE)
-        try:
-            entry["lr"] = float(json.loads(params.group(1)).get("lr")) if params else None
-        except (ValueError, TypeError):
-            entry["lr"] = None
-        status = re.search(r"^- status: (\S+)(?: \(exit code (-?\d+)\))?", block, re.MULTILINE)
-        entry["ok"] = bool(status) and status.group(1) == "done"
-        loss = re.search(r"loss last=(\S+)", block)
-        try:
-            entry["loss"] = float(loss.group(1)) if loss else None
-        except ValueError:
-            entry["loss"] = None
-        found.append(entry)
-    return found
+def _both_seeds(lr: float, kind: str, pace: Pace) -> list[str]:
+    return [_experiment(lr, seed, f"lr={lr:g} seed={seed} ({kind})", pace) for seed in SEEDS]
 
 
-def _iteration(prompt: str) -> str:
+def _by_rate(found: list[Finding]) -> dict[float, list[Finding]]:
+    rates: dict[float, list[Finding]] = {}
+    for f in sorted(found, key=lambda f: (f.lr, f.seed)):
+        rates.setdefault(f.lr, []).append(f)
+    return rates
+
+
+def _mean(runs: list[Finding]) -> float | None:
+    losses = [f.loss for f in runs if finite(f.loss)]
+    return sum(losses) / len(losses) if losses else None
+
+
+def _cited(runs: list[Finding]) -> str:
+    """`loss 0.0123 (run run-1a2b…), 0.0131 (run run-…)`: each number with its run."""
+    parts = [
+        (f"{f.loss:.4g}" if f.loss is not None else "failed") + f" (run {f.run})" for f in runs
+    ]
+    return "loss " + ", ".join(parts)
+
+
+def _iteration(prompt: str, pace: Pace = FAST) -> str:
     results = parse_results(prompt)
-    if not results:
-        runs = "\n".join(
-            _experiment(lr, f"lr={lr:g} bracket ({script})", script)
-            for lr, script in zip(FIRST_LRS, FIRST_SCRIPTS, strict=True)
-        )
+    found = demo_findings.findings(prompt, results)
+    shown = demo_findings.shown(prompt, results)
+    tried = {f.lr for f in found}
+    asked = [lr for lr in demo_findings.steered_lrs(prompt) if lr not in tried][:1]
+    # The researcher's rate runs like the others: on train.py, with both seeds.
+    steer = [f"As you asked, I add lr={asked[0]:g} (seeds 0 and 1)."] if asked else []
+    if not found and not results:
+        runs = [e for lr in FIRST_LRS for e in _both_seeds(lr, "bracket", pace)]
+        runs += [e for lr in asked for e in _both_seeds(lr, "steer", pace)]
+        rates = ", ".join(f"{lr:g}" for lr in (*FIRST_LRS, *asked))
         return (
-            "I read train.py and launch three bracketing runs.\n"
-            f"<experiments>\n{runs}\n</experiments>\n"
-            "<summary>Launched lr = 0.01, 0.1 and 0.5 to bracket the learning rate.</summary>\n"
+            f"I read train.py and compare lr = {rates} on it, each with seeds 0 and 1. "
+            f"{' '.join(steer)}\n"
+            f"<experiments>\n{chr(10).join(runs)}\n</experiments>\n"
+            f"<plan>\n{_plan_text(0, found, shown)}\n</plan>\n"
+            f"<summary>Launched lr = {rates} on train.py with seeds 0 and 1 each.</summary>\n"
             "<promise>WAITING</promise>"
         )
-    good = [r for r in results if r["ok"] and r["lr"] is not None and _finite(r["loss"])]
-    failed = [r for r in results if not r["ok"]]
-    note = (
-        f" {len(failed)} run(s) failed: {', '.join(r['goal'] for r in failed)}." if failed else ""
-    )
-    previous = BEST_SO_FAR.findall(prompt)
-    candidates = [(r["loss"], r["lr"]) for r in good]
-    if previous:
-        lr, loss = previous[-1]
-        if _finite(float(loss)):
-            candidates.append((float(loss), float(lr)))
-    if not candidates:
+    failed = [f for f in found if f.loss is None]
+    note = f" {len(failed)} run(s) failed: {', '.join(f.run for f in failed)}." if failed else ""
+    means = {lr: m for lr, runs in _by_rate(found).items() if (m := _mean(runs)) is not None}
+    if not means:
         return (
             f"No run produced a usable loss.{note}\n<summary>Every run failed; see the logs."
             "</summary>\n<promise>DONE</promise>"
         )
-    loss, lr = min(candidates)
-    refined = any("refine" in r["goal"] for r in results)
-    if refined:
+    best = min(means, key=means.get)
+    cited = _cited(_by_rate(found)[best])
+    runs, said = [], []
+    refined = any(f.kind == "refine" for f in found)
+    if not refined:
+        higher = sorted(lr for lr in means if lr > best)
+        target = round((best * higher[0]) ** 0.5 if higher else best * 1.5, 4)
+        runs += _both_seeds(target, "refine", pace)
+        said.append(f"I refine at lr={target:g}, between it and its neighbour.")
+    runs += [e for lr in asked for e in _both_seeds(lr, "steer", pace)]
+    if not refined:  # shown beside the refinement, where there is room for them
+        for script, way in SHOWCASE.items():
+            if script not in shown:
+                goal = f"show metrics logged as {way} (not compared)"
+                runs.append(_experiment(SHOWCASE_LR, 0, goal, pace, script))
+        said.append("Two more runs show the other ways of logging; they are not compared.")
+    summary = f"best so far lr={best:g} loss={means[best]:.6g}"
+    lead = f"lr={best:g} has the lowest mean final loss over seeds 0 and 1: {cited}.{note}"
+    done = 3 if refined else 1
+    if not runs:
         return (
-            f"The refinement is in. The best learning rate is lr={lr:g} with a final loss of "
-            f"{loss:.4g}.{note}\n"
-            f"<summary>Done: best so far lr={lr:g} loss={loss:.6g}; lr={lr:g} is the answer."
-            "</summary>\n<promise>DONE</promise>"
+            f"The refinement is in. {lead}\n"
+            f"<plan>\n{_plan_text(done, found, shown)}\n</plan>\n"
+            f"<summary>Done: {summary}; lr={best:g} is the answer.</summary>\n"
+            "<promise>DONE</promise>"
         )
-    tried = sorted(r["lr"] for r in good)
-    higher = [x for x in tried if x > lr]
-    target = (lr * higher[0]) ** 0.5 if higher else lr * 1.5
     return (
-        f"Of the bracketing runs, lr={lr:g} reached the lowest final loss ({loss:.4g}).{note} "
-        "I refine between it and its neighbour.\n"
-        f"<experiments>\n{_experiment(round(target, 4), f'refine at lr={target:.3g}')}\n"
-        "</experiments>\n"
-        f"<summary>best so far lr={lr:g} loss={loss:.6g}; refining at lr={target:.3g}."
+        f"{lead} {' '.join(steer + said)}\n"
+        f"<experiments>\n{chr(10).join(runs)}\n</experiments>\n"
+        f"<plan>\n{_plan_text(done, found, shown)}\n</plan>\n"
+        f"<summary>{summary}; {'refining' if not refined else 'running your rate'}."
         "</summary>\n<promise>WAITING</promise>"
     )
 
 
-def _finite(value) -> bool:
-    return isinstance(value, float) and value == value and abs(value) != float("inf")
-
-
 def _reflection(prompt: str) -> str:
-    best = BEST_SO_FAR.findall(prompt)
-    lr, loss = best[-1] if best else ("unknown", "unknown")
+    found = demo_findings.findings(prompt, parse_results(prompt))
+    rates = _by_rate(found)
+    means = {lr: m for lr, runs in rates.items() if (m := _mean(runs)) is not None}
+    if not means:
+        return (
+            "<reflection>No run on train.py logged a usable loss, so no learning rate can be "
+            "recommended.</reflection>\n<memories>\n- [process] check that train.py runs "
+            "before a search\n</memories>\n<continue>no</continue>"
+        )
+    best = min(means, key=means.get)
+    lines = [
+        f"- lr={lr:g}{' (your steer)' if any(f.kind == 'steer' for f in runs) else ''}: "
+        f"{_cited(runs)}"
+        for lr, runs in rates.items()
+    ]
+    losses = [f.loss for f in rates[best] if finite(f.loss)]
+    seeds = f" Its seeds differ by {max(losses) - min(losses):.2g}." if len(losses) > 1 else ""
     return (
-        f"<reflection>The search bracketed the learning rate with three runs and refined once. "
-        f"lr={lr} gave the lowest final loss ({loss}). Larger rates converge faster on this "
-        "small linear problem until they overshoot.</reflection>\n"
+        "<reflection>Every rate ran train.py with seeds 0 and 1 (one script, so the numbers "
+        "compare); the final losses, each with the run it came from:\n"
+        + "\n".join(lines)
+        + f"\nlr={best:g} gave the lowest mean final loss ({means[best]:.4g}).{seeds} The "
+        "TensorBoard and printed-lines runs only showed how AgentSys reads those logs; they "
+        "are not in the comparison.</reflection>\n"
         "<memories>\n"
-        f"- [hyperparams] on train.py, lr={lr} gave the lowest final loss ({loss}) in 150 steps\n"
-        "- [process] bracket with a few short runs an order of magnitude apart, then refine\n"
+        f"- [hyperparams] on train.py, lr={best:g} gave the lowest mean final loss "
+        f"({means[best]:.4g}) over seeds 0 and 1 in {STEPS} steps\n"
+        "- [process] compare rates on one script with two seeds each, then refine\n"
         "</memories>\n"
         "<continue>no</continue>"
     )

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from agentsys.scripted_llm.demo import demo_steps
+from agentsys.scripted_llm.demo import Pace, demo_steps
 from agentsys.scripted_llm.script import BadScript, Script, Turn, parse_script
 
 MODEL = "demo-research"
@@ -91,8 +91,11 @@ def is_title_call(body: dict) -> bool:
 
 
 class ScriptedLLM:
-    def __init__(self, script: dict | None = None, *, demo: bool = False):
+    def __init__(
+        self, script: dict | None = None, *, demo: bool = False, demo_seconds: float = 0.0
+    ):
         self.demo = demo
+        self.pace = Pace(demo_seconds)  # the demo's: fast unless a person is to watch it
         self.script: Script = parse_script(script or {"turns": []})
         self.requests: list[dict] = []
         self.base_url = ""
@@ -138,7 +141,9 @@ class ScriptedLLM:
             text = title_for(last_user_text(body))
             return self.script.default or Turn(steps=[{"text": text}])
         if self.demo:
-            steps = demo_steps(last_user_text(body), offered_tools(body), tool_results(body))
+            steps = demo_steps(
+                last_user_text(body), offered_tools(body), tool_results(body), self.pace
+            )
             return Turn(steps=[{"chunk_delay": DEMO_CHUNK_DELAY}, *steps])
         return self.script.take(last_user_text(body)) or Turn(steps=[{"text": NO_MATCH}])
 

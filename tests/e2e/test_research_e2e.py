@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -525,3 +526,40 @@ def test_a_critical_steer_restarts_the_loop_with_the_steer_in_its_goal(
     assert new["sweep_id"] == ResearchLoop.objects.get(pk=old_id).sweep_id
     plans = [p for p in prompts_seen(scripted_llm) if "agentsys-prompt: planning" in p]
     assert len(plans) == 2 and "Use lr=0.3 only" in plans[1]
+
+
+def test_the_demo_loop_compares_rates_on_one_script_follows_a_steer_and_cites_each_run(
+    api, workdir, make_daemon, scripted_llm
+):
+    """Issue 37 §5, through the real loop with the demo model: every rate runs train.py with
+    seeds 0 and 1, the rate a steer names among them; the other ways of logging run apart;
+    the report gives each loss with the id of the run it came from."""
+    scripted_llm.demo = True
+    try:
+        loop_id = start_loop(api, workdir, max_iterations=6)  # no runagentd is up yet
+        # A message steer lands in the loop's inbox at once: its first iteration reads it.
+        steer = {"context": "Please try lr=0.05 as well", "urgency": "message"}
+        assert api("post", f"/api/research/{loop_id}/steer", steer).status_code == 202
+        make_daemon()
+        agent = wait_finished(loop_id, timeout=180)
+    finally:
+        scripted_llm.demo = False
+    assert agent.status == "done", agent.error
+    loop = ResearchLoop.objects.get()
+    runs = list(Run.objects.filter(sweep_id=loop.sweep_id))
+    scripts = {r.id: re.findall(r"(\w+\.py) --steps", r.command) for r in runs}
+    compared = [r for r in runs if scripts[r.id] == ["train.py"]]
+    pairs = {(r.params["lr"], r.params["seed"]) for r in compared}
+    for lr in (0.01, 0.1, 0.5, 0.05):  # 0.05: the steer's
+        assert {(lr, 0), (lr, 1)} <= pairs, pairs
+    assert len(compared) == 10  # and the refinement's two seeds
+    others = sorted(s for r in runs if r not in compared for s in scripts[r.id])
+    assert others == ["train_prints.py", "train_tensorboard.py"], scripts
+
+    report = api("get", f"/api/research/{loop_id}").json()["reflection"]
+    for run in compared:
+        loss = run.metric_series.get(key="loss").last_value
+        assert f"{loss:.4g} (run {run.id})" in report, (run.params, loss, report)
+        assert api("get", f"/api/runs/{run.id}").status_code == 200
+    assert "- lr=0.05 (your steer): loss" in report
+    assert not any(r.id in report for r in runs if r not in compared)

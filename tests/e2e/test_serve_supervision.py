@@ -36,6 +36,7 @@ def _serve(home, port, *extra, **env_overrides):
         AGENTSYS_HOST_NAME="serve-test",
         AGENTSYS_ACCESS_LOG=None,
         LOG_LEVEL="INFO",
+        AGENTSYS_DEMO_SECONDS="0",  # the demo loop as fast as it goes: nobody watches it
         **env_overrides,
     )
     process = manage(

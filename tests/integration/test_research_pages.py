@@ -4,6 +4,7 @@ loop recorded."""
 
 import asyncio
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -296,3 +297,44 @@ def test_a_loops_branch_is_a_change_to_review_on_its_page_and_in_the_api(browser
     assert detail["branch"] == "agentsys/research-rev1" and detail["base_commit"] == base
     assert detail["left_out"] == [{"path": "best.ckpt", "why": "a checkpoint (*.ckpt)"}]
     assert detail["merge_command"].endswith("merge --no-ff agentsys/research-rev1")
+
+
+def test_the_loop_page_shows_each_steer_and_pause_after_the_iteration_it_followed(browser, loop):
+    """Issue 37 §5: a person reads where in the loop they paused and steered it, between the
+    iterations (a steer read by iteration 2 stands after iteration 1), not only by the clock;
+    the report's `run run-…` citations are links to those runs."""
+    row, _ = loop
+    now = time.time()
+    first, second = (
+        {**row.state["history"][0], "finished_at": now - 600},
+        {
+            "iteration": 2,
+            "promise": "DONE",
+            "summary": "lr=0.2 has the lowest mean final loss.",
+            "finished_at": now + 600,
+        },
+    )
+    cited = Run.objects.create(name="lr 0.2 seed 1", command="python train.py")
+    row.state = {**row.state, "history": [first, second]}
+    row.reflection = f"- lr=0.2: loss 0.4321 (run {cited.pk}), 0.4400 (run run-00000000)"
+    row.save()
+    for kind, payload in [
+        ("paused", {}),
+        ("resumed", {}),
+        ("steered", {"urgency": "priority", "context": "Try lr=0.05 as well"}),
+    ]:
+        record_event(stream=AGENTS_STREAM, kind=kind, agent_id=row.agent_id, payload=payload)
+
+    page = browser.get(f"/research/{row.agent_id}/").content.decode()
+    iterations = page.split("<h2>Iterations</h2>")[1].split("</section>")[0]
+    one, two = iterations.find('id="iteration-1"'), iterations.find('id="iteration-2"')
+    between = iterations[one:two]
+    assert 'aria-label="After iteration 1"' in between
+    order = ["<strong>Paused</strong>", "<strong>Resumed</strong>", "Steered (priority)"]
+    assert [between.find(what) for what in order] == sorted(between.find(w) for w in order)
+    assert -1 not in [between.find(what) for what in order], between
+    assert '<q class="detail">Try lr=0.05 as well</q>' in between
+    assert "step-controls" not in iterations[two:]  # nothing came after iteration 2 ended
+    # Each run the report cites is a link to its page.
+    assert f'(run <a href="/runs/{cited.pk}/">{cited.pk}</a>)' in page
+    assert '<a href="/runs/run-00000000/">run-00000000</a>' in page

@@ -168,6 +168,7 @@ class Command(BaseCommand):
         if config.model_provider == "demo":
             port = free_port()
             model = [sys.executable, "-m", "agentsys.scripted_llm", "--demo", "--port", str(port)]
+            model += ["--seconds", str(config.demo_seconds)]  # slow enough to watch and steer
             children["model"] = Child("model", model, policy())
             base_url = f"http://127.0.0.1:{port}/v1"
         opencode = LocalOpenCode(
