@@ -7,6 +7,10 @@ scripted model:
   ITERATIONS iterations with an instant model and a no-op experiment (`true`): the iteration's
   duration minus the model's time and minus the run's own time (started → finished).
 - research_loop_e2e_s: the demo loop (the demo model on the demo workspace), start to done.
+- loop_branch_commit_p50_ms / _p99_ms: what a loop's own branch adds to an iteration on a
+  repository of BRANCH_FILES files: its commit in its worktree (status, sorting code from
+  outputs, add, commit) with a few files changed and a TensorBoard file left out, over
+  BRANCH_ITERATIONS iterations; loop_branch_worktree_ms: making the worktree, once a loop.
 """
 
 import shutil
@@ -22,6 +26,8 @@ from bench._report import percentile, report
 from bench.harness import REPO
 
 ITERATIONS = 30
+BRANCH_FILES = 10_000
+BRANCH_ITERATIONS = 30
 NOOP = "<experiments>\n- goal: no-op\n  command: true\n  gpu_required: 0\n</experiments>\n"
 
 
@@ -76,11 +82,64 @@ def overheads(loop_id: str) -> list[float]:
     return found
 
 
+def big_repository(root: Path) -> Path:
+    repo = root / "big"
+    for n in range(BRANCH_FILES):
+        folder = repo / f"pkg{n // 500}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"mod{n}.py").write_text(f"VALUE = {n}\n")
+    ident = ["-c", "user.name=bench", "-c", "user.email=bench@localhost"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "start"]):
+        subprocess.run(["git", *ident, *args], cwd=repo, check=True)
+    return repo
+
+
+def branch_figures(root: Path) -> None:
+    import asyncio
+
+    from agentsys.git_exclude import keep_out_of_git
+    from agentsys.research.branch import open_branch
+    from agentsys.research.workspace import Workspace
+
+    repo = big_repository(root)
+    keep_out_of_git(repo, ".agents/")
+
+    async def measure() -> tuple[float, list[float]]:
+        started = time.perf_counter()
+        branch, why = await open_branch(repo, "research-bench")
+        made_ms = (time.perf_counter() - started) * 1000
+        if branch is None:
+            raise RuntimeError(why)
+        work = Workspace(Path(branch.workdir), "research-bench")
+        await work.git_ready()
+        samples = []
+        before = await work.snapshot()
+        for n in range(BRANCH_ITERATIONS):
+            for k in range(3):
+                (work.workdir / f"pkg{k}" / f"mod{k}.py").write_text(f"VALUE = {n}\n")
+            (work.workdir / "runs").mkdir(exist_ok=True)
+            (work.workdir / "runs" / f"events.out.tfevents.{n}").write_bytes(b"\0" * 4096)
+            after = await work.snapshot()  # the loop takes both snapshots anyway
+            started = time.perf_counter()
+            made = await work.commit(f"iteration {n}", changed=work.changed(before, after))
+            samples.append((time.perf_counter() - started) * 1000)
+            before = after
+            if not made.hash or f"runs/events.out.tfevents.{n}" not in made.left_out:
+                raise RuntimeError(f"iteration {n}: {made}")
+        return made_ms, samples
+
+    made_ms, samples = asyncio.run(measure())
+    report("loop_branch_worktree_ms", made_ms, "ms")
+    report("loop_branch_commit_p50_ms", percentile(samples, 50), "ms")
+    report("loop_branch_commit_p99_ms", percentile(samples, 99), "ms")
+
+
 def main() -> None:
     from agentsys.opencode.server import LocalOpenCode, provider_config
     from agentsys.scripted_llm import ScriptedLLM
 
     root = Path(tempfile.mkdtemp(prefix="agentsys-bench-research-"))
+    branch_figures(root)
     work = workspace(root)
     llm = ScriptedLLM(overhead_script())
     llm.serve_in_thread()

@@ -43,6 +43,7 @@ def review(branch: LoopBranch) -> BranchReview:
         log = _git(
             branch,
             "log",
+            "--abbrev=12",
             "--reverse",
             f"--max-count={MAX_COMMITS}",
             "--numstat",

@@ -45,7 +45,7 @@ from agentsys.research.state import (
     IterationRecord,
     ResearchState,
 )
-from agentsys.research.workspace import Workspace
+from agentsys.research.workspace import MAX_SNAPSHOT_FILES, Workspace
 from agentsys.run_dir import AGENTS_DIR
 from agentsys.skills import PromptSkills
 from agentsys.types import AgentRole, EntryType
@@ -81,7 +81,7 @@ class ResearchAgent(Agent):
                 branch=self.branch.as_dict() if self.branch else {},
             )
         self.state = state
-        self.workspace = Workspace(self.work_root, self.id)
+        self.workspace = Workspace(self.work_root, self.id, commits=self.branch is not None)
         self.iteration = state.iteration
         self.gateway: ModelGateway = self.make_gateway()
         await tool_token.hand_over(self, self.work_root)  # for its MCP run tools
@@ -108,8 +108,8 @@ class ResearchAgent(Agent):
         """Where it, its model and its runs work: its worktree's copy of the workdir."""
         return Path(self.branch.workdir) if self.branch else self.settings.workdir
 
-    async def _commit(self, message: str) -> str:
-        made = await self.workspace.commit(message, self.settings.commit_allow)
+    async def _commit(self, message: str, changed: list[str] | None = None) -> str:
+        made = await self.workspace.commit(message, self.settings.commit_allow, changed)
         self.state.keep_left_out(made.left_out)
         return made.hash
 
@@ -262,7 +262,8 @@ class ResearchAgent(Agent):
         experiments_s: float,
     ) -> None:
         started = self.state.in_progress.get("started_at", time.time())
-        files = self.workspace.changed(before, await self.workspace.snapshot())
+        after = await self.workspace.snapshot()
+        files = self.workspace.changed(before, after)
         errors = list(parsed.problems) + [
             f"experiment {r.goal!r}: {r.status}" + (f" ({r.error})" if r.error else "")
             for r in results
@@ -281,8 +282,10 @@ class ResearchAgent(Agent):
             experiments_s=experiments_s,
             tool_calls=self.state.in_progress.get("tools") or [],
         )
+        # The snapshots' list when both are whole: git then looks at those files only.
+        whole = before and len(after) < MAX_SNAPSHOT_FILES
         record.commit = await self._commit(
-            f"AgentSys {self.id}: iteration {n}: {parsed.summary[:60]}"
+            f"AgentSys {self.id}: iteration {n}: {parsed.summary[:60]}", files if whole else None
         )
         record.finished_at = time.time()
         record.duration_s = record.finished_at - started

@@ -2,6 +2,7 @@
 per iteration only when the project changed, `.agents/` never committed, and a workdir that
 is not a git repository working without commits."""
 
+import os
 import subprocess
 
 import pytest
@@ -41,7 +42,7 @@ async def test_an_iteration_commits_its_changes_but_never_agents(tmp_path, exclu
     (tmp_path / ".agents" / "runs" / "run.log").write_text("x")
     assert work.changed(before, await work.snapshot()) == ["notes.md", "train.py"]
     commit = (await work.commit("iteration 1")).hash
-    assert commit and commit in git("log", "--format=%h", cwd=tmp_path)
+    assert commit and commit == git("rev-parse", "--short=12", "HEAD", cwd=tmp_path).strip()
     files = git("show", "--name-only", "--format=", "HEAD", cwd=tmp_path).split()
     assert files == ["notes.md", "train.py"]
     assert git("ls-files", cwd=tmp_path).split() == ["notes.md", "train.py"]
@@ -117,3 +118,30 @@ async def test_a_deleted_file_is_committed_as_deleted(tmp_path):
     (tmp_path / "train.py").unlink()
     assert (await work.commit("iteration 1")).hash
     assert git("ls-files", cwd=tmp_path).split() == []
+
+
+async def test_an_iteration_commits_what_its_snapshots_say_changed(tmp_path):
+    """The loop hands its snapshots' list (git looks at those files only): a file only
+    touched makes no commit; an output the model staged itself stays out all the same."""
+    work = Workspace(repo(tmp_path), "research-1")
+    before = await work.snapshot()
+    os.utime(tmp_path / "train.py")  # touched, not changed
+    after = await work.snapshot()
+    touched = await work.commit("iteration 1", changed=work.changed(before, after))
+    assert touched.hash == "" and len(git("log", "--format=%h", cwd=tmp_path).split()) == 1
+
+    (tmp_path / "train.py").write_text("print(4)\n")
+    (tmp_path / "last.ckpt").write_bytes(b"weights")
+    git("add", "last.ckpt", cwd=tmp_path)  # as a model's own `git add` would
+    made = await work.commit("iteration 2", changed=["train.py"])
+
+    assert git("show", "--name-only", "--format=", "HEAD", cwd=tmp_path).split() == ["train.py"]
+    assert made.left_out == {"last.ckpt": "a checkpoint (*.ckpt)"}
+    assert "last.ckpt" not in git("ls-files", "--cached", cwd=tmp_path)
+
+
+async def test_a_workspace_that_is_not_the_loops_own_worktree_commits_nothing(tmp_path):
+    work = Workspace(repo(tmp_path), "research-1", commits=False)
+    (tmp_path / "train.py").write_text("print(5)\n")
+    assert (await work.commit("iteration 1")).hash == ""
+    assert len(git("log", "--format=%h", cwd=tmp_path).split()) == 1
