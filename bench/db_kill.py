@@ -90,6 +90,7 @@ def chaos(home: Path, port: int, starts: Path) -> None:
         MODEL_PROVIDER="demo",
         RESEARCH_AGENT_USER_AUTH_TOKEN=TOKEN,
         AGENTSYS_HOST_NAME="bench-db-kill",
+        AGENTSYS_DEMO_SECONDS="0",  # the demo loop as fast as it goes: the kill is the case
     )
     serve, console = started(env, "serve")
     try:

@@ -7,7 +7,9 @@ it shares their thread's connection, which the runtime store's close closes."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 from django.db.models.fields.json import KeyTextTransform
@@ -329,14 +331,25 @@ class DjangoChatStore:
     # -- children ---------------------------------------------------------------------------
 
     def start_research(
-        self, *, agent_id: str, session_id: str, goal: str, max_iterations: int | None
+        self,
+        *,
+        agent_id: str,
+        session_id: str,
+        goal: str,
+        max_iterations: int | None,
+        workdir: str = "",
     ) -> str:
+        """`workdir`: the project the person named (relative: to the chat's), else the
+        chat's own."""
         session = ChatSession.objects.get(pk=session_id)
+        if workdir:
+            base = Path(session.workdir or settings.AGENTSYS_WORKDIR)
+            workdir = str(base / Path(workdir).expanduser())  # an absolute one stays itself
         loop = start_research(
             goal=goal,
             max_iterations=max_iterations or 10,
             wait_seconds=0,
-            workdir=session.workdir or None,
+            workdir=workdir or session.workdir or None,
             chat_session_id=session_id,
             parent_id=agent_id,
         )

@@ -263,6 +263,7 @@ class SessionAgent(Agent):
                     session_id=ctx.session_id,
                     goal=action.goal,
                     max_iterations=action.max_iterations,
+                    workdir=action.workdir,
                 )
                 chat.wake()  # the daemon claims the new agent at once
                 self.adopt_children([child])

@@ -26,7 +26,7 @@ from agentsys.reply_text import outside_code
 
 KINDS = ("spawn_research", "spawn_command", "steer_child", "stop_child")
 KEYS = {
-    "spawn_research": ("goal", "max_iterations"),
+    "spawn_research": ("goal", "max_iterations", "workdir"),
     "spawn_command": ("goal", "command", "workdir"),
     "steer_child": ("experiment_id", "context"),
     "stop_child": ("experiment_id",),

@@ -64,7 +64,13 @@ class ChatStore(Protocol):
     # -- the L1's children ------------------------------------------------------------------
     def live_children(self, *, agent_id: str) -> list[str]: ...
     def start_research(
-        self, *, agent_id: str, session_id: str, goal: str, max_iterations: int | None
+        self,
+        *,
+        agent_id: str,
+        session_id: str,
+        goal: str,
+        max_iterations: int | None,
+        workdir: str = "",
     ) -> str: ...
     def command_child(self, *, session_id: str, target: str, kind: str, context: str) -> str: ...
     def child_report(self, *, agent_id: str) -> dict: ...

@@ -122,6 +122,8 @@ def demo_reply(prompt: str, pace: Pace = FAST) -> str:
 CHAT_MARKER = re.compile(r"<!-- agentsys-prompt: chat-(wild|auto|agent) -->")
 SPEAKER = re.compile(r"^\[(USER|SYSTEM)\] ", re.MULTILINE)
 RESEARCH_WORDS = re.compile(r"learning rate|\blr\b|research|experiment|train|sweep", re.I)
+# "…on /home/ada/project": the project a person names, where the loop should work.
+PROJECT_PATH = re.compile(r"\b(?:on|in|at)\s+(/[^\s'\"`<>]+[^\s'\"`<>.,;:!?])")
 DEMO_GOAL = (
     "Find the learning rate for train.py (the demo workspace) that gives the lowest final "
     "loss, with a few short trainings"
@@ -148,13 +150,18 @@ def _chat(prompt: str) -> str:
             "I will hand this to a research loop: it plans, runs short trainings through the "
             "GPU queue, refines around the best and reports back here when it ends.\n\n"
             f"<spawn_research>\ngoal: {DEMO_GOAL} (asked: {message[:300]})\n"
-            "max_iterations: 6\n</spawn_research>"
+            f"max_iterations: 6\n{_workdir_line(message)}</spawn_research>"
         )
     return (
         f"(demo model, {mode.upper()} mode) You said: {message[:500]}\n\n"
         "I am a scripted demo model, so I can only run the demo learning-rate search: ask "
         "for it in WILD mode, or in AUTO mode mention research or a learning rate."
     )
+
+
+def _workdir_line(message: str) -> str:
+    found = PROJECT_PATH.search(message)
+    return f"workdir: {found.group(1)}\n" if found else ""
 
 
 def _summarise_report(report: str) -> str:

@@ -127,3 +127,32 @@ def test_only_the_sessions_own_experiments_take_its_commands(store, host):
     )
     problem = store.command_child(session_id=session.pk, target=theirs.id, kind="stop", context="")
     assert "no experiment" in problem
+
+
+def test_a_loop_started_from_a_chat_works_on_the_project_the_person_named(
+    store, host, tmp_path, settings
+):
+    """Issue 37 §1: a chat starts a loop on the person's own repository (a path they name),
+    relative to the chat's folder or absolute; a folder that is not there is refused, saying
+    which."""
+    from research_app.models import ResearchLoop
+    from research_app.services import ResearchRefused
+
+    settings.AGENTSYS_WORKDIR = tmp_path
+    (tmp_path / "sub").mkdir()
+    project = tmp_path / "elsewhere" / "project"
+    project.mkdir(parents=True)
+    session = create_session()
+    l1 = store.session_agent(session_id=session.pk, host_id=host)["record"].id
+
+    def start(workdir):
+        loop_id = store.start_research(
+            agent_id=l1, session_id=session.pk, goal="g", max_iterations=2, workdir=workdir
+        )
+        return ResearchLoop.objects.get(pk=loop_id).settings["workdir"]
+
+    assert start(str(project)) == str(project)
+    assert start("sub") == str(tmp_path / "sub")
+    assert start("") == session.workdir
+    with pytest.raises(ResearchRefused, match=r"missing.* is not an existing absolute directory"):
+        start(str(tmp_path / "missing"))

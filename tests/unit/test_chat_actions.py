@@ -272,3 +272,16 @@ def test_a_megabyte_of_unknown_and_broken_tags_is_capped_and_fast():
     actions = parse_actions(text)  # a scan gone quadratic would hit the test timeout
     assert len(actions) == 6 and "too many actions" in actions[-1].error
     assert actions[0].action == "launch_x" and "not an action tag" in actions[0].error
+
+
+def test_a_research_loop_may_name_the_project_it_works_on():
+    """Issue 37 §1: "run a loop on ~/project" starts it there, not in the chat's folder."""
+    [action] = parse_actions(
+        "On it.\n<spawn_research>\ngoal: Tune lr\nmax_iterations: 3\n"
+        "workdir: /home/ada/project\n</spawn_research>"
+    )
+    assert (action.action, action.workdir, action.error) == (
+        "spawn_research",
+        "/home/ada/project",
+        "",
+    )

@@ -262,3 +262,13 @@ def test_the_demo_reads_a_finished_run_only_where_the_run_tools_are_there(llm):
         "I read the newest finished run (run_ab12) with research-agent_get_run" in done["content"]
     )
     assert "best so far lr=0.1" in done["content"]
+
+
+def test_the_demo_chat_starts_its_loop_on_the_project_the_person_names():
+    """Issue 37 §1 from the chat: "…on /tmp/x/project" gives the loop that workdir."""
+    asked = demo_reply(
+        "<!-- agentsys-prompt: chat-wild -->\n[USER] Find the best lr on /tmp/x/project."
+    )
+    assert "<spawn_research>" in asked and "\nworkdir: /tmp/x/project\n" in asked
+    plain = demo_reply("<!-- agentsys-prompt: chat-wild -->\n[USER] Find the best lr.")
+    assert "<spawn_research>" in plain and "workdir:" not in plain

@@ -55,8 +55,8 @@ class FakeStore:
         self.finished = outcome
         return []
 
-    def start_research(self, *, agent_id, session_id, goal, max_iterations):
-        self.research.append((goal, max_iterations))
+    def start_research(self, *, agent_id, session_id, goal, max_iterations, workdir=""):
+        self.research.append((goal, max_iterations) + ((workdir,) if workdir else ()))
         return f"orchestrator-{len(self.research):08d}"
 
     def command_child(self, *, session_id, target, kind, context):
