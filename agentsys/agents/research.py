@@ -128,6 +128,7 @@ class ResearchAgent(Agent):
     async def run(self):
         if self.branch_note:
             self.workspace.append_log(f"_{self.branch_note}._")
+        self._save()  # its branch shows (page, API) from the start, not after its plan
         steps = {PLANNING: self._plan, ITERATING: self._iterate, REFLECTING: self._reflect}
         while self.state.phase != ENDED:
             await self.check_pause()

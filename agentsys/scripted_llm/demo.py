@@ -125,7 +125,7 @@ RESEARCH_WORDS = re.compile(r"learning rate|\blr\b|research|experiment|train|swe
 # "…on /home/ada/project": the project a person names, where the loop should work.
 PROJECT_PATH = re.compile(r"\b(?:on|in|at)\s+(/[^\s'\"`<>]+[^\s'\"`<>.,;:!?])")
 DEMO_GOAL = (
-    "Find the learning rate for train.py (the demo workspace) that gives the lowest final "
+    "Find the learning rate for train.py that gives the lowest final "
     "loss, with a few short trainings"
 )
 

@@ -6,8 +6,10 @@ groups of a page with `grouped_table`):
 
 - The key of a run is its params, every one (objects and lists too, which the table shows no
   column for), less those named as a seed (SEED_KEYS, case-insensitive), and less nulls (a
-  null and a missing param look alike in the table). Numbers compare as numbers (1 is 1.0),
-  a boolean is not a number. Runs with equal params and no seed at all (reruns) group too.
+  null and a missing param look alike in the table); and its command less its seed
+  arguments (`--seed 1`, `--seed=1`, `SEED=1`): runs of two scripts never group. Numbers
+  compare as numbers (1 is 1.0), a boolean is not a number. Runs with equal params and no
+  seed at all (reruns) group too.
 - The statistics of a metric column count only the group's runs that are done (exit code 0):
   a running run's value is where it has got to, a failed one's where it broke, and either
   would drag the mean. `n` is how many done runs had a finite value, `count` the group's
@@ -24,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import statistics
 from dataclasses import dataclass, field
 
@@ -34,6 +37,8 @@ from agentsys.types import EndState
 SEED_KEYS = frozenset(
     {"seed", "random_seed", "rng_seed", "random_state", "manual_seed", "global_seed", "data_seed"}
 )
+_SEED_NAMES = "|".join(sorted({k.replace("_", "[-_]") for k in SEED_KEYS}, key=len, reverse=True))
+SEED_ARGUMENT = re.compile(rf"(?i)(?<![\w-])(?:--?)?(?:{_SEED_NAMES})(?:=|\s+)\S+")
 COUNTED = EndState.DONE.value  # a run's status "done"
 STATS = ("last", "min", "max")
 
@@ -56,14 +61,17 @@ class Group:
         return [row["run_id"] for row in self.rows]
 
 
-def group_rows(rows: list[dict], params: dict[str, dict]) -> list[Group]:
+def group_rows(
+    rows: list[dict], params: dict[str, dict], commands: dict[str, str] | None = None
+) -> list[Group]:
     """The groups of `rows` (table rows, in the table's order), first placed first.
-    `params`: each run's whole params by run id (a row's own hold its scalars only)."""
+    `params`: each run's whole params by run id (a row's own hold its scalars only);
+    `commands`: each run's command."""
     groups: dict[str, Group] = {}
     for row in rows:
         every = params.get(row["run_id"], row["params"])
         shared = {k: v for k, v in every.items() if not is_seed(k) and v is not None}
-        key = _key(shared)
+        key = _key(shared) + "\0" + without_seed((commands or {}).get(row["run_id"], ""))
         group = groups.get(key)
         if group is None:
             group_id = "group-" + hashlib.sha1(key.encode()).hexdigest()[:12]  # noqa: S324
@@ -117,6 +125,11 @@ def sort_groups(groups: list[Group], sort: str) -> list[Group]:
         return (mean is None, 0 if mean is None else sign * mean, placed[0])
 
     return [group for _, group in sorted(enumerate(groups), key=order)]
+
+
+def without_seed(command: str) -> str:
+    """The command as it would read for any seed."""
+    return " ".join(SEED_ARGUMENT.sub("", command).split())
 
 
 def _key(params: dict) -> str:

@@ -137,7 +137,8 @@ def grouped_table(
     passes (a group's runs may lie on any page of runs), so this reads them all, as the CSV
     does; the plain table reads a page's only."""
     table = sweep_table(sweep, sort=sort, statuses=statuses, where=where)
-    groups = sort_groups(group_rows(table.rows, _every_param(sweep, table.rows)), sort)
+    params, commands = _every_param(sweep, table.rows)
+    groups = sort_groups(group_rows(table.rows, params, commands), sort)
     end = None if limit is None else offset + limit
     return GroupedTable(
         sweep, table.columns, groups[offset:end], len(groups), table.total, table.run_count
@@ -149,16 +150,18 @@ def seed_columns(columns: list[dict]) -> list[str]:
     return [c["id"] for c in columns if c["kind"] == "param" and is_seed(c["label"])]
 
 
-def _every_param(sweep: Sweep, rows: list[dict]) -> dict[str, dict]:
-    """Each run's params, objects and lists too (a row holds its scalars only)."""
+def _every_param(sweep: Sweep, rows: list[dict]) -> tuple[dict[str, dict], dict[str, str]]:
+    """Each run's params, objects and lists too (a row holds its scalars only), and its
+    command (runs of two scripts are no seed group)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT r.id, {PARAMS} FROM scheduler_app_run r "  # noqa: S608
+            f"SELECT r.id, {PARAMS}, r.command FROM scheduler_app_run r "  # noqa: S608
             "WHERE r.sweep_id = %s AND r.id = ANY(%s)",
             [sweep.pk, [row["run_id"] for row in rows]],
         )
-        found = {run_id: json.loads(p) if isinstance(p, str) else p for run_id, p in cursor}
-    return {run_id: p if isinstance(p, dict) else {} for run_id, p in found.items()}
+        found = {run_id: (json.loads(p) if isinstance(p, str) else p, c) for run_id, p, c in cursor}
+    params = {run_id: p if isinstance(p, dict) else {} for run_id, (p, _) in found.items()}
+    return params, {run_id: c or "" for run_id, (_, c) in found.items()}
 
 
 def _page(sql: str, arguments: list, offset: int, limit: int | None) -> tuple[list[str], int]:

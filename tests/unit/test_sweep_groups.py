@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from scheduler_app.sweeps.groups import group_rows, is_seed, sort_groups, stats
+from scheduler_app.sweeps.groups import group_rows, is_seed, sort_groups, stats, without_seed
 
 
 def row(run_id, params, loss=None, status="done"):
@@ -89,3 +89,18 @@ def test_groups_sort_by_their_mean_on_a_metric_and_keep_the_tables_order_otherwi
     descending = sort_groups(groups, "-metric.loss.last")
     assert [g.params["lr"] for g in descending] == [1, 2, 3]
     assert [g.params["lr"] for g in sort_groups(groups, "-created_at")] == [1, 2, 3]
+
+
+def test_runs_of_two_scripts_are_no_group_though_their_params_are_equal():
+    """Seen from outside: the demo's printed-lines run (train_prints.py, lr 0.1, seed 0) was
+    counted into train.py's lr 0.1 group. A command less its seed arguments tells them apart."""
+    rows = [row(run, {"lr": 0.1, "seed": seed}) for run, seed in (("a", 0), ("b", 1), ("c", 0))]
+    commands = {
+        "a": "python train.py --lr=0.1 --seed=0",
+        "b": "python train.py --lr=0.1 --seed 1",
+        "c": "python train_prints.py --lr=0.1 --seed=0",
+    }
+    assert [g.run_ids for g in group_rows(rows, {}, commands)] == [["a", "b"], ["c"]]
+    assert without_seed("SEED=3 python t.py --random-seed=4 --seedling 2") == (
+        "python t.py --seedling 2"
+    )
