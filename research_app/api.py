@@ -16,6 +16,7 @@ from agents_app.schemas import CommandOut, ErrorOut, SteerIn, SteerOut
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH
 from agentsys.run_env import check_env, check_venv
 from common.api_contract import MAX_OFFSET
+from ledger_app.api import SpentOut
 from research_app import questions, selectors, services
 from research_app.models import ResearchLoop
 from research_app.questions import MAX_ANSWER_CHARS
@@ -156,6 +157,7 @@ class ResearchDetailOut(ResearchOut):
         [], description="Changed files its commits left out (outputs), the first 200"
     )
     left_out_count: int = 0
+    spent: SpentOut | None = Field(None, description="What it spent, from the ledger")
 
 
 def _no_loop(loop_id: str) -> Status:

@@ -9,6 +9,7 @@ from agentsys.research.branch import LoopBranch
 from agentsys.run_dir import ITERATION_LOG_FILE, loop_dir_of
 from agentsys.types import LIVE_AGENT_STATUSES, AgentStatus
 from events_app.models import Event
+from ledger_app.selectors import spent_of_loop
 from memory_app.models import MemoryEntry
 from research_app.models import ResearchLoop
 from research_app.questions import open_question
@@ -112,6 +113,9 @@ def detail(loop: ResearchLoop) -> dict:
         "settings": {**loop.settings, **(loop.state.get("settings") or {})},
         "history": steps,
         **branch_of(loop),
+        "spent": spent_of_loop(
+            loop.agent_id, started=loop.created_at, ended=loop.agent.finished_at
+        ),
     }
 
 

@@ -17,6 +17,7 @@ from common.api_contract import (
     readable_validation_error,
     reject_unknown_query_parameters,
 )
+from ledger_app.api import router as ledger_router
 from memory_app.api import router as memory_router
 from research_app.api import router as research_router
 from researchagent.health import router as health_router
@@ -73,6 +74,7 @@ api.add_router("", sweeps_router)
 api.add_router("/agents", agents_router, tags=["agents"])
 api.add_router("", memory_router)
 api.add_router("", research_router)
+api.add_router("", ledger_router)
 api.add_exception_handler(
     ValidationError, lambda request, exc: readable_validation_error(request, exc, api)
 )

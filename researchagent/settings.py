@@ -117,6 +117,7 @@ INSTALLED_APPS = [
     "events_app",
     "hosts_app",
     "agents_app",
+    "ledger_app",
     "scheduler_app",
     "memory_app",
     "accounts_app",

@@ -5,6 +5,7 @@ from django.urls import path
 from accounts_app import views as settings_views
 from agents_app import views as agent_views
 from events_app import sse
+from ledger_app import views as ledger_views
 from memory_app import views as memory_views
 from research_app import controls as research_controls
 from research_app import views as research_views
@@ -59,6 +60,7 @@ urlpatterns = [
     path("memory/", memory_views.memory_page, name="memory"),
     path("memory/add/", memory_views.add_note, name="memory-add"),
     path("memory/<str:key>/<str:action>/", memory_views.entry_action, name="memory-action"),
+    path("spend/", ledger_views.spend_page, name="spend"),
     path("settings/", settings_views.settings_page, name="settings"),
     path("settings/tokens/", settings_views.create_token, name="token-create"),
     path(

@@ -24,6 +24,7 @@ from agentsys.types import LIVE_AGENT_STATUSES, LIVE_TURN_STATUSES, AgentRole, T
 from events_app.events import chat_stream, record_event
 from events_app.models import Event
 from events_app.selectors import last_seq
+from ledger_app.services import record_llm_steps
 from research_app.services import start_research
 from runtime_app.agent_records import agent_record
 from runtime_app.chat_context import child_report, prompt_facts
@@ -274,6 +275,14 @@ class DjangoChatStore:
     @transaction.atomic
     def finish_turn(self, *, turn_id: str, outcome: TurnOutcome) -> list[dict]:
         turn = ChatTurn.objects.select_for_update().select_related("session").get(pk=turn_id)
+        # Its paid steps go in with its close, both or neither; and even when a newer daemon
+        # closed it already, they were paid for.
+        record_llm_steps(
+            steps=outcome.steps,
+            chat_session_id=turn.session_id,
+            user_id=turn.session.owner_id,
+            chat_turn_id=turn.pk,
+        )
         if turn.status not in LIVE_TURN_STATUSES:
             return []  # already closed (interrupted by a newer daemon, stopped while queued)
         if turn.stop_requested and outcome.status == TurnStatus.INTERRUPTED:
@@ -281,7 +290,7 @@ class DjangoChatStore:
             outcome = dataclasses.replace(outcome, status=TurnStatus.STOPPED, error="")
         return self._close_turn(turn, **dataclasses.asdict(outcome))
 
-    def _close_turn(self, turn, *, status, text, thinking, parts, error, actions, title):
+    def _close_turn(self, turn, *, status, text, thinking, parts, error, actions, title, steps=()):
         session = turn.session
         now = timezone.now()
         if text or thinking or parts:

@@ -31,6 +31,7 @@ from agentsys.types import (
 from common.json_safe import json_safe
 from events_app.events import AGENTS_STREAM, record_event, record_events
 from hosts_app.models import Host, HostStatus
+from ledger_app.services import record_llm_steps
 from memory_app.services import write_entry
 from runtime_app.agent_records import agent_record
 from runtime_app.store_outage import raising_store_unavailable
@@ -256,6 +257,10 @@ class DjangoRuntimeStore:
             from research_app.services import save_state
 
             return _event(agent_id, kind, save_state(agent_id, payload))
+        if kind == "model_steps" and isinstance(payload.get("steps"), list):
+            with transaction.atomic():  # the ledger's entries and their event together
+                record_llm_steps(steps=payload["steps"], agent_id=agent_id)
+                return _event(agent_id, kind, payload)
         if kind == "iteration" and isinstance(payload.get("iteration"), int):
             Agent.objects.filter(pk=agent_id).update(iteration=payload["iteration"])
         if (job := job_state_of_event(kind, payload)) is not None:

@@ -408,6 +408,8 @@ class ResearchAgent(Agent):
             await self._model_failed(skill, error)
             return None
         state.consecutive_model_failures = 0
+        if reply.steps:  # the ledger's entries (runtime_app records them with this event)
+            self.emit_event("model_steps", {"steps": reply.steps, "skill": skill})
         return reply
 
     async def _model_failed(self, skill: str, error: OpenCodeError) -> None:

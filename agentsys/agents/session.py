@@ -12,6 +12,7 @@ how to call it. All it knows of the database and the web is that store.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 
 from agentsys.agent import Agent
@@ -124,10 +125,10 @@ class SessionAgent(Agent):
             return
         relay = TurnRelay(self._emitter(ctx.session_id), ctx.turn_id)
         outcome = TurnOutcome(status="done")
-        answer, title = "", ""
+        answer, title, steps = "", "", []
         try:
             try:
-                answer, title = await self._ask(ctx, relay)
+                answer, title, steps = await self._ask(ctx, relay)
             except asyncio.CancelledError:
                 stopped = self._stopping_turn == turn_id
                 status = "stopped" if stopped else "interrupted"
@@ -138,6 +139,8 @@ class SessionAgent(Agent):
             if outcome.status == "done":
                 await self.check_pause()  # paused mid-answer: its actions wait for a resume
                 outcome = await self._act(ctx, relay, answer, title)
+                # Its paid steps go to the ledger with the turn's close, in one transaction.
+                outcome = dataclasses.replace(outcome, steps=steps)
             else:
                 outcome = TurnOutcome(
                     status=outcome.status,
@@ -171,7 +174,7 @@ class SessionAgent(Agent):
 
         return emit
 
-    async def _ask(self, ctx: TurnContext, relay: TurnRelay) -> tuple[str, str]:
+    async def _ask(self, ctx: TurnContext, relay: TurnRelay) -> tuple[str, str, list[dict]]:
         skill_id, prompt = build_prompt(
             self.skills, ctx.mode, ctx.variables, ctx.message, synthetic=ctx.synthetic
         )
@@ -213,7 +216,7 @@ class SessionAgent(Agent):
             directory=ctx.workdir,
             on_part=relay.on_part,
         )
-        return result.text, result.title or ""
+        return result.text, result.title or "", result.steps
 
     # -- actions ----------------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ class TurnOutcome:
     error: str = ""
     actions: list = field(default_factory=list)
     title: str = ""  # OpenCode's generated title, if any
+    steps: list = field(default_factory=list)  # its paid model steps, for the ledger
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ class PromptResult:
     tool_calls: list[dict] = field(default_factory=list)
     title: str | None = None
     tokens: dict = field(default_factory=dict)
+    steps: list[dict] = field(default_factory=list)  # paid model steps (events.step_of)
     duration_s: float = 0.0
     finish: str = ""  # "length": cut off at the model's output limit
 
@@ -213,6 +214,7 @@ class OpenCodeClient:
             tool_calls=list(acc.tool_calls.values()),
             title=acc.title,
             tokens=acc.tokens,
+            steps=acc.steps(),
             duration_s=time.monotonic() - started,
             finish=acc.finish,
         )

@@ -58,6 +58,10 @@ class PromptAccumulator:
     user_messages: set[str] = field(default_factory=set)
     title: str | None = None
     tokens: dict = field(default_factory=dict)
+    # Each paid model step (a `step-finish` part) by its part id, and the model of each
+    # assistant message: what the ledger records (`steps`).
+    finished_steps: dict[str, dict] = field(default_factory=dict)
+    message_models: dict[str, tuple[str, str]] = field(default_factory=dict)
     idle: bool = False
     busy_seen: bool = False
     error: tuple[str, str, int | None] | None = None
@@ -81,6 +85,11 @@ class PromptAccumulator:
         role, message_id = info.get("role"), info.get("id")
         if role == "assistant":
             self.assistant_messages.add(message_id)
+            if info.get("modelID"):
+                self.message_models[message_id] = (
+                    str(info.get("providerID") or ""),
+                    str(info["modelID"]),
+                )
             if isinstance(info.get("finish"), str) and info["finish"]:
                 self.finish = info["finish"]
             error = info.get("error")
@@ -118,6 +127,7 @@ class PromptAccumulator:
             tokens = part.get("tokens")
             if isinstance(tokens, dict):
                 self.tokens = tokens
+            self.finished_steps[part_id] = part
 
     def _on_message_part_delta(self, props: dict) -> None:
         part_id, delta = props.get("partID"), props.get("delta")
@@ -160,6 +170,14 @@ class PromptAccumulator:
         error = props.get("error")
         self.error = _error_of(error if isinstance(error, dict) else {})
 
+    def steps(self) -> list[dict]:
+        """The paid steps of this prompt, in order, as the ledger records them."""
+        found = []
+        for part in self.finished_steps.values():
+            provider, model = self.message_models.get(part.get("messageID"), ("", ""))
+            found.append(step_of(part, provider=provider, model=model))
+        return found
+
     def text_of(self, kind: str) -> str:
         pieces = []
         for part_id in self.order:
@@ -170,6 +188,33 @@ class PromptAccumulator:
             snapshot = part["text"]
             pieces.append(snapshot if snapshot is not None else "".join(self.deltas[part_id]))
         return "".join(pieces) if kind == "reasoning" else "\n".join(p for p in pieces if p)
+
+
+def _count(value) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def step_of(part: dict, *, provider: str = "", model: str = "") -> dict:
+    """A `step-finish` part as the ledger records it: its tokens and its cost in USD as
+    OpenCode computed them (from the provider's usage and the model's price), keyed by the
+    part's id, which is what makes recording it twice record it once."""
+    tokens = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
+    cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+    cost = part.get("cost")
+    cost = float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else 0.0
+    return {
+        "key": str(part.get("id") or ""),
+        "message_id": str(part.get("messageID") or ""),
+        "opencode_session_id": str(part.get("sessionID") or ""),
+        "input_tokens": _count(tokens.get("input")),
+        "output_tokens": _count(tokens.get("output")),
+        "reasoning_tokens": _count(tokens.get("reasoning")),
+        "cache_read_tokens": _count(cache.get("read")),
+        "cache_write_tokens": _count(cache.get("write")),
+        "usd": max(cost, 0.0),
+        "provider": provider,
+        "model": model,
+    }
 
 
 def _error_of(error: dict) -> tuple[str, str, int | None]:

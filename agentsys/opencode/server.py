@@ -40,6 +40,9 @@ OFFLINE_ENV = {
 # person's own settings) is merged under ours: our provider and model still win.
 NO_PROJECT_CONFIG = {"OPENCODE_DISABLE_PROJECT_CONFIG": "1"}
 DEMO_PROVIDER, DEMO_MODEL = "demo", "demo-research"
+# The demo model's price in USD per million tokens (OpenCode's `cost`), a mid-range hosted
+# model's: OpenCode prices every step with it, so a newcomer's ledger shows money spent.
+DEMO_PRICE = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
 
 
 class OpenCodeStartError(RuntimeError):
@@ -83,6 +86,7 @@ def provider_config(*, provider: str, model: str, demo_base_url: str | None = No
                         "tool_call": True,
                         "reasoning": True,
                         "limit": {"context": 128000, "output": 8192},
+                        "cost": DEMO_PRICE,
                     }
                 },
             }

@@ -31,6 +31,7 @@ class ModelReply:
     # page shows them: {"tool", "status", "title", "input", "output"}.
     tool_calls: list[dict] = field(default_factory=list)
     finish: str = ""  # the provider's finish reason: "length" is a reply cut off
+    steps: list[dict] = field(default_factory=list)  # its paid steps, for the ledger
 
 
 def tool_parts(calls: list[dict]) -> list[dict]:
@@ -99,6 +100,7 @@ class OpenCodeGateway:
             model_s=time.monotonic() - started,
             tool_calls=tool_parts(result.tool_calls),
             finish=result.finish,
+            steps=result.steps,
         )
 
     async def reconnect_failed_mcp_servers(self) -> list[str]:

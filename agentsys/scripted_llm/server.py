@@ -27,6 +27,23 @@ MODEL = "demo-research"
 CHUNK_CHARS = 24
 DEMO_CHUNK_DELAY = 0.005
 NO_MATCH = "(scripted LLM: no scripted turn matched this request)"
+CHARS_PER_TOKEN = 4  # the usual rough rate of a BPE tokenizer on English and code
+
+
+def tokens_in(text: str) -> int:
+    return max(1, len(text) // CHARS_PER_TOKEN)
+
+
+def usage_of(body: dict, produced: str) -> dict:
+    """Token counts as a real provider reports them, estimated from the characters: OpenCode
+    prices a step from these, so the demo's ledger is not zero."""
+    prompt = tokens_in(json.dumps(body.get("messages") or []))
+    completion = tokens_in(produced)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 def _text_of(content) -> str:
@@ -213,7 +230,7 @@ def _finish(turn: Turn, calls: int | list) -> str:
 
 
 async def _stream(turn: Turn, body: dict, include_usage: bool):
-    delay, calls, produced = 0.0, 0, 0
+    delay, calls, produced = 0.0, 0, []
     yield _chunk(body, {"role": "assistant", "content": ""})
     for step in turn.steps:
         kind, value = next(iter(step.items()))
@@ -225,7 +242,7 @@ async def _stream(turn: Turn, body: dict, include_usage: bool):
             field = "content" if kind == "text" else "reasoning_content"
             for start in range(0, len(value), CHUNK_CHARS):
                 yield _chunk(body, {field: value[start : start + CHUNK_CHARS]})
-                produced += 1
+                produced.append(value[start : start + CHUNK_CHARS])
                 if delay:
                     await asyncio.sleep(delay)
         elif kind == "tool_call":
@@ -239,10 +256,11 @@ async def _stream(turn: Turn, body: dict, include_usage: bool):
                 },
             }
             calls += 1
+            produced.append(call["function"]["arguments"])
             yield _chunk(body, {"tool_calls": [call]})
     yield _chunk(body, {}, _finish(turn, calls))
     if include_usage:
-        usage = {"prompt_tokens": 10, "completion_tokens": produced, "total_tokens": 10 + produced}
+        usage = usage_of(body, "".join(produced))
         data = {
             "id": "chatcmpl-scripted",
             "object": "chat.completion.chunk",
@@ -283,5 +301,5 @@ async def _whole(turn: Turn, body: dict) -> dict:
         "created": int(time.time()),
         "model": body.get("model") or MODEL,
         "choices": [{"index": 0, "message": message, "finish_reason": _finish(turn, calls)}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+        "usage": usage_of(body, text + json.dumps(calls)),
     }

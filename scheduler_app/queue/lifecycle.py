@@ -24,6 +24,7 @@ from events_app.events import AGENTS_STREAM, record_event
 from scheduler_app import oplog
 from scheduler_app.models import Run, RunStatus, ScheduleRequest
 from scheduler_app.queue import claims as queue
+from scheduler_app.queue import spend
 
 _EXIT_CODE = re.compile(r"exited with code (-?\d+)")
 # How a SLURM run's executor begins its error when sbatch refused the job (it can never run
@@ -100,9 +101,11 @@ def follow_agent(
     exit_code = result.get("exit_code") if isinstance(result, dict) else None
     if exit_code is None and (code := _EXIT_CODE.search(error)):
         exit_code = int(code.group(1))
+    ending = spend.ending_runs(agent_id)
     ended = Run.objects.filter(agent_id=agent_id, status__in=RunStatus.open()).update(
         status=word, finished_at=now, exit_code=exit_code, error=error
     )
+    spend.record_run_ends(ending, agent_id=agent_id, request=request, now=now)
     if ended:
         oplog.run_moved(agent_id=agent_id, status=word, exit_code=exit_code, error=error)
     return AgentStatus(word.value)
