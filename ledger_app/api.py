@@ -3,10 +3,11 @@ host, since a time. Every number is a sum of the ledger's entries."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal
 
 from ninja import Field, Query, Router, Schema
+from pydantic import field_validator
 
 from ledger_app import selectors
 
@@ -15,7 +16,18 @@ router = Router(tags=["ledger"])
 
 class LedgerQuery(Schema):
     group_by: Literal["loop", "session", "user", "sweep", "model", "host"] = "loop"
-    since: datetime | None = Field(None, description="ISO 8601; unset: everything")
+    since: datetime | None = Field(None, description="ISO 8601 (UTC unless it says); unset: all")
+
+    @field_validator("since")
+    @classmethod
+    def _in_utc(cls, since: datetime | None) -> datetime | None:
+        """In UTC: PostgreSQL takes offsets up to ±15:59 only, ISO 8601 any."""
+        if since is None:
+            return None
+        try:
+            return since.astimezone(UTC) if since.tzinfo else since.replace(tzinfo=UTC)
+        except OverflowError:
+            raise ValueError("since is out of range") from None
 
 
 class SpendGroupOut(Schema):

@@ -154,3 +154,11 @@ def test_the_spend_page_shows_the_groups_and_the_days(browser):
     text = page.content.decode()
     assert "demo-research" in text and 'id="spend-by-day"' in text and "1.5000" in text
     assert 'href="/spend/"' in text  # in the top nav
+
+
+def test_a_time_with_any_offset_is_read_in_utc(api):
+    """Schemathesis found it: an ISO offset beyond PostgreSQL's ±15:59 was a 500."""
+    _spread()
+    far = api("get", "/api/ledger?since=0514-03-09T22%3A44%3A05%2B17%3A41")
+    assert far.status_code == 200 and far.json()["total"]["entries"] == 4
+    assert api("get", "/api/ledger?since=0001-01-01T00%3A00%3A00%2B10%3A00").status_code == 422
