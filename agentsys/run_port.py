@@ -51,6 +51,11 @@ class RunPort(Protocol):
         by); None when it runs none."""
         ...
 
+    def loop_spent(self, *, loop_id: str) -> dict:
+        """What research loop `loop_id` spent, from the ledger: {llm_tokens, llm_usd,
+        gpu_hours} (its model steps and its runs' GPU time)."""
+        ...
+
     def run_code(self) -> dict | None:
         """The code recorded for this executor's run (scheduler_app.runs.code.code_for_agent:
         commit, patch bytes, patch_digest, remote, host, subdir, error); None: no run."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 STATUS_WORDS = {
     "awaiting_human": "awaiting you",
     "awaiting_reply": "awaiting your answer",
+    "awaiting_approval": "awaiting your approval (budget)",
     "questionable": "ended unclear",
 }
 

@@ -4,20 +4,22 @@ commands, answered 202 the same way)."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from django.http import HttpResponse
 from ninja import Field, Query, Router, Schema, Status
-from pydantic import ConfigDict, StringConstraints, field_validator
+from pydantic import ConfigDict, StringConstraints, field_validator, model_validator
 
 from agents_app import api as agents_api
 from agents_app.schemas import CommandOut, ErrorOut, SteerIn, SteerOut
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH
+from agentsys.research.budget import CAPS
 from agentsys.run_env import check_env, check_venv
 from common.api_contract import MAX_OFFSET
 from ledger_app.api import SpentOut
-from research_app import questions, selectors, services
+from research_app import approvals, questions, selectors, services
 from research_app.models import ResearchLoop
 from research_app.questions import MAX_ANSWER_CHARS
 from scheduler_app.api.runs import SlurmOptionsIn, check_metrics_pattern
@@ -26,6 +28,39 @@ router = Router(tags=["research"])
 
 
 Pattern = Annotated[str, StringConstraints(max_length=MAX_PATTERN_LENGTH)]
+
+
+class BudgetIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    llm_tokens: float | None = Field(None, ge=0, description="Model tokens (every kind)")
+    llm_usd: float | None = Field(None, ge=0, description="What the provider charges, USD")
+    gpu_hours: float | None = Field(None, ge=0, description="Its runs' GPUs times hours held")
+    wall_hours: float | None = Field(None, ge=0, description="Hours since it started")
+    on_cap: Literal["hold_runs", "stop_runs"] = "hold_runs"
+
+    @model_validator(mode="after")
+    def _some_cap(self):
+        if all(getattr(self, name) is None for name in CAPS):
+            raise ValueError(f"name at least one cap: {', '.join(CAPS)}")
+        for name in CAPS:
+            if getattr(self, name) is not None and not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name} must be finite")
+        return self
+
+
+class ApprovalOut(Schema):
+    reason: str
+    cap: dict
+    spent: dict
+
+
+class ApproveIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    add: dict[str, float] = Field(
+        description='What to add to which cap, e.g. {"gpu_hours": 1}; spent is never reset'
+    )
 
 
 class ResearchIn(Schema):
@@ -74,6 +109,11 @@ class ResearchIn(Schema):
         )
     )
 
+    budget: BudgetIn | None = Field(
+        None,
+        description="Caps on what it spends; at one it waits for POST /api/research/{id}/approve",
+    )
+
     _metrics_pattern_compiles = field_validator("metrics_pattern")(check_metrics_pattern)
     _env_is_variables = field_validator("env")(check_env)
     _venv_is_a_path = field_validator("venv")(check_venv)
@@ -88,7 +128,8 @@ class ResearchOut(Schema):
     max_iterations: int
     phase: str = Field(description="The research phase it last saved (a stopped loop keeps it)")
     state: str = Field(
-        description="What a person reads: what a running loop does now (awaiting_reply: it "
+        description="What a person reads: what a running loop does now (awaiting_approval: it "
+        "waits at a budget cap; awaiting_reply: it "
         "waits for the answer to its question), else its status"
     )
     question: str | None = Field(
@@ -96,6 +137,12 @@ class ResearchOut(Schema):
         description="What the loop asks the researcher while its state is awaiting_reply "
         "(answer it with POST /api/research/{id}/answer)",
     )
+    approval: ApprovalOut | None = Field(
+        None,
+        description="The cap it reached while its state is awaiting_approval (raise it with "
+        "POST /api/research/{id}/approve)",
+    )
+    budget: dict | None = Field(None, description="Its caps now (approvals added)")
     sweep_id: str | None
     chat_session_id: str | None
     superseded_by: str | None
@@ -279,3 +326,19 @@ def answer_research(request, loop_id: str, payload: AnswerIn):
     except questions.AnswerRefused as refused:
         return Status(409, {"detail": str(refused)})
     return Status(202, {"detail": "Answer sent: the loop reads it in its next prompt."})
+
+
+@router.post(
+    "/research/{loop_id}/approve",
+    response={202: AnswerOut, 404: ErrorOut, 409: ErrorOut, 422: ErrorOut},
+    summary="Approve more spending: raise the caps of a loop waiting at one; it goes on",
+)
+def approve_research(request, loop_id: str, payload: ApproveIn):
+    try:
+        approvals.approve(agent_id=loop_id, add=payload.add, user=agents_api._caller(request))
+    except ResearchLoop.DoesNotExist:
+        return _no_loop(loop_id)
+    except approvals.ApprovalRefused as refused:
+        status = 409 if isinstance(refused, approvals.NotWaiting) else 422
+        return Status(status, {"detail": str(refused)})
+    return Status(202, {"detail": "Approved: the loop's caps are raised and it goes on."})

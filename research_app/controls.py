@@ -10,8 +10,9 @@ from django.views.decorators.http import require_POST
 
 from agents_app import services
 from agents_app.models import Agent
+from agentsys.research.budget import CAPS
 from agentsys.types import CommandKind, SteerUrgency
-from research_app import questions
+from research_app import approvals, questions
 from research_app.models import ResearchLoop
 from research_app.progress import loop_progress
 
@@ -31,12 +32,14 @@ STEERED = {
 
 @require_POST
 def loop_command(request: HttpRequest, agent_id: str, action: str) -> HttpResponse:
-    if action not in COMMANDS and action not in ("steer", "answer"):
+    if action not in COMMANDS and action not in ("steer", "answer", "approve"):
         raise Http404("No such action")
     if not ResearchLoop.objects.filter(agent_id=agent_id).exists():
         raise Http404("No such research loop")
     if action == "answer":
         return _answer(request, agent_id)
+    if action == "approve":
+        return _approve(request, agent_id)
     try:
         if action == "steer":
             _steer(request, agent_id)
@@ -65,6 +68,25 @@ def _steer(request: HttpRequest, agent_id: str) -> None:
         )
     services.steer_agent(agent_id=agent_id, context=context, urgency=urgency, user=request.user)
     messages.success(request, STEERED[SteerUrgency(urgency)])
+
+
+def _approve(request: HttpRequest, agent_id: str) -> HttpResponse:
+    """More budget, from the loop page's approval card: the amounts typed per cap."""
+    add = {}
+    for name in CAPS:
+        typed = request.POST.get(name, "").strip()
+        if typed:
+            try:
+                add[name] = float(typed)
+            except ValueError:
+                messages.error(request, f"Not approved: {name} must be a number, not {typed!r}")
+                return redirect("research-loop", agent_id=agent_id)
+    try:
+        approvals.approve(agent_id=agent_id, add=add, user=request.user)
+        messages.success(request, "Approved: the loop's caps are raised and it goes on.")
+    except approvals.ApprovalRefused as refused:
+        messages.error(request, f"Not approved: {refused}")
+    return redirect("research-loop", agent_id=agent_id)
 
 
 def _answer(request: HttpRequest, agent_id: str) -> HttpResponse:

@@ -11,6 +11,7 @@ from agentsys.types import LIVE_AGENT_STATUSES, AgentStatus
 from events_app.models import Event
 from ledger_app.selectors import spent_of_loop
 from memory_app.models import MemoryEntry
+from research_app.approvals import caps_of, open_approval
 from research_app.models import ResearchLoop
 from research_app.questions import open_question
 from scheduler_app.models import Run
@@ -51,13 +52,21 @@ PHASE_WORDS = {
 
 
 def state_words(
-    status: str, phase: str, iteration: int, *, stopping: bool = False, asking: bool = False
+    status: str,
+    phase: str,
+    iteration: int,
+    *,
+    stopping: bool = False,
+    asking: bool = False,
+    at_cap: bool = False,
 ) -> str:
     """The loop's state as a person reads it in its header, never a phase it has left; an
     ended or paused loop's status as is, for the template's status_word. `asking`: a running
     loop waits for the answer to its question."""
     if status in LIVE_AGENT_STATUSES and stopping:
         return "stopping"
+    if status == AgentStatus.RUNNING and at_cap:
+        return "awaiting_approval"
     if status == AgentStatus.RUNNING and asking:
         return "awaiting_reply"
     if status == AgentStatus.RUNNING:
@@ -78,6 +87,7 @@ def summary(loop: ResearchLoop) -> dict:
     agent = loop.agent
     phase = str(loop.state.get("phase") or "")
     question = open_question(loop)
+    approval = open_approval(loop)
     return {
         "id": loop.agent_id,
         "goal": loop.goal,
@@ -86,8 +96,12 @@ def summary(loop: ResearchLoop) -> dict:
         "iteration": loop.iteration,
         "max_iterations": int(loop.settings.get("max_iterations") or 0),
         "phase": phase,
-        "state": state_words(agent.status, phase, loop.iteration, asking=bool(question)),
+        "state": state_words(
+            agent.status, phase, loop.iteration, asking=bool(question), at_cap=bool(approval)
+        ),
         "question": question or None,
+        "approval": approval or None,
+        "budget": caps_of(loop) or None,
         "sweep_id": loop.sweep_id,
         "chat_session_id": loop.chat_session_id,
         "superseded_by": agent.superseded_by_id,

@@ -14,6 +14,7 @@ from agents_app.services import create_agent
 from agentsys.listen import AGENTS_CHANNEL
 from agentsys.metric_sources.stdout import compile_pattern
 from agentsys.registry import RESEARCH_AGENT
+from agentsys.research.budget import checked as checked_budget
 from agentsys.types import AgentRole
 from research_app.models import ResearchLoop
 from research_app.questions import settle_alerts
@@ -73,6 +74,7 @@ def start_research(
     venv: str | None = None,
     include_uncommitted: bool = False,
     commit_allow: list[str] | None = None,
+    budget: dict | None = None,
     started_by=None,
 ) -> ResearchLoop:
     """A new research loop: a sweep for its runs, the research agent (claimed by a runagentd
@@ -114,6 +116,11 @@ def start_research(
         loop_settings["include_uncommitted"] = True
     if commit_allow:
         loop_settings["commit_allow"] = list(commit_allow)
+    if budget:
+        try:
+            loop_settings["budget"] = checked_budget(budget)
+        except (TypeError, ValueError) as error:
+            raise ResearchRefused(str(error)) from None
     sweep = Sweep.objects.create(
         kind=SweepKind.RESEARCH,
         metrics_pattern=metrics_pattern or "",

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from ledger_app.selectors import spent_by_loop
 from runtime_app.fresh_connection import fresh_connection
 from scheduler_app.metrics.series import record_rows
 from scheduler_app.models import Run
@@ -62,6 +63,10 @@ class DjangoRunPort:
     def run_of(self, *, agent_id: str) -> str | None:
         with fresh_connection():
             return Run.objects.filter(agent_id=agent_id).values_list("id", flat=True).first()
+
+    def loop_spent(self, *, loop_id: str) -> dict:
+        with fresh_connection():
+            return spent_by_loop(loop_id)
 
     # -- its code ----------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from agentsys.agent import Agent
 from agentsys.git_exclude import keep_out_of_git
-from agentsys.research import attention, branch, experiments, tool_token
+from agentsys.research import attention, branch, budget, experiments, tool_token
 from agentsys.research.experiments import new_launch_id
 from agentsys.research.llm import ModelGateway, ModelReply, OpenCodeError, OpenCodeGateway
 from agentsys.research.logbook import (
@@ -79,6 +79,7 @@ class ResearchAgent(Agent):
                 max_iterations=self.settings.max_iterations,
                 settings=self.settings.public(),
                 branch=self.branch.as_dict() if self.branch else {},
+                budget=dict(self.settings.budget),
             )
         self.state = state
         self.workspace = Workspace(self.work_root, self.id, commits=self.branch is not None)
@@ -241,6 +242,8 @@ class ResearchAgent(Agent):
 
     async def _launch(self, n: int, parsed: ParsedReply, progress: dict) -> list[dict]:
         parsed.cap_experiments(self.settings.max_experiments_per_iteration)
+        if parsed.experiments:
+            await budget.hold_at_cap(self, "its next experiments")
         launched = await experiments.launch(
             self,
             parsed.experiments,
@@ -396,6 +399,7 @@ class ResearchAgent(Agent):
     async def _ask(self, skill: str, variables: dict) -> ModelReply | None:
         """The model's reply; None when it failed (recorded; the caller's step fails), or
         ResearchFailed after too many failures in a row."""
+        await budget.hold_at_cap(self, "its next model call")
         prompt = self.skills.render(skill, variables)
         state = self.state
         try:
@@ -410,6 +414,7 @@ class ResearchAgent(Agent):
         state.consecutive_model_failures = 0
         if reply.steps:  # the ledger's entries (runtime_app records them with this event)
             self.emit_event("model_steps", {"steps": reply.steps, "skill": skill})
+            budget.add_model_steps(state, reply.steps)
         return reply
 
     async def _model_failed(self, skill: str, error: OpenCodeError) -> None:
@@ -448,8 +453,14 @@ class ResearchAgent(Agent):
             self.workspace,
             agent_id=self.id,
             memories_text=await self._memories_text(),
+            budget_left=await self._budget_left(),
             **extra,
         )
+
+    async def _budget_left(self) -> str:
+        if not self.state.budget:
+            return ""
+        return budget.left_words(self.state.budget, await budget.spent_now(self))
 
     async def _inbox(self) -> list[str]:
         """MESSAGE-tier steers waiting in the inbox, read (acknowledged) once."""

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from agentsys.deployment import Deployment
 from agentsys.opencode import Timeouts
+from agentsys.research import budget
 
 AUTONOMY_LEVELS = ("cautious", "balanced", "full")
 DEFAULT_SKILLS_DIR = Path(__file__).resolve().parents[2] / "skills"
@@ -42,6 +43,7 @@ class ResearchSettings:
     # Its branch starts with the person's uncommitted changes (else from their HEAD only).
     include_uncommitted: bool = False
     commit_allow: tuple[str, ...] = ()  # output patterns its commits take all the same
+    budget: dict = field(default_factory=dict)  # its caps (agentsys.research.budget)
     timeouts: Timeouts = field(default_factory=Timeouts)
 
     @classmethod
@@ -75,6 +77,7 @@ class ResearchSettings:
                 run_venv=str(config.get("venv") or ""),
                 include_uncommitted=bool(config.get("include_uncommitted", False)),
                 commit_allow=_patterns(config.get("commit_allow") or ()),
+                budget=budget.checked(config.get("budget")),
                 timeouts=_timeouts(config.get("timeouts") or {}, deployment.timeouts),
             )
         except (TypeError, ValueError) as error:

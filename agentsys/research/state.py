@@ -79,6 +79,11 @@ class ResearchState:
     # Changed files its commits left out (path → why), the first MAX_LEFT_OUT of them.
     left_out: dict = field(default_factory=dict)
     left_out_count: int = 0
+    # Its caps (agentsys.research.budget; approvals add to them), the approval it waits for
+    # ({} when none), and what its own replies reported paying the model.
+    budget: dict = field(default_factory=dict)
+    approval: dict = field(default_factory=dict)
+    spent_model: dict = field(default_factory=dict)
 
     def keep_left_out(self, found: dict[str, str]) -> None:
         new = [p for p in found if p not in self.left_out]

@@ -563,3 +563,47 @@ def test_the_demo_loop_compares_rates_on_one_script_follows_a_steer_and_cites_ea
         assert api("get", f"/api/runs/{run.id}").status_code == 200
     assert "- lr=0.05 (your steer): loss" in report
     assert not any(r.id in report for r in runs if r not in compared)
+
+
+def _detail(api, loop_id: str) -> dict:
+    return api("get", f"/api/research/{loop_id}").json()
+
+
+def test_a_loop_at_its_token_cap_waits_for_approval_and_goes_on_or_stops(
+    api, workdir, daemon, scripted_llm
+):
+    """Issue 38 §2 against the real parts: the demo provider's steps carry tokens; a loop
+    capped at 1 token asks for approval before its second model call; approve raises the
+    cap and it goes on to the end; another loop at its cap is stopped by Stop."""
+    scripted_llm.load(happy_script())
+    loop_id = start_loop(api, workdir, budget={"llm_tokens": 1})
+    waiting = wait_until(
+        lambda: (d := _detail(api, loop_id))["state"] == "awaiting_approval" and d,
+        60,
+        interval=0.2,
+        message="the loop to wait at its cap",
+    )
+    assert waiting["approval"]["cap"] == {"llm_tokens": 1.0}
+    overshoot = waiting["approval"]["spent"]["llm_tokens"] - 1
+    print(f"overshoot at a 1-token cap: {overshoot:.0f} tokens (one model call: the plan)")
+    assert overshoot > 0 and not any("Iteration 1 of" in p for p in prompts_seen(scripted_llm))
+    assert (
+        api("post", f"/api/research/{loop_id}/approve", {"add": {"gpu_hours": -1}}).status_code
+        == 422
+    )
+    approved = api("post", f"/api/research/{loop_id}/approve", {"add": {"llm_tokens": 10**7}})
+    assert approved.status_code == 202, approved.content
+    assert wait_finished(loop_id).status == "done"
+    done = _detail(api, loop_id)
+    assert done["budget"]["llm_tokens"] == 10**7 + 1  # the approval added to the cap
+    assert done["spent"]["llm_tokens"] > waiting["approval"]["spent"]["llm_tokens"]  # kept
+    assert (
+        api("post", f"/api/research/{loop_id}/approve", {"add": {"llm_tokens": 1}}).status_code
+        == 409
+    )
+
+    scripted_llm.load(happy_script())
+    stopped_id = start_loop(api, workdir, budget={"llm_tokens": 1})
+    wait_until(lambda: _detail(api, stopped_id)["state"] == "awaiting_approval", 60, interval=0.2)
+    assert api("post", f"/api/research/{stopped_id}/stop").status_code == 202
+    assert wait_finished(stopped_id).status == "stopped"

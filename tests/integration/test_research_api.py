@@ -64,6 +64,23 @@ def test_a_loops_env_and_venv_are_its_sweeps_and_its_experiments(api, workdir):
     assert (settings.run_env, settings.run_venv) == (sweep.run_env, "envs/torch")
 
 
+def test_a_loops_budget_and_branch_options_are_its_settings(api, workdir):
+    body = {
+        "goal": "Tune lr",
+        "workdir": str(workdir),
+        "budget": {"llm_usd": 2.5, "gpu_hours": 1},
+        "include_uncommitted": True,
+        "commit_allow": ["*.pt"],
+    }
+    response = api("post", "/api/research", body)
+    assert response.status_code == 201, response.content
+    loop = ResearchLoop.objects.get(pk=response.json()["id"])
+    assert loop.settings["budget"] == {"llm_usd": 2.5, "gpu_hours": 1.0, "on_cap": "hold_runs"}
+    assert loop.settings["include_uncommitted"] is True
+    assert loop.settings["commit_allow"] == ["*.pt"]
+    assert response.json()["budget"] == {"llm_usd": 2.5, "gpu_hours": 1.0}
+
+
 def test_a_loops_experiment_cap_is_set_when_it_starts(api, workdir):
     from agentsys.research.settings import ResearchSettings
 
@@ -90,6 +107,11 @@ def test_a_loops_experiment_cap_is_set_when_it_starts(api, workdir):
         ({"env": {"CUDA_VISIBLE_DEVICES": "1"}}, "env CUDA_VISIBLE_DEVICES is set by AgentSys"),
         ({"env": {"A B": "1"}}, "env name 'A B' is not a variable name"),
         ({"venv": 3}, "venv"),
+        ({"budget": {}}, "name at least one cap"),
+        ({"budget": {"gpu_hours": -1}}, "gpu_hours"),
+        ({"budget": {"gpu_hours": 1, "on_cap": "panic"}}, "on_cap"),
+        ({"budget": {"dollars": 5}}, "dollars"),
+        ({"commit_allow": [""]}, "commit_allow"),
     ],
 )
 def test_a_loop_that_cannot_start_is_422_naming_the_field(api, workdir, body, complaint):

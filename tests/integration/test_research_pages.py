@@ -338,3 +338,46 @@ def test_the_loop_page_shows_each_steer_and_pause_after_the_iteration_it_followe
     # Each run the report cites is a link to its page.
     assert f'(run <a href="/runs/{cited.pk}/">{cited.pk}</a>)' in page
     assert '<a href="/runs/run-00000000/">run-00000000</a>' in page
+
+
+def test_a_loop_at_its_budget_cap_asks_for_approval_on_its_page_and_in_the_api(browser, api, loop):
+    """Issue 38 §2: the page and the API say why the loop waits, what it spent, and take an
+    approval that adds to the cap (a message with `approve` in the loop's inbox)."""
+    row, _ = loop
+    row.state = {
+        **row.state,
+        "budget": {"gpu_hours": 0.0005, "on_cap": "hold_runs"},
+        "approval": {
+            "reason": "its gpu_hours cap is reached: 0.0006 spent of 0.0005; it waits for "
+            "your approval before its next experiments",
+            "cap": {"gpu_hours": 0.0005},
+            "spent": {"gpu_hours": 0.0006, "llm_tokens": 10},
+        },
+    }
+    row.save()
+    detail = api("get", f"/api/research/{row.agent_id}").json()
+    assert detail["state"] == "awaiting_approval"
+    assert detail["approval"]["cap"] == {"gpu_hours": 0.0005}
+    assert detail["budget"] == {"gpu_hours": 0.0005}
+
+    page = browser.get(f"/research/{row.agent_id}/").content.decode()
+    assert "The loop waits for your approval" in page and "awaiting your approval" in page
+    assert "gpu_hours cap is reached: 0.0006 spent of 0.0005" in page
+    assert 'name="gpu_hours"' in page
+
+    refused = browser.post(f"/research/{row.agent_id}/approve/", {"gpu_hours": "lots"})
+    assert refused.status_code == 302
+    assert not MemoryEntry.objects.filter(target_id=row.agent_id, tags=["approval"]).exists()
+    browser.post(f"/research/{row.agent_id}/approve/", {"gpu_hours": "1"})
+    entry = MemoryEntry.objects.get(target_id=row.agent_id, tags=["approval"])
+    assert entry.data["approve"] == {"gpu_hours": 1.0} and entry.type == "message"
+
+    bad = api("post", f"/api/research/{row.agent_id}/approve", {"add": {"dollars": 5}})
+    assert bad.status_code == 422 and "dollars" in bad.json()["detail"]
+    assert (
+        api("post", "/api/research/research-none/approve", {"add": {"llm_usd": 1}}).status_code
+        == 404
+    )
+    Agent.objects.filter(pk=row.agent_id).update(status="done")
+    ended = api("post", f"/api/research/{row.agent_id}/approve", {"add": {"llm_usd": 1}})
+    assert ended.status_code == 409

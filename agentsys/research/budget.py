@@ -1,0 +1,182 @@
+"""A loop's budget: caps on what it spends, checked before every model call and before every
+batch of experiments (issue 38 §2).
+
+- The caps: `llm_tokens` (every token a step paid for: input, output, reasoning, cache read and
+  write), `llm_usd` (what the provider charged, as OpenCode prices it), `gpu_hours` (its runs'
+  GPUs times the time they held them) and `wall_hours` (since the loop started). Each is optional.
+- What it spent: the ledger's sums for the loop (ledger_app, through the run port), and for
+  the model, at least what the loop's own replies reported (the ledger's row of the last step
+  may not be written yet when the next check comes): the overshoot is at most one model call
+  and the runs already started.
+- At a cap the loop asks nothing and starts nothing: it saves `approval` {reason, cap, spent}
+  in its state (its state says `awaiting_approval`), tells the person (an event, an alert, its
+  log) and waits, pause-aware and stop-cancellable, for an approval in its inbox (`POST
+  /api/research/{id}/approve`, research_app.approvals): the amounts it adds raise the caps and
+  the loop goes on. Spent totals never reset; an approval adds to the cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from typing import Any
+
+logger = logging.getLogger("agentsys.research")
+
+CAPS = ("llm_tokens", "llm_usd", "gpu_hours", "wall_hours")
+ON_CAP = ("hold_runs", "stop_runs")
+APPROVAL_POLL_SECONDS = 1.0
+APPROVAL_SIGNATURE = "budget"  # its alert's
+
+
+def checked(raw) -> dict:
+    """The budget of a loop's config: {cap: number >= 0, ..., "on_cap"}; TypeError or
+    ValueError saying what is wrong."""
+    if raw in (None, {}):
+        return {}
+    if not isinstance(raw, dict):
+        raise TypeError(f"budget must be an object, got {raw!r}")
+    unknown = set(raw) - {*CAPS, "on_cap"}
+    if unknown:
+        raise ValueError(f"budget has no {', '.join(sorted(unknown))}; its caps are {CAPS}")
+    budget = {}
+    for name in CAPS:
+        value = raw.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+            raise ValueError(f"budget {name} must be a number >= 0, got {value!r}")
+        if not math.isfinite(value):
+            raise ValueError(f"budget {name} must be finite")
+        budget[name] = float(value)
+    on_cap = raw.get("on_cap") or "hold_runs"
+    if on_cap not in ON_CAP:
+        raise ValueError(f"budget on_cap must be one of {', '.join(ON_CAP)}, got {on_cap!r}")
+    return {**budget, "on_cap": on_cap} if budget else {}
+
+
+def reached(caps: dict, spent: dict) -> tuple[str, float, float] | None:
+    """The first cap spent up to: (its name, the cap, what was spent)."""
+    for name in CAPS:
+        if name in caps and spent.get(name, 0.0) >= caps[name]:
+            return name, caps[name], spent.get(name, 0.0)
+    return None
+
+
+def left_words(caps: dict, spent: dict) -> str:
+    """What is left of each cap, for the prompt: the model plans with it."""
+    lines = []
+    for name in CAPS:
+        if name in caps:
+            left = max(caps[name] - spent.get(name, 0.0), 0.0)
+            lines.append(f"- {name}: {_number(left)} left of {_number(caps[name])}")
+    return "\n".join(lines)
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.4g}"
+
+
+def add_model_steps(state, steps: list[dict]) -> None:
+    """What the loop's own replies reported paying (the ledger has the same steps)."""
+    own = state.spent_model
+    for step in steps:
+        tokens = sum(
+            int(step.get(key) or 0)
+            for key in (
+                "input_tokens",
+                "output_tokens",
+                "reasoning_tokens",
+                "cache_read_tokens",
+                "cache_write_tokens",
+            )
+        )
+        own["llm_tokens"] = own.get("llm_tokens", 0) + tokens
+        own["llm_usd"] = own.get("llm_usd", 0.0) + float(step.get("usd") or 0.0)
+
+
+async def spent_now(agent: Any) -> dict:
+    """{llm_tokens, llm_usd, gpu_hours, wall_hours} the loop has spent so far."""
+    state = agent.state
+    try:
+        ledger = await agent.in_runs("loop_spent", loop_id=agent.id) or {}
+    except Exception:  # the database away: its own count of the model still holds
+        logger.exception("%s: could not read its spending", agent.id)
+        ledger = {}
+    own = state.spent_model
+    return {
+        "llm_tokens": max(ledger.get("llm_tokens", 0), own.get("llm_tokens", 0)),
+        "llm_usd": max(ledger.get("llm_usd", 0.0), own.get("llm_usd", 0.0)),
+        "gpu_hours": ledger.get("gpu_hours", 0.0),
+        "wall_hours": max(time.time() - state.started_at, 0.0) / 3600,
+    }
+
+
+async def hold_at_cap(agent: Any, before: str) -> None:
+    """Before `before` (a model call, a batch of experiments): while a cap is reached, wait
+    for a person's approval (the module docstring)."""
+    state = agent.state
+    caps = {k: v for k, v in state.budget.items() if k in CAPS}
+    while caps:
+        spent = await spent_now(agent)
+        hit = reached(caps, spent)
+        if hit is None:
+            return
+        if not state.approval:
+            await _ask_approval(agent, hit, spent, before)
+        added = await _approval(agent)
+        if added:
+            for name, amount in added.items():
+                state.budget[name] = caps[name] = caps.get(name, 0.0) + amount
+            agent.emit_event("approved", {"added": added, "caps": caps})
+            agent._log_control("Budget raised by the researcher", str(added))
+            state.approval = {}
+            agent._save()
+            continue
+        await agent.check_pause()
+        await asyncio.sleep(APPROVAL_POLL_SECONDS)
+
+
+async def _ask_approval(agent: Any, hit: tuple, spent: dict, before: str) -> None:
+    name, cap, value = hit
+    reason = (
+        f"its {name} cap is reached: {_number(value)} spent of {_number(cap)}; it waits "
+        f"for your approval before {before}"
+    )
+    agent.state.approval = {
+        "reason": reason,
+        "cap": {name: cap},
+        "spent": spent,
+        "asked_at": time.time(),
+    }
+    agent.emit_event("awaiting_approval", {"reason": reason, "cap": {name: cap}, "spent": spent})
+    agent._log_control("Budget cap reached: waiting for approval", reason)
+    try:
+        await agent.alert(
+            "warning", f"The research loop {reason}", APPROVAL_SIGNATURE, {"loop": agent.id}
+        )
+    except Exception:  # the event, the page and the API still say it
+        logger.exception("%s: could not raise the budget alert", agent.id)
+    agent._save()
+
+
+async def _approval(agent: Any) -> dict:
+    """The amounts an approval in the inbox adds (summed; its entries acknowledged), {} when
+    none came."""
+    try:
+        entries = await agent.in_memory("read_inbox") or []
+    except Exception:  # the database away: keep waiting
+        logger.exception("%s: could not look for an approval", agent.id)
+        return {}
+    added: dict[str, float] = {}
+    for entry in entries:
+        approve = (entry.data or {}).get("approve") if isinstance(entry.data, dict) else None
+        if not isinstance(approve, dict):
+            continue
+        for name, amount in approve.items():
+            if name in CAPS and isinstance(amount, int | float) and amount >= 0:
+                added[name] = added.get(name, 0.0) + float(amount)
+        await agent.in_memory("ack", key=entry.key)
+    return added
