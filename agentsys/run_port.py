@@ -53,7 +53,7 @@ class RunPort(Protocol):
 
     def loop_spent(self, *, loop_id: str) -> dict:
         """What research loop `loop_id` spent, from the ledger: {llm_tokens, llm_usd,
-        gpu_hours} (its model steps and its runs' GPU time)."""
+        gpu_hours} (its model steps and its runs' GPU time, those still running so far)."""
         ...
 
     def run_code(self) -> dict | None:

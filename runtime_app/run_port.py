@@ -4,10 +4,13 @@
 
 from __future__ import annotations
 
+from django.utils import timezone
+
 from ledger_app.selectors import spent_by_loop
 from runtime_app.fresh_connection import fresh_connection
 from scheduler_app.metrics.series import record_rows
 from scheduler_app.models import Run
+from scheduler_app.queue.spend import held_gpu_hours
 from scheduler_app.runs import code as run_code
 from scheduler_app.runs import log_reader as run_log_reader
 from scheduler_app.runs import log_store as run_log_store
@@ -66,7 +69,9 @@ class DjangoRunPort:
 
     def loop_spent(self, *, loop_id: str) -> dict:
         with fresh_connection():
-            return spent_by_loop(loop_id)
+            spent = spent_by_loop(loop_id)
+            spent["gpu_hours"] += held_gpu_hours(loop_id, timezone.now())  # runs going on
+            return spent
 
     # -- its code ----------------------------------------------------------------------------
 

@@ -230,9 +230,14 @@ class ResearchAgent(Agent):
             self._save()
             launched = await self._launch(n, parsed, progress)
         waited = time.monotonic()
-        results = await experiments.wait_for(
-            self, launched, timeout=self.settings.experiment_timeout_s
-        )
+        children = [r["child_id"] for r in launched if r.get("child_id")]
+        watch = asyncio.create_task(budget.stop_runs_at_cap(self, children))
+        try:
+            results = await experiments.wait_for(
+                self, launched, timeout=self.settings.experiment_timeout_s
+            )
+        finally:
+            watch.cancel()
         experiments_s = time.monotonic() - waited if launched else 0.0
         await self.check_pause()  # results that came in with a pause are read on resume
         found = attention.review(self.state, parsed, progress.get("reply", ""), n)

@@ -8,6 +8,9 @@ batch of experiments (issue 38 §2).
   the model, at least what the loop's own replies reported (the ledger's row of the last step
   may not be written yet when the next check comes): the overshoot is at most one model call
   and the runs already started.
+- With `on_cap: "stop_runs"` the loop also watches its caps while its experiments run
+  (every WATCH_SECONDS) and stops them at a cap (`stop_runs_at_cap`); with "hold_runs"
+  (the default) runs already going on finish.
 - At a cap the loop asks nothing and starts nothing: it saves `approval` {reason, cap, spent}
   in its state (its state says `awaiting_approval`), tells the person (an event, an alert, its
   log) and waits, pause-aware and stop-cancellable, for an approval in its inbox (`POST
@@ -28,6 +31,7 @@ logger = logging.getLogger("agentsys.research")
 CAPS = ("llm_tokens", "llm_usd", "gpu_hours", "wall_hours")
 ON_CAP = ("hold_runs", "stop_runs")
 APPROVAL_POLL_SECONDS = 1.0
+WATCH_SECONDS = 2.0  # how often a stop_runs budget looks at its caps while runs go on
 APPROVAL_SIGNATURE = "budget"  # its alert's
 
 
@@ -137,6 +141,30 @@ async def hold_at_cap(agent: Any, before: str) -> None:
             continue
         await agent.check_pause()
         await asyncio.sleep(APPROVAL_POLL_SECONDS)
+
+
+async def stop_runs_at_cap(agent: Any, child_ids: list[str]) -> None:
+    """While its experiments run: at a cap, stop those still running (on_cap stop_runs).
+    The loop then waits for an approval before its next model call, as at any cap."""
+    caps = {k: v for k, v in agent.state.budget.items() if k in CAPS}
+    if not caps or agent.state.budget.get("on_cap") != "stop_runs":
+        return
+    while True:
+        await asyncio.sleep(WATCH_SECONDS)
+        spent = await spent_now(agent)
+        hit = reached(caps, spent)
+        if hit is None:
+            continue
+        going = [agent.children[i] for i in child_ids if i in agent.children]
+        going = [handle for handle in going if not handle.status.is_terminal]
+        if going:
+            name, cap, value = hit
+            reason = f"its {name} cap is reached ({_number(value)} of {_number(cap)})"
+            agent.emit_event("budget_stopped_runs", {"reason": reason, "runs": len(going)})
+            agent._log_control("Budget cap reached: its running experiments stopped", reason)
+            for handle in going:
+                await handle.cancel()
+        return
 
 
 async def _ask_approval(agent: Any, hit: tuple, spent: dict, before: str) -> None:

@@ -52,3 +52,12 @@ def record_run_ends(
             chat_session_id=run["chat_session_id"] or "",
             user_id=run["sweep__created_by_id"] or run["chat_session__owner_id"],
         )
+
+
+def held_gpu_hours(loop_id: str, now: datetime) -> float:
+    """GPU-hours research loop `loop_id`'s runs have held so far and not yet ended (the
+    ledger has a run's time once it ends): what a budget counts while they run."""
+    running = Run.objects.filter(
+        agent__parent_id=loop_id, status__in=RunStatus.open(), started_at__isnull=False
+    ).values_list("gpu_required", "started_at")
+    return sum(gpus * max((now - started).total_seconds(), 0.0) for gpus, started in running) / 3600

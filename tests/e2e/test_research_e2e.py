@@ -607,3 +607,47 @@ def test_a_loop_at_its_token_cap_waits_for_approval_and_goes_on_or_stops(
     wait_until(lambda: _detail(api, stopped_id)["state"] == "awaiting_approval", 60, interval=0.2)
     assert api("post", f"/api/research/{stopped_id}/stop").status_code == 202
     assert wait_finished(stopped_id).status == "stopped"
+
+
+GPU_SLEEP = """<experiments>
+- goal: a long GPU run
+  command: sleep 120
+  workdir: .
+  parameters: {}
+  gpu_required: 1
+</experiments>
+<summary>Started the long run.</summary>"""
+
+
+def test_a_stop_runs_budget_stops_a_run_at_its_gpu_cap_and_waits_for_approval(
+    api, workdir, daemon, scripted_llm
+):
+    """Issue 38 §2: `on_cap: stop_runs` watches the caps while runs go on: a run holding a
+    GPU past a 0.0005 GPU-hour cap (~2 s) is stopped, and the loop waits for approval."""
+    scripted_llm.load(
+        {
+            "turns": [
+                _turn(r"agentsys-prompt: planning", PLAN),
+                _turn(r"Iteration 1 of", GPU_SLEEP),
+                _turn(r"Iteration 2 of", ITERATION_2),
+                _turn(r"agentsys-prompt: reflection", REFLECTION),
+            ]
+        }
+    )
+    loop_id = start_loop(api, workdir, budget={"gpu_hours": 0.0005, "on_cap": "stop_runs"})
+    run = wait_until(lambda: Run.objects.filter(command="sleep 120", status="running").first(), 60)
+    waiting = wait_until(
+        lambda: (d := _detail(api, loop_id))["state"] == "awaiting_approval" and d,
+        60,
+        interval=0.2,
+        message="the loop to stop its run and wait at its cap",
+    )
+    run.refresh_from_db()
+    held = (run.finished_at - run.started_at).total_seconds()
+    print(f"a 1-GPU run at a 0.0005 GPU-hour cap (1.8 s) was stopped after {held:.1f} s")
+    assert run.status == "stopped" and held < 30
+    assert waiting["approval"]["cap"] == {"gpu_hours": 0.0005}
+    assert waiting["spent"]["gpu_hours"] >= 0.0005  # the ledger has the stopped run's time
+    assert not any("Iteration 2 of" in p for p in prompts_seen(scripted_llm))
+    assert api("post", f"/api/research/{loop_id}/stop").status_code == 202
+    assert wait_finished(loop_id).status == "stopped"
