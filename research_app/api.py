@@ -50,16 +50,21 @@ class BudgetIn(Schema):
 
 
 class ApprovalOut(Schema):
+    kind: str = Field("cap", description="cap: at a budget cap; batch: its next experiments")
     reason: str
-    cap: dict
-    spent: dict
+    cap: dict | None = None
+    spent: dict | None = None
+    batch: list[dict] | None = Field(None, description="A batch's runs: goal, command, GPUs")
+    expected_gpu_hours: float | None = None
 
 
 class ApproveIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
     add: dict[str, float] = Field(
-        description='What to add to which cap, e.g. {"gpu_hours": 1}; spent is never reset'
+        {},
+        description='What to add to which cap, e.g. {"gpu_hours": 1} (spent is never reset); '
+        "nothing, to let a batch waiting for approval start",
     )
 
 
@@ -112,6 +117,12 @@ class ResearchIn(Schema):
     budget: BudgetIn | None = Field(
         None,
         description="Caps on what it spends; at one it waits for POST /api/research/{id}/approve",
+    )
+    approval_gpus: int = Field(
+        4, ge=0, le=10_000, description="A balanced loop asks before a batch needing more GPUs"
+    )
+    approval_timeout_s: float = Field(
+        86400, ge=1, le=30 * 86400, description="An approval not given in this time stops it"
     )
 
     _metrics_pattern_compiles = field_validator("metrics_pattern")(check_metrics_pattern)

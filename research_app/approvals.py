@@ -1,8 +1,11 @@
 """A research loop at a budget cap (agentsys.research.budget): what it waits for, and the
 person's approval, from its page or `POST /api/research/{id}/approve`.
 
-- An approval is open while the loop is live and its saved state holds one.
-- Approving adds amounts to the caps (`{"gpu_hours": 1}`); what was spent is never reset.
+- An approval is open while the loop is live and its saved state holds one: at a budget cap
+  (agentsys.research.budget), or before a batch of experiments its autonomy level has it ask
+  about (kind "batch", agentsys.research.batch_approval).
+- Approving at a cap adds amounts to the caps (`{"gpu_hours": 1}`); what was spent is never
+  reset. Approving a batch needs no amounts (any given raise the caps too).
   The approval goes to the loop's inbox as a message whose data holds `approve` (durable: a
   runagentd down or restarting delivers it when it is back); the waiting loop reads it within
   a second, raises its caps and goes on. Its budget alert is resolved.
@@ -15,6 +18,7 @@ import math
 from django.db import transaction
 
 from agents_app.models import Agent
+from agentsys.research.batch_approval import SIGNATURE as BATCH_SIGNATURE
 from agentsys.research.budget import APPROVAL_SIGNATURE, CAPS
 from agentsys.types import LIVE_AGENT_STATUSES, EntryType
 from memory_app.services import write_entry
@@ -38,7 +42,8 @@ def open_approval(loop: ResearchLoop) -> dict:
         return {}
     if loop.agent.status not in LIVE_AGENT_STATUSES:
         return {}
-    return {k: approval.get(k) for k in ("reason", "cap", "spent")}
+    keys = ("kind", "reason", "cap", "spent", "batch", "expected_gpu_hours")
+    return {k: approval.get(k) for k in keys if approval.get(k) is not None}
 
 
 def caps_of(loop: ResearchLoop) -> dict:
@@ -64,8 +69,8 @@ def checked_amounts(add) -> dict[str, float]:
 
 
 def approve(*, agent_id: str, add, user=None):
-    """Raise the caps of the loop waiting at one; ApprovalRefused says why not."""
-    amounts = checked_amounts(add)
+    """Raise the caps of the loop waiting at one, or let its batch start; ApprovalRefused says
+    why not."""
     with transaction.atomic():
         loop = ResearchLoop.objects.select_related("agent").filter(agent_id=agent_id).first()
         if loop is None:
@@ -73,6 +78,8 @@ def approve(*, agent_id: str, add, user=None):
         Agent.objects.select_for_update().filter(pk=agent_id).first()
         if not open_approval(loop):
             raise NotWaiting(f"{agent_id} is not waiting for an approval ({loop.agent.status})")
+        batch = open_approval(loop).get("kind") == "batch"
+        amounts = checked_amounts(add) if add or not batch else {}
         entry = write_entry(
             type=EntryType.MESSAGE,
             agent_id=f"user:{user.get_username()}" if user else "user",
@@ -82,7 +89,10 @@ def approve(*, agent_id: str, add, user=None):
             sweep=loop.agent.sweep,
             role="user",
             tags=["approval"],
-            data={"context": f"The researcher raised the budget: {amounts}", "approve": amounts},
+            data={
+                "context": f"The researcher approved: {amounts or 'its batch'}",
+                "approve": amounts,
+            },
         )
     resolve_alerts(agent_id, user=user)
     return entry
@@ -90,7 +100,9 @@ def approve(*, agent_id: str, add, user=None):
 
 def resolve_alerts(agent_id: str, *, user=None) -> None:
     pending = Alert.objects.filter(
-        agent_id=agent_id, status=AlertStatus.PENDING, signature=APPROVAL_SIGNATURE
+        agent_id=agent_id,
+        status=AlertStatus.PENDING,
+        signature__in=(APPROVAL_SIGNATURE, BATCH_SIGNATURE),
     )
     for alert_id in pending.values_list("id", flat=True):
         respond_to_alert(alert_id=alert_id, response="acknowledge", user=user)

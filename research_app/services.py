@@ -75,6 +75,8 @@ def start_research(
     include_uncommitted: bool = False,
     commit_allow: list[str] | None = None,
     budget: dict | None = None,
+    approval_gpus: int = 4,
+    approval_timeout_s: float = 86400,
     started_by=None,
 ) -> ResearchLoop:
     """A new research loop: a sweep for its runs, the research agent (claimed by a runagentd
@@ -116,6 +118,9 @@ def start_research(
         loop_settings["include_uncommitted"] = True
     if commit_allow:
         loop_settings["commit_allow"] = list(commit_allow)
+    if approval_gpus != 4 or approval_timeout_s != 86400:
+        loop_settings["approval_gpus"] = approval_gpus
+        loop_settings["approval_timeout_s"] = approval_timeout_s
     if budget:
         try:
             loop_settings["budget"] = checked_budget(budget)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from agentsys.agent import Agent
 from agentsys.git_exclude import keep_out_of_git
-from agentsys.research import attention, branch, budget, experiments, tool_token
+from agentsys.research import attention, batch_approval, branch, budget, experiments, tool_token
 from agentsys.research.experiments import new_launch_id
 from agentsys.research.llm import ModelGateway, ModelReply, OpenCodeError, OpenCodeGateway
 from agentsys.research.logbook import (
@@ -249,6 +249,7 @@ class ResearchAgent(Agent):
         parsed.cap_experiments(self.settings.max_experiments_per_iteration)
         if parsed.experiments:
             await budget.hold_at_cap(self, "its next experiments")
+            await batch_approval.hold_for_approval(self, parsed.experiments)
         launched = await experiments.launch(
             self,
             parsed.experiments,

@@ -130,8 +130,8 @@ async def hold_at_cap(agent: Any, before: str) -> None:
             return
         if not state.approval:
             await _ask_approval(agent, hit, spent, before)
-        added = await _approval(agent)
-        if added:
+        added = await approval_in_inbox(agent)
+        if added is not None:  # adding too little: it asks again at once
             for name, amount in added.items():
                 state.budget[name] = caps[name] = caps.get(name, 0.0) + amount
             agent.emit_event("approved", {"added": added, "caps": caps})
@@ -174,6 +174,7 @@ async def _ask_approval(agent: Any, hit: tuple, spent: dict, before: str) -> Non
         f"for your approval before {before}"
     )
     agent.state.approval = {
+        "kind": "cap",
         "reason": reason,
         "cap": {name: cap},
         "spent": spent,
@@ -190,19 +191,20 @@ async def _ask_approval(agent: Any, hit: tuple, spent: dict, before: str) -> Non
     agent._save()
 
 
-async def _approval(agent: Any) -> dict:
-    """The amounts an approval in the inbox adds (summed; its entries acknowledged), {} when
-    none came."""
+async def approval_in_inbox(agent: Any) -> dict | None:
+    """The amounts the approvals in the inbox add (summed; their entries acknowledged): {}
+    for an approval that adds nothing (a batch's), None when none came."""
     try:
         entries = await agent.in_memory("read_inbox") or []
     except Exception:  # the database away: keep waiting
         logger.exception("%s: could not look for an approval", agent.id)
-        return {}
-    added: dict[str, float] = {}
+        return None
+    added: dict[str, float] | None = None
     for entry in entries:
         approve = (entry.data or {}).get("approve") if isinstance(entry.data, dict) else None
         if not isinstance(approve, dict):
             continue
+        added = added if added is not None else {}
         for name, amount in approve.items():
             if name in CAPS and isinstance(amount, int | float) and amount >= 0:
                 added[name] = added.get(name, 0.0) + float(amount)

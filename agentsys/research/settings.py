@@ -44,6 +44,10 @@ class ResearchSettings:
     include_uncommitted: bool = False
     commit_allow: tuple[str, ...] = ()  # output patterns its commits take all the same
     budget: dict = field(default_factory=dict)  # its caps (agentsys.research.budget)
+    # A balanced loop asks before a batch needing more GPUs than this (batch_approval), and
+    # any loop stops when nobody answers its approval within approval_timeout_s.
+    approval_gpus: int = 4
+    approval_timeout_s: float = 86400.0
     timeouts: Timeouts = field(default_factory=Timeouts)
 
     @classmethod
@@ -78,6 +82,8 @@ class ResearchSettings:
                 include_uncommitted=bool(config.get("include_uncommitted", False)),
                 commit_allow=_patterns(config.get("commit_allow") or ()),
                 budget=budget.checked(config.get("budget")),
+                approval_gpus=_number(config, "approval_gpus", 4, int, 0),
+                approval_timeout_s=_number(config, "approval_timeout_s", 86400.0, float, 1),
                 timeouts=_timeouts(config.get("timeouts") or {}, deployment.timeouts),
             )
         except (TypeError, ValueError) as error:

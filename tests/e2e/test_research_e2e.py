@@ -651,3 +651,36 @@ def test_a_stop_runs_budget_stops_a_run_at_its_gpu_cap_and_waits_for_approval(
     assert not any("Iteration 2 of" in p for p in prompts_seen(scripted_llm))
     assert api("post", f"/api/research/{loop_id}/stop").status_code == 202
     assert wait_finished(loop_id).status == "stopped"
+
+
+def test_a_cautious_loop_waits_for_approval_of_each_batch_and_stops_when_none_comes(
+    api, workdir, daemon, scripted_llm
+):
+    """Issue 38 §3: `cautious` shows its planned runs and waits; approved, they run and the
+    loop ends; a second loop whose approval nobody gives within approval_timeout_s stops."""
+    scripted_llm.load(happy_script())
+    loop_id = start_loop(api, workdir, autonomy_level="cautious")
+    waiting = wait_until(
+        lambda: (d := _detail(api, loop_id))["state"] == "awaiting_approval" and d,
+        60,
+        interval=0.2,
+        message="the cautious loop to ask before its batch",
+    )
+    approval = waiting["approval"]
+    assert (
+        approval["kind"] == "batch"
+        and "every batch waits for you (2 runs, 1 GPUs)" in (approval["reason"])
+    )
+    assert [r["gpu_required"] for r in approval["batch"]] == [0, 1]
+    assert "train.py" in approval["batch"][0]["command"]
+    assert not Run.objects.filter(sweep_id=ResearchLoop.objects.get(pk=loop_id).sweep_id).exists()
+    assert api("post", f"/api/research/{loop_id}/approve", {}).status_code == 202
+    assert wait_finished(loop_id).status == "done"
+    assert Run.objects.filter(sweep_id=ResearchLoop.objects.get(pk=loop_id).sweep_id).count() == 2
+
+    scripted_llm.load(happy_script())
+    unanswered = start_loop(api, workdir, autonomy_level="cautious", approval_timeout_s=2)
+    agent = wait_finished(unanswered)
+    assert agent.status == "stopped"
+    log = api("get", f"/api/research/{unanswered}/iteration-log").content.decode()
+    assert "no approval came within 2 s for 2 experiments: the loop stops" in log
