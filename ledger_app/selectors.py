@@ -68,14 +68,22 @@ def totals(found: QuerySet[SpendEntry]) -> dict:
 
 def grouped(group_by: str, *, since: datetime | None = None) -> list[dict]:
     """One row a group, most money first: {"key", "llm_tokens", "llm_usd", "gpu_hours"}."""
+    return grouped_with_total(group_by, since=since)[0]
+
+
+def grouped_with_total(group_by: str, *, since: datetime | None = None) -> tuple[list, dict]:
+    """The groups and their total, from one scan: each group's sums are exact (decimals),
+    so the total is their sum; a second aggregate over 10^6 entries doubled the read."""
     column = GROUPS[group_by]
-    rows = (
+    rows = list(
         entries(since=since)
         .values(column)
         .annotate(**SUMS)
         .order_by("-llm_usd", "-gpu_seconds", column)
     )
-    return [{"key": "" if r[column] is None else str(r[column]), **_out(r)} for r in rows]
+    total = {name: sum((r[name] for r in rows), zero) for name, (_, zero) in SUMMED.items()}
+    groups = [{"key": "" if r[column] is None else str(r[column]), **_out(r)} for r in rows]
+    return groups, _out(total)
 
 
 def by_day(group_by: str, *, since: datetime | None = None) -> list[dict]:
