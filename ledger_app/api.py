@@ -47,8 +47,7 @@ class LedgerOut(Schema):
 
 @router.get("/ledger", response=LedgerOut)
 def ledger(request, query: Query[LedgerQuery]):
-    groups = selectors.grouped(query.group_by, since=query.since)
-    total = selectors.totals(selectors.entries(since=query.since))
+    groups, total = selectors.grouped_with_total(query.group_by, since=query.since)
     return {
         "group_by": query.group_by,
         "since": query.since,

@@ -113,3 +113,10 @@ def record_run_gpu(
         user_id=user_id,
     )
     SpendEntry.objects.bulk_create([entry], ignore_conflicts=True)
+
+
+def withdraw_run_gpu(*, run_ids: list[str]) -> None:
+    """Take back the GPU entries of runs that did not end after all: a run lost with its
+    host and re-adopted on its return ends later, and records its whole time then."""
+    if run_ids:
+        SpendEntry.objects.filter(key__in=[f"gpu:{run_id}" for run_id in run_ids]).delete()

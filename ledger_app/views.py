@@ -18,14 +18,15 @@ def spend_page(request: HttpRequest) -> HttpResponse:
     group_by = request.GET.get("by", "model")
     group_by = group_by if group_by in PAGE_GROUPS else "model"
     since = timezone.now() - timedelta(days=DAYS)
+    rows, total = selectors.grouped_with_total(group_by, since=since)
     context = {
         "nav": "spend",
         "group_by": group_by,
         "groups": PAGE_GROUPS,
         "group_word": PAGE_GROUPS[group_by],
         "days": DAYS,
-        "rows": selectors.grouped(group_by, since=since),
-        "total": selectors.totals(selectors.entries(since=since)),
+        "rows": rows,
+        "total": total,
         # For the chart (static/js/spend_chart.js): each group's dollars per day.
         "by_day": selectors.by_day(group_by, since=since),
     }

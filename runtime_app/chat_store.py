@@ -290,6 +290,10 @@ class DjangoChatStore:
             outcome = dataclasses.replace(outcome, status=TurnStatus.STOPPED, error="")
         return self._close_turn(turn, **dataclasses.asdict(outcome))
 
+    def record_session_steps(self, *, session_id: str, steps: list[dict]) -> None:
+        owner = ChatSession.objects.filter(pk=session_id).values_list("owner_id", flat=True)
+        record_llm_steps(steps=steps, chat_session_id=session_id, user_id=owner.first())
+
     def _close_turn(self, turn, *, status, text, thinking, parts, error, actions, title, steps=()):
         session = turn.session
         now = timezone.now()

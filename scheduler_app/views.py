@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 
 from events_app.events import AGENTS_STREAM
 from events_app.selectors import last_seq
+from ledger_app import selectors as ledger
 from scheduler_app import queue_board, selectors, services
 from scheduler_app.models import Run, RunStatus, ScheduleRequest
 from scheduler_app.runs import launch as runs
@@ -51,6 +52,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
         "run": run,
         "live": run.status in RunStatus.open(),
         "duration": selectors.run_duration(run),
+        "run_gpu": ledger.run_gpu(run.pk),
     }
     part = request.GET.get("part", "")
     if part in PARTS and request.headers.get("HX-Request"):  # the page refreshing a section
@@ -90,6 +92,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     if request.headers.get("HX-Request"):  # the live refresh: only the board
         return render(request, "scheduler_app/_queue_board.html", context)
     context["feed_after"] = last_seq(stream=AGENTS_STREAM)
+    context["people_spent"] = ledger.people_this_week()
     return render(request, "scheduler_app/queue.html", context)
 
 

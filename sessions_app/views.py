@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 from agentsys.chat.actions import reply_notes
 from events_app.events import chat_stream
 from events_app.selectors import last_seq
+from ledger_app import selectors as ledger
 from sessions_app import action_cards, selectors, services, turns
 from sessions_app.models import ChatMode, ChatTurn
 from sessions_app.notices import notices_for
@@ -58,7 +59,8 @@ def chat(request: HttpRequest, session_id: str) -> HttpResponse:
     context = {
         "nav": "chat",
         "session": session,
-        "messages": _with_actions(messages),
+        "messages": _with_spent(session.pk, _with_actions(messages)),
+        "spent": ledger.spent_by_session(session.pk),
         "modes": [(value, label, MODE_HELP[value]) for value, label in ChatMode.choices],
         "active": active,
         # A reply streaming now is replayed from its start; otherwise only what comes next.
@@ -76,6 +78,15 @@ def _stream_start(session_id: str, active: dict | None) -> int:
         if turn is not None:
             return turn["after_seq"]
     return last_seq(stream=chat_stream(session_id))
+
+
+def _with_spent(session_id: str, messages: list) -> list:
+    """The last reply of each turn carries what the turn's model steps cost (`.spent`)."""
+    spent = ledger.spent_by_turn(session_id)
+    last = {m.turn_id: m for m in messages if m.role == "assistant" and m.turn_id}
+    for message in messages:
+        message.spent = spent.get(message.turn_id) if last.get(message.turn_id) is message else None
+    return messages
 
 
 def _with_actions(messages: list) -> list:

@@ -208,6 +208,7 @@ class SessionAgent(Agent):
             # closing events pass before this prompt's stream opens.
             await self.client.abort(opencode_session, ctx.workdir)
             await asyncio.sleep(ABORT_SETTLE_S)
+            await self._record_lost_steps(ctx, opencode_session)
         result = await self.client.prompt(
             opencode_session,
             prompt,
@@ -217,6 +218,20 @@ class SessionAgent(Agent):
             on_part=relay.on_part,
         )
         return result.text, result.title or "", result.steps
+
+    async def _record_lost_steps(self, ctx: TurnContext, opencode_session: str) -> None:
+        """The cut-off turn's paid steps went to the ledger with its close, which a killed
+        daemon never wrote: read back from the OpenCode session, by the same keys (a step
+        recorded already stays one entry). Best effort: the ledger must not cost a reply."""
+        try:
+            steps = await self.client.session_steps(opencode_session, ctx.workdir)
+        except OpenCodeError as error:
+            logger.warning(
+                "%s: the steps of %s not read back: %s", self.id, opencode_session, error
+            )
+            return
+        chat = self.chat
+        await chat.db(chat.store.record_session_steps, session_id=ctx.session_id, steps=steps)
 
     # -- actions ----------------------------------------------------------------------------
 

@@ -26,7 +26,12 @@ from agentsys.opencode.errors import (
     OpenCodeTimeout,
     OpenCodeUnavailable,
 )
-from agentsys.opencode.events import PartRelay, PromptAccumulator, parse_sse_line
+from agentsys.opencode.events import (
+    PartRelay,
+    PromptAccumulator,
+    parse_sse_line,
+    steps_of_messages,
+)
 
 CALL_TIMEOUT = 30.0  # plain calls (create, abort, health)
 ABORT_TIMEOUT = 5.0
@@ -146,6 +151,15 @@ class OpenCodeClient:
             return str(response.json()["id"])
         except (ValueError, KeyError, TypeError):
             raise OpenCodeError("OpenCode answered POST /session without a session id") from None
+
+    async def session_steps(self, session_id: str, directory: str | None = None) -> list[dict]:
+        """Every paid step of the session so far (events.steps_of_messages)."""
+        path = f"/session/{session_id}/message"
+        response = await self._call("GET", path, params=self._where(directory))
+        try:
+            return steps_of_messages(response.json())
+        except ValueError:
+            raise OpenCodeError(f"OpenCode answered GET {path} with no JSON") from None
 
     async def abort(self, session_id: str, directory: str | None = None) -> None:
         """Stop whatever the session is doing; never raises (it is called on the way out)."""

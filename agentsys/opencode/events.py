@@ -217,6 +217,24 @@ def step_of(part: dict, *, provider: str = "", model: str = "") -> dict:
     }
 
 
+def steps_of_messages(messages: list) -> list[dict]:
+    """The paid steps of an OpenCode session, read back from its messages (GET
+    /session/{id}/message: [{"info", "parts"}]): the same step-finish parts a prompt's event
+    stream carries, so the same keys. What a daemon killed before its ledger write lost is
+    recorded from here, and what it wrote already is not recorded twice."""
+    found = []
+    for message in messages if isinstance(messages, list) else []:
+        info = message.get("info") if isinstance(message, dict) else None
+        parts = message.get("parts") if isinstance(message, dict) else None
+        if not isinstance(info, dict) or info.get("role") != "assistant":
+            continue
+        provider, model = str(info.get("providerID") or ""), str(info.get("modelID") or "")
+        for part in parts if isinstance(parts, list) else []:
+            if isinstance(part, dict) and part.get("type") == "step-finish" and part.get("id"):
+                found.append(step_of(part, provider=provider, model=model))
+    return found
+
+
 def _error_of(error: dict) -> tuple[str, str, int | None]:
     """(name, message, the provider's HTTP status when it answered one)."""
     data = error.get("data") if isinstance(error.get("data"), dict) else {}

@@ -11,6 +11,9 @@ When its runagentd is back (restarted, or its database connection is), those exe
 requests and runs say `running` again on the GPUs they had, and the executor re-adopts the
 process (or records the exit code it left meanwhile): the record is corrected, never silently
 re-run.
+A lost run's GPU time goes to the ledger as any run's end does (from its claim to now, when
+its GPUs are freed); re-adopted, that entry is withdrawn, and the run's real end records the
+whole span once.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from django.utils import timezone
 from agents_app.models import Agent
 from agentsys.types import LIVE_AGENT_STATUSES, AgentRole, AgentStatus, RequestStatus
 from hosts_app.models import Host
+from ledger_app.services import withdraw_run_gpu
 from scheduler_app import oplog
 from scheduler_app.models import GPU, Run, RunStatus, ScheduleRequest
 from scheduler_app.queue import claims as queue
+from scheduler_app.queue import spend
 
 HOST_DOWN = "host down"
 
@@ -73,6 +78,10 @@ def _lose(agent: Agent, host: Host) -> tuple[str, str, dict]:
     error, now = host_down_error(host), timezone.now()
     Agent.objects.filter(pk=agent.pk).update(status=AgentStatus.LOST, error=error, finished_at=now)
     requests = ScheduleRequest.objects.filter(agent_id=agent.pk, status=RequestStatus.RUNNING)
+    # Read before the run's end is written; the first running request is its GPUs' claim.
+    spend.record_run_ends(
+        spend.ending_runs(agent.pk), agent_id=agent.pk, request=requests.first(), now=now
+    )
     GPU.objects.filter(allocated_to__in=requests).update(allocated_to=None, allocated_at=None)
     requests.update(status=RequestStatus.LOST, finished_at=now)
     ended = Run.objects.filter(agent_id=agent.pk, status__in=RunStatus.open()).update(
@@ -112,7 +121,10 @@ def readopt_runs_of_returned_host(host_id: int) -> list[tuple[str, str, dict]]:
         ).update(allocated_to=request, allocated_at=timezone.now())
         request.status, request.finished_at = RequestStatus.RUNNING, None
         request.save(update_fields=["status", "finished_at"])
-    Run.objects.filter(agent_id__in=lost, status=RunStatus.LOST).update(
+    readopted = Run.objects.filter(agent_id__in=lost, status=RunStatus.LOST)
+    # Its end records the span from its claim (its request kept started_at) to its real end.
+    withdraw_run_gpu(run_ids=list(readopted.values_list("pk", flat=True)))
+    readopted.update(
         status=RunStatus.RUNNING, error="", finished_at=None, updated_at=timezone.now()
     )
     name = Host.objects.filter(pk=host_id).values_list("name", flat=True).first()

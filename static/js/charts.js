@@ -97,6 +97,8 @@
 
   // One chart of one or more lines sharing the step axis (a run's key, or compared runs).
   // lines: [{label, series}] ; returns {append(index, series), setLog(on), lines}
+  // options: {height, xLabel (default "step"), xTick(value) → its label, xIncrs (tick steps)}:
+  // the Spend page's x is a day, labelled as a date, one tick a day or a week.
   function lineChart(el, title, lines, options) {
     const opts = options || {};
     const state = { log: false, lines: lines.map((line) => ({ label: line.label, ...split(line.series) })) };
@@ -127,6 +129,26 @@
       return labels;
     }
 
+    // The x axis' labels, kept on the element (data-x-ticks) as the y axis' are.
+    function xAxis() {
+      const axis = { label: opts.xLabel || "step" };
+      if (opts.xIncrs) axis.incrs = opts.xIncrs;
+      if (opts.xTick) {
+        axis.values = (u, splits) => {
+          const labels = splits.map(opts.xTick);
+          el.dataset.xTicks = labels.join(" ");
+          return labels;
+        };
+      }
+      return axis;
+    }
+
+    function xSeries() {
+      const series = { label: opts.xLabel || "step" };
+      if (opts.xTick) series.value = (u, v) => (v === null || v === undefined ? "--" : opts.xTick(v));
+      return series;
+    }
+
     function build() {
       if (chart) chart.destroy();
       el.textContent = "";
@@ -136,9 +158,9 @@
           width: width(el),
           height: opts.height || 220,
           scales: { x: { time: false }, y: { distr: state.log ? 3 : 1 } },
-          axes: [{ label: "step" }, { size: 64, incrs: yIncrs, splits: ySplits, filter: (u, splits) => splits, values: yLabels }],
+          axes: [xAxis(), { size: 64, incrs: yIncrs, splits: ySplits, filter: (u, splits) => splits, values: yLabels }],
           cursor: { drag: { x: true, y: false } },
-          series: [{ label: "step" }].concat(
+          series: [xSeries()].concat(
             state.lines.map((line, i) => ({
               label: line.label,
               stroke: COLORS[i % COLORS.length],

@@ -1,23 +1,36 @@
 // The Spend page's chart: dollars a day, one line a group, drawn with charts.js (uPlot).
+// Every day from the first with spend to today is a point of every line: a day on which a
+// group spent nothing is $0 (a gap would read as "not known").
 (function () {
   "use strict";
   const el = document.getElementById("spend-chart");
   const data = document.getElementById("spend-by-day");
   if (!el || !data || !window.AgentSysCharts) return;
   const rows = JSON.parse(data.textContent);
-  const DAY = 86400;
-  const byGroup = new Map();
-  for (const row of rows) {
-    const day = Date.parse(row.day + "T00:00:00Z") / 1000 / DAY;
-    if (!byGroup.has(row.key)) byGroup.set(row.key, { steps: [], values: [] });
-    const line = byGroup.get(row.key);
-    line.steps.push(day);
-    line.values.push(row.llm_usd);
-  }
-  if (!byGroup.size) {
+  if (!rows.length) {
     el.textContent = "No spend in these days.";
     return;
   }
-  const lines = [...byGroup].map(([key, series]) => ({ label: key || "(none)", series }));
-  window.AgentSysCharts.lineChart(el, "USD a day (x: days since 1970)", lines);
+  const DAY = 86400 * 1000;
+  const dayOf = (iso) => Math.round(Date.parse(iso + "T00:00:00Z") / DAY);
+  const first = Math.min(...rows.map((row) => dayOf(row.day)));
+  const last = Math.max(dayOf(new Date().toISOString().slice(0, 10)), ...rows.map((row) => dayOf(row.day)));
+  const days = [];
+  for (let day = first; day <= last; day++) days.push(day);
+  const byGroup = new Map();
+  for (const row of rows) {
+    if (!byGroup.has(row.key)) byGroup.set(row.key, new Map());
+    const spent = byGroup.get(row.key);
+    spent.set(dayOf(row.day), (spent.get(dayOf(row.day)) || 0) + row.llm_usd);
+  }
+  const lines = [...byGroup].map(([key, spent]) => ({
+    label: key || "(none)",
+    series: { steps: days, values: days.map((day) => spent.get(day) || 0) },
+  }));
+  const date = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", timeZone: "UTC" });
+  window.AgentSysCharts.lineChart(el, "USD a day", lines, {
+    xLabel: "day",
+    xTick: (day) => (Number.isInteger(day) ? date.format(new Date(day * DAY)) : ""),
+    xIncrs: [1, 2, 7, 14, 28],
+  });
 })();

@@ -152,7 +152,7 @@ def test_the_spend_page_shows_the_groups_and_the_days(browser):
     page = browser.get("/spend/?by=model")
     assert page.status_code == 200
     text = page.content.decode()
-    assert "demo-research" in text and 'id="spend-by-day"' in text and "1.5000" in text
+    assert "demo-research" in text and 'id="spend-by-day"' in text and "$1.50" in text
     assert 'href="/spend/"' in text  # in the top nav
 
 
