@@ -23,6 +23,7 @@ from pathlib import Path
 
 from agentsys.agent import Agent
 from agentsys.git_exclude import keep_out_of_git
+from agentsys.mcp.opencode_config import carry_servers
 from agentsys.research import attention, batch_approval, branch, budget, experiments, tool_token
 from agentsys.research.experiments import new_launch_id
 from agentsys.research.llm import ModelGateway, ModelReply, OpenCodeError, OpenCodeGateway
@@ -82,6 +83,8 @@ class ResearchAgent(Agent):
                 budget=dict(self.settings.budget),
             )
         self.state = state
+        if self.branch is not None:  # its model's MCP tools, working in its worktree
+            await asyncio.to_thread(carry_servers, self.settings.workdir, self.work_root)
         self.workspace = Workspace(self.work_root, self.id, commits=self.branch is not None)
         self.iteration = state.iteration
         self.gateway: ModelGateway = self.make_gateway()

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
-from agentsys.git_exclude import keep_out_of_git, tracked
+from agentsys.git_exclude import GIT_TIMEOUT, keep_out_of_git, tracked
 
 CONFIG_FILE = "opencode.json"
 SCHEMA = "https://opencode.ai/config.json"
@@ -91,4 +92,42 @@ def merge_servers(workdir: str | os.PathLike, entries: dict) -> list[str]:
         tmp.replace(path)
     if not tracked(workdir, CONFIG_FILE):  # ours (holding this machine's paths), not theirs
         keep_out_of_git(workdir, CONFIG_FILE)
+    return said
+
+
+def carry_servers(source: str | os.PathLike, target: str | os.PathLike) -> list[str]:
+    """A research loop's worktree (agentsys.research.branch) gets the MCP servers of the
+    workdir it came from: AgentSys's (those run with `--workdir`) pointed at the worktree,
+    so that its tools list, run and read credentials there, and the person's own as they
+    are. OpenCode reads opencode.json per directory, and the workdir's own is not in the
+    worktree unless committed; a committed one changed here is the loop's, never committed
+    by it (git's skip-worktree, in the worktree's own index)."""
+    try:
+        config = json.loads((Path(source) / CONFIG_FILE).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return []
+    servers = config.get("mcp") if isinstance(config, dict) else None
+    if not isinstance(servers, dict):
+        return []
+    entries = {}
+    for name, entry in servers.items():  # the person's own servers too, as they are
+        command = entry.get("command") if isinstance(entry, dict) else None
+        if isinstance(command, list) and "--workdir" in command[:-1]:
+            at = command.index("--workdir") + 1
+            entry = {**entry, "command": [*command[:at], str(target), *command[at + 1 :]]}
+        entries[name] = entry
+    if not entries:
+        return []
+    try:
+        said = merge_servers(target, entries)
+    except (ConfigRefused, OSError):
+        return []
+    if tracked(target, CONFIG_FILE):
+        subprocess.run(
+            ["git", "-C", str(target), "update-index", "--skip-worktree", "--", CONFIG_FILE],
+            capture_output=True,
+            timeout=GIT_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
     return said

@@ -76,7 +76,8 @@ def test_the_demo_loop_calls_the_mcp_tools_seen_on_its_page_and_in_the_chat(
     ]
     read = second["tool_calls"][1]
     assert read["status"] == "completed" and read["input"]["run_id"] in read["output"]
-    log = (workdir / ".agents" / "wild" / loop.agent_id / "iteration_log.md").read_text()
+    tree = workdir / ".agents" / "worktrees" / loop.agent_id  # where the loop works
+    log = (tree / ".agents" / "wild" / loop.agent_id / "iteration_log.md").read_text()
     assert f"- tools called:\n  - {LIST} (completed)" in log  # what the chat agent is told
 
     tab = context.new_page()
