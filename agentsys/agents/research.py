@@ -24,16 +24,24 @@ from pathlib import Path
 from agentsys.agent import Agent
 from agentsys.git_exclude import keep_out_of_git
 from agentsys.mcp.opencode_config import carry_servers
-from agentsys.research import attention, batch_approval, branch, budget, experiments, tool_token
+from agentsys.research import (
+    asking,
+    attention,
+    batch_approval,
+    branch,
+    budget,
+    experiments,
+    tool_token,
+)
+from agentsys.research.asking import ResearchFailed
 from agentsys.research.experiments import new_launch_id
-from agentsys.research.llm import ModelGateway, ModelReply, OpenCodeError, OpenCodeGateway
+from agentsys.research.llm import ModelGateway, ModelReply, OpenCodeGateway
 from agentsys.research.logbook import (
     control_section,
     iteration_section,
-    model_error_section,
     reflection_section,
 )
-from agentsys.research.model_trouble import failed_call, read_reply
+from agentsys.research.model_trouble import read_reply
 from agentsys.research.prompt_variables import prompt_variables
 from agentsys.research.reply import ParsedReply
 from agentsys.research.results import ExperimentResult
@@ -52,10 +60,6 @@ from agentsys.skills import PromptSkills
 from agentsys.types import AgentRole, EntryType
 
 logger = logging.getLogger("agentsys.research")
-
-
-class ResearchFailed(Exception):
-    pass
 
 
 class ResearchAgent(Agent):
@@ -406,42 +410,7 @@ class ResearchAgent(Agent):
     # -- the model ---------------------------------------------------------------------------
 
     async def _ask(self, skill: str, variables: dict) -> ModelReply | None:
-        """The model's reply; None when it failed (recorded; the caller's step fails), or
-        ResearchFailed after too many failures in a row."""
-        await budget.hold_at_cap(self, "its next model call")
-        prompt = self.skills.render(skill, variables)
-        state = self.state
-        try:
-            state.opencode_session_id = await self.gateway.ensure_session(state.opencode_session_id)
-            # A pause while the model thinks aborts the prompt, and asks again on resume.
-            reply = await self.interruptible(
-                lambda: self.gateway.ask(state.opencode_session_id, prompt)
-            )
-        except OpenCodeError as error:
-            await self._model_failed(skill, error)
-            return None
-        state.consecutive_model_failures = 0
-        if reply.steps:  # the ledger's entries (runtime_app records them with this event)
-            self.emit_event("model_steps", {"steps": reply.steps, "skill": skill})
-            budget.add_model_steps(state, reply.steps)
-        return reply
-
-    async def _model_failed(self, skill: str, error: OpenCodeError) -> None:
-        """Record the failed call and what to check, then wait before the step is asked again;
-        ResearchFailed after `max_model_failures` in a row."""
-        record = failed_call(self.state, self.settings, error)
-        tries, advice = self.state.consecutive_model_failures, record.errors[-1]
-        logger.warning("%s: model: %s (%s)", self.id, error, advice)
-        self.emit_event(
-            "model_error", {"error": str(error), "advice": advice, "skill": skill, "try": tries}
-        )
-        self.workspace.append_log(model_error_section(record))
-        self._save()
-        if tries >= self.settings.max_model_failures:
-            raise ResearchFailed(
-                f"the model failed {tries} times in a row; last: {error} ({advice})"
-            ) from None
-        await asyncio.sleep(self.settings.pause_seconds * tries)
+        return await asking.ask(self, skill, variables)
 
     def _run_options(self) -> dict:
         """What every experiment's executor gets from the loop (its sweep's settings)."""
