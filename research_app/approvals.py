@@ -21,6 +21,7 @@ from agents_app.models import Agent
 from agentsys.research.batch_approval import SIGNATURE as BATCH_SIGNATURE
 from agentsys.research.budget import APPROVAL_SIGNATURE, CAPS
 from agentsys.types import LIVE_AGENT_STATUSES, EntryType
+from memory_app.models import MemoryEntry
 from memory_app.services import write_entry
 from research_app.models import ResearchLoop
 from scheduler_app.models import Alert, AlertStatus
@@ -44,6 +45,14 @@ def open_approval(loop: ResearchLoop) -> dict:
         return {}
     keys = ("kind", "reason", "cap", "spent", "batch", "expected_gpu_hours")
     return {k: approval.get(k) for k in keys if approval.get(k) is not None}
+
+
+def approval_sent(loop: ResearchLoop) -> bool:
+    """An approval waits in the loop's inbox, not read yet (the loop reads it within a
+    second)."""
+    return MemoryEntry.objects.filter(
+        target_id=loop.agent_id, type="message", tags__contains=["approval"], acked_at__isnull=True
+    ).exists()
 
 
 def caps_of(loop: ResearchLoop) -> dict:

@@ -71,7 +71,8 @@ def _steer(request: HttpRequest, agent_id: str) -> None:
 
 
 def _approve(request: HttpRequest, agent_id: str) -> HttpResponse:
-    """More budget, from the loop page's approval card: the amounts typed per cap."""
+    """An approval from the loop page's card or the chat's (htmx): the amounts typed per cap,
+    none for a batch."""
     add = {}
     for name in CAPS:
         typed = request.POST.get(name, "").strip()
@@ -79,13 +80,28 @@ def _approve(request: HttpRequest, agent_id: str) -> HttpResponse:
             try:
                 add[name] = float(typed)
             except ValueError:
-                messages.error(request, f"Not approved: {name} must be a number, not {typed!r}")
-                return redirect("research-loop", agent_id=agent_id)
-    try:
-        approvals.approve(agent_id=agent_id, add=add, user=request.user)
-        messages.success(request, "Approved: the loop's caps are raised and it goes on.")
-    except approvals.ApprovalRefused as refused:
-        messages.error(request, f"Not approved: {refused}")
+                add = None
+                refused = f"Not approved: {name} must be a number, not {typed!r}"
+                break
+    if add is not None:
+        try:
+            approvals.approve(agent_id=agent_id, add=add, user=request.user)
+            refused = ""
+        except approvals.ApprovalRefused as error:
+            refused = f"Not approved: {error}"
+    if refused:
+        messages.error(request, refused)
+    else:
+        messages.success(request, "Approved: the loop goes on.")
+    return _back(request, agent_id, refused)
+
+
+def _back(request: HttpRequest, agent_id: str, refused: str) -> HttpResponse:
+    """To the loop's page; from the chat's card (htmx), its progress line, saying it."""
+    if request.headers.get("HX-Request"):
+        list(messages.get_messages(request))  # said in the card itself, not on the next page
+        found = loop_progress(agent_id)
+        return render(request, "research_app/_progress.html", {"p": found, "refused": refused})
     return redirect("research-loop", agent_id=agent_id)
 
 
@@ -101,8 +117,4 @@ def _answer(request: HttpRequest, agent_id: str) -> HttpResponse:
     except questions.AnswerRefused as error:
         refused = f"Not sent: {error}"
         messages.error(request, refused)
-    if request.headers.get("HX-Request"):
-        list(messages.get_messages(request))  # said in the card itself, not on the next page
-        found = loop_progress(agent_id)
-        return render(request, "research_app/_progress.html", {"p": found, "refused": refused})
-    return redirect("research-loop", agent_id=agent_id)
+    return _back(request, agent_id, refused)

@@ -10,6 +10,7 @@ from django.db.models import Count, Q
 
 from agentsys.types import TERMINAL_AGENT_STATUSES, EndState
 from research_app import selectors
+from research_app.approvals import approval_sent, caps_of, open_approval
 from research_app.questions import answer_sent, open_question
 from scheduler_app.models import MetricSeries, Run
 from scheduler_app.selectors import LOSS_KEYS
@@ -27,6 +28,7 @@ def loop_progress(agent_id: str) -> dict | None:
         )
     phase = str(loop.state.get("phase") or "")
     question = open_question(loop)
+    approval = open_approval(loop)
     return {
         "id": loop.agent_id,
         "status": status,
@@ -36,8 +38,12 @@ def loop_progress(agent_id: str) -> dict | None:
             loop.iteration,
             stopping=selectors.stop_pending(loop),
             asking=bool(question),
+            at_cap=bool(approval),
         ),
         "question": question,
+        "approval": approval,
+        "approval_sent": bool(approval) and approval_sent(loop),
+        "caps": caps_of(loop) if approval.get("kind") != "batch" else {},
         "answer_sent": bool(question) and answer_sent(loop),
         "live": status not in TERMINAL_AGENT_STATUSES,
         "iteration": loop.iteration,

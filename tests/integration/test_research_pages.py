@@ -381,3 +381,31 @@ def test_a_loop_at_its_budget_cap_asks_for_approval_on_its_page_and_in_the_api(b
     Agent.objects.filter(pk=row.agent_id).update(status="done")
     ended = api("post", f"/api/research/{row.agent_id}/approve", {"add": {"llm_usd": 1}})
     assert ended.status_code == 409
+
+
+def test_the_chats_card_of_a_loop_takes_the_approval_of_its_batch(browser, loop):
+    """Issue 38 §3: where the loop was started (the chat's card), the person reads why it
+    waits and approves its planned runs in one click; the card then says it goes on."""
+    row, _ = loop
+    row.state = {
+        **row.state,
+        "approval": {
+            "kind": "batch",
+            "reason": "autonomy_level cautious: every batch waits for you (2 runs, 1 GPUs)",
+            "batch": [
+                {"goal": "baseline", "command": "python train.py", "gpu_required": 0},
+                {"goal": "on a GPU", "command": "python train.py --lr 0.2", "gpu_required": 1},
+            ],
+        },
+    }
+    row.save()
+    card = browser.get(f"/research/{row.agent_id}/progress/").content.decode()
+    assert "The loop waits for your approval:" in card and "every batch waits for you" in card
+    assert "Approve its 2 runs" in card and "awaiting your approval" in card
+
+    answered = browser.post(f"/research/{row.agent_id}/approve/", HTTP_HX_REQUEST="true")
+    card = answered.content.decode()
+    assert answered.status_code == 200 and "Approved: the loop goes on now." in card
+    assert "Approve its 2 runs" not in card
+    entry = MemoryEntry.objects.get(target_id=row.agent_id, tags=["approval"])
+    assert entry.data["approve"] == {}  # a batch's approval adds to no cap
