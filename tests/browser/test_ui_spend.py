@@ -62,3 +62,47 @@ def test_the_spend_page_charts_dollars_a_day_by_date_and_fits_a_phone(site):
         assert page.evaluate("document.documentElement.scrollWidth") <= width
         table = page.locator("#spend-table").locator("xpath=..")
         assert table.evaluate("w => w.scrollWidth <= w.clientWidth + 1")  # all of it in view
+
+
+def test_a_loop_at_its_cap_asks_for_approval_on_its_page_at_1280_and_390(site):
+    """Issue 38 §2 as a person meets it: the loop's page says why it waits, what it spent of
+    each cap, and takes more budget typed in; on a phone too, nothing off to the side."""
+    from agents_app.models import Agent
+    from memory_app.models import MemoryEntry
+    from research_app.models import ResearchLoop
+
+    url, page = site
+    agent = Agent.objects.create(
+        id="research-cap1", role="research", cls_path="x", project="p", status="running"
+    )
+    ResearchLoop.objects.create(
+        agent=agent,
+        goal="Find the learning rate with the lowest final loss",
+        settings={"max_iterations": 5, "budget": {"gpu_hours": 0.5, "llm_usd": 2}},
+        state={
+            "phase": "iterating",
+            "budget": {"gpu_hours": 0.5, "llm_usd": 2.0, "on_cap": "hold_runs"},
+            "approval": {
+                "kind": "cap",
+                "reason": "its gpu_hours cap is reached: 0.51 spent of 0.5; it waits for "
+                "your approval before its next experiments",
+                "cap": {"gpu_hours": 0.5},
+                "spent": {"gpu_hours": 0.51},
+            },
+        },
+    )
+    for width, height in ((1280, 900), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto(f"{url}/research/research-cap1/")
+        card = page.locator("#loop-approval")
+        expect(card).to_be_visible()
+        _save(page, f"loop_approval_{width}")
+        expect(card).to_contain_text("gpu_hours cap is reached: 0.51 spent of 0.5")
+        expect(page.locator("#loop-status")).to_have_text("awaiting your approval (budget)")
+        expect(page.locator("#loop-spent")).to_contain_text("of 0.5")  # spent beside its cap
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+    card.get_by_label("gpu_hours +").fill("1")
+    card.get_by_role("button", name="Approve").click()
+    expect(page.locator("ul.messages")).to_contain_text("Approved: the loop goes on.")
+    entry = MemoryEntry.objects.get(target_id="research-cap1", tags=["approval"])
+    assert entry.data["approve"] == {"gpu_hours": 1.0}

@@ -372,6 +372,15 @@ def test_a_loop_at_its_budget_cap_asks_for_approval_on_its_page_and_in_the_api(b
     entry = MemoryEntry.objects.get(target_id=row.agent_id, tags=["approval"])
     assert entry.data["approve"] == {"gpu_hours": 1.0} and entry.type == "message"
 
+    record_event(
+        stream=AGENTS_STREAM,
+        kind="awaiting_approval",
+        agent_id=row.agent_id,
+        payload={"reason": "its gpu_hours cap is reached"},
+    )
+    timeline = browser.get(f"/research/{row.agent_id}/").content.decode()
+    assert "<strong>Waiting for approval</strong>" in timeline
+
     bad = api("post", f"/api/research/{row.agent_id}/approve", {"add": {"dollars": 5}})
     assert bad.status_code == 422 and "dollars" in bad.json()["detail"]
     assert (
