@@ -136,6 +136,8 @@ class ResearchAgent(Agent):
     async def run(self):
         if self.branch_note:
             self.workspace.append_log(f"_{self.branch_note}._")
+        if self.config.get("resume"):
+            await asking.steps_read_back(self)
         self._save()  # its branch shows (page, API) from the start, not after its plan
         steps = {PLANNING: self._plan, ITERATING: self._iterate, REFLECTING: self._reflect}
         while self.state.phase != ENDED:

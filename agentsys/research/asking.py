@@ -21,6 +21,23 @@ class ResearchFailed(Exception):
     pass
 
 
+async def steps_read_back(agent: Any) -> None:
+    """A resumed loop's paid steps that its last runagentd may never have written to the
+    ledger (killed between the reply and its `model_steps` event): read back from its
+    OpenCode session by the same keys, so a step already recorded stays one entry. Best
+    effort: the ledger must not cost the loop its resume."""
+    session = agent.state.opencode_session_id
+    if not session:
+        return
+    try:
+        steps = await agent.gateway.session_steps(session)
+    except (OpenCodeError, AttributeError) as error:
+        logger.warning("%s: the steps of %s not read back: %s", agent.id, session, error)
+        return
+    if steps:
+        agent.emit_event("model_steps", {"steps": steps, "skill": "read back on resume"})
+
+
 async def ask(agent: Any, skill: str, variables: dict) -> ModelReply | None:
     """The model's reply; None when it failed (recorded; the caller's step fails), or
     ResearchFailed after too many failures in a row."""

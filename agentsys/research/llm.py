@@ -61,6 +61,7 @@ class ModelGateway(Protocol):
     async def ask(self, session_id: str, text: str) -> ModelReply: ...
     async def abort(self, session_id: str) -> None: ...
     async def aclose(self) -> None: ...
+    async def session_steps(self, session_id: str) -> list[dict]: ...
 
 
 class OpenCodeGateway:
@@ -125,6 +126,10 @@ class OpenCodeGateway:
     async def abort(self, session_id: str) -> None:
         if session_id:
             await self.client.abort(session_id, self.workdir)
+
+    async def session_steps(self, session_id: str) -> list[dict]:
+        """Every step the session paid for, as OpenCode keeps them (for the ledger)."""
+        return await self.client.session_steps(session_id, self.workdir) if session_id else []
 
     async def aclose(self) -> None:
         await self.client.aclose()

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from agents_app.models import Agent
+from ledger_app.models import SpendEntry
 from memory_app.models import MemoryEntry
 from research_app import selectors as research_selectors
 from research_app.models import ResearchLoop
@@ -385,6 +386,11 @@ def test_runagentd_killed_between_spawning_an_experiment_and_saving_it_asks_noth
         message="iteration 2's run to be running",
     )
     daemon.stop(signal.SIGKILL)
+    # Issue 38 §1: as if the kill came between paid replies and their ledger rows.
+    paid = SpendEntry.objects.filter(loop_id=loop_id, kind="llm")
+    written = sorted(paid.values_list("key", flat=True))
+    assert len(written) >= 2  # the plan's and iteration 1's, at least
+    paid.delete()
     state_path = Workspace(workdir / ".agents" / "worktrees" / loop_id, loop_id).state_path
     state = json.loads(state_path.read_text())
     assert state["in_progress"]["children"]  # saved once spawned...
@@ -400,6 +406,19 @@ def test_runagentd_killed_between_spawning_an_experiment_and_saving_it_asks_noth
     detail = api("get", f"/api/research/{loop_id}").json()
     assert _iteration_steps(detail) == [1, 2]
     assert detail["history"][-1]["promise"] == "REFLECT_STOP"
+    # The resumed loop read its session's steps back: the lost ones are there again (each
+    # once: the key is OpenCode's part id), and its spent is their sum.
+    entries = SpendEntry.objects.filter(loop_id=loop_id, kind="llm")
+    assert set(written) <= set(entries.values_list("key", flat=True))
+    tokens = sum(
+        e.input_tokens
+        + e.output_tokens
+        + e.reasoning_tokens
+        + e.cache_read_tokens
+        + e.cache_write_tokens
+        for e in entries
+    )
+    assert detail["spent"]["llm_tokens"] == tokens > 0
 
 
 def test_opencode_killed_mid_iteration_fails_the_loop_with_an_explained_error(
