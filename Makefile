@@ -43,8 +43,9 @@ run: setup bytecode
 	$(PY) manage.py serve
 
 # With `make run` going (in another terminal): a whole research loop on the demo workspace.
+# `make demo DEMO_ARGS="--llm-usd 0.05"`: with a budget (--llm-tokens, --gpu-hours, --wall-hours too).
 demo: setup
-	$(PY) manage.py research start --follow
+	$(PY) manage.py research start --follow $(DEMO_ARGS)
 
 # With `make run` going: chat with the session agent, which starts the demo loop and reports it.
 chat: setup

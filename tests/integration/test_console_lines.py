@@ -113,7 +113,10 @@ def test_make_demo_prints_the_plan_as_a_list_and_the_whole_reflection():
     assert "[iteration 1] Done: the goal is met\n    lr=0.05 wins." in text
     assert "[reflection] the loop stops:\n    The loss fell fastest" in text
     assert "start the search at 0.05 and try a cosine schedule." in text  # past 300 characters
-    assert text.rstrip().endswith("research loop orchestrator-d3m0: done")
+    assert text.rstrip().endswith(
+        "research loop orchestrator-d3m0: done\n"
+        "spent: 0 model tokens, $0.0000, 0.0000 GPU-hours, 0.0 min"
+    )
 
 
 @pytest.mark.parametrize("size", [1, 5, 500])
@@ -146,3 +149,36 @@ def test_make_chat_prints_the_note_under_the_action():
     refused = {"action": "start_research", "error": error}
     ChatCommand(stdout=unknown)._show("l1_action", refused, set())
     assert unknown.getvalue().strip() == f"→ Not carried out: {error}"
+
+
+@pytest.mark.django_db
+def test_make_demo_takes_a_budget_says_when_it_waits_and_prints_what_it_spent(tmp_path, settings):
+    """Issue 38 from outside: `make demo DEMO_ARGS="--llm-usd 0.05"` starts the loop with that
+    cap; following it says once that it waits for approval, and its end prints its spending."""
+    from django.core.management import CommandError, call_command
+
+    from research_app.management.commands.research import spent_line
+
+    settings.AGENTSYS_WORKDIR = tmp_path
+    out = StringIO()
+    call_command(
+        "research", "start", "Tune lr", "--llm-usd", "0.05", "--gpu-hours", "1", stdout=out
+    )
+    loop = ResearchLoop.objects.get()
+    assert loop.settings["budget"] == {"llm_usd": 0.05, "gpu_hours": 1.0, "on_cap": "hold_runs"}
+
+    Agent.objects.filter(pk=loop.agent_id).update(status="running")
+    loop.state = {"approval": {"kind": "cap", "reason": "its llm_usd cap is reached"}}
+    loop.save()
+    followed = StringIO()
+    command = ResearchCommand(stdout=followed)
+    with pytest.raises(CommandError, match="still running"):
+        command._follow(loop.agent_id, timeout=1.2)
+    said = followed.getvalue()
+    assert said.count("waiting for your approval: its llm_usd cap is reached") == 1
+    assert f"POST /api/research/{loop.agent_id}/approve" in said
+
+    spent = {"llm_tokens": 12345, "llm_usd": 0.0512, "gpu_hours": 0.25, "wall_hours": 0.5}
+    assert spent_line(spent, {"llm_usd": 0.05}) == (
+        "spent: 12,345 model tokens, $0.0512 (cap $0.05), 0.2500 GPU-hours, 30.0 min"
+    )

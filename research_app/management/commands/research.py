@@ -8,6 +8,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from agents_app.models import Agent
+from agentsys.research.budget import CAPS
 from agentsys.types import TERMINAL_AGENT_STATUSES
 from common.db_outage import DATABASE_ERRORS, first_line, wait_for_database_saying
 from research_app import selectors, services
@@ -30,6 +31,13 @@ class Command(BaseCommand):
         start.add_argument("--autonomy", default="balanced", choices=services.AUTONOMY_LEVELS)
         start.add_argument("--workdir", default=None, help="Default: AGENTSYS_WORKDIR")
         start.add_argument("--follow", action="store_true", help="Print each step until it ends")
+        for cap, words in (
+            ("llm_tokens", "model tokens"),
+            ("llm_usd", "USD the model may cost"),
+            ("gpu_hours", "GPU-hours"),
+            ("wall_hours", "hours it may run"),
+        ):
+            start.add_argument(f"--{cap.replace('_', '-')}", type=float, help=f"Cap: {words}")
         start.add_argument("--timeout", type=float, default=1800, help="Seconds to follow")
         actions.add_parser("list", help="Research loops, newest first")
 
@@ -56,6 +64,7 @@ class Command(BaseCommand):
                 wait_seconds=options["wait_seconds"],
                 autonomy_level=options["autonomy"],
                 workdir=options["workdir"],
+                budget={k: options[k] for k in CAPS if options.get(k) is not None} or None,
             )
         except services.ResearchRefused as refused:
             raise CommandError(str(refused)) from None
@@ -65,7 +74,7 @@ class Command(BaseCommand):
             self._follow(loop.agent_id, options["timeout"])
 
     def _follow(self, loop_id: str, timeout: float) -> None:
-        shown = 0
+        shown, asked = 0, ""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             # An outage meanwhile is waited out, said in a line: the loop goes on without us.
@@ -75,9 +84,17 @@ class Command(BaseCommand):
                 text = step_lines(step, plan=detail["plan"], reflection=detail["reflection"])
                 self.stdout.write(text)
             shown = len(history)
+            reason = (detail.get("approval") or {}).get("reason", "")
+            if reason and reason != asked:  # said once; the person answers elsewhere
+                self.stdout.write(
+                    f"waiting for your approval: {reason}\n  approve on its page, or "
+                    f"POST /api/research/{loop_id}/approve"
+                )
+            asked = reason
             agent = detail["agent"]
             if agent.status in TERMINAL_AGENT_STATUSES:
                 self.stdout.write(f"research loop {loop_id}: {agent.status} {agent.error}".rstrip())
+                self.stdout.write(spent_line(detail["spent"], detail.get("budget") or {}))
                 if agent.status != "done":
                     raise CommandError(f"the loop ended {agent.status}: {agent.error}")
                 return
@@ -87,3 +104,19 @@ class Command(BaseCommand):
     @staticmethod
     def _detail(loop_id: str) -> dict:
         return {**selectors.detail(selectors.loop(loop_id)), "agent": Agent.objects.get(pk=loop_id)}
+
+
+def spent_line(spent: dict, caps: dict) -> str:
+    """What the loop spent, each beside its cap when it had one."""
+
+    def of(name: str, text: str, cap_text) -> str:
+        return f"{text} (cap {cap_text(caps[name])})" if name in caps else text
+
+    return "spent: " + ", ".join(
+        [
+            of("llm_tokens", f"{spent['llm_tokens']:,} model tokens", lambda c: f"{c:,.0f}"),
+            of("llm_usd", f"${spent['llm_usd']:.4f}", lambda c: f"${c:g}"),
+            of("gpu_hours", f"{spent['gpu_hours']:.4f} GPU-hours", lambda c: f"{c:g}"),
+            of("wall_hours", f"{spent['wall_hours'] * 60:.1f} min", lambda c: f"{c * 60:g} min"),
+        ]
+    )
