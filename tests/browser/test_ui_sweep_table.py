@@ -226,7 +226,7 @@ def test_ten_thousand_runs_page_and_a_mixed_param_gets_categories(site):
     batch = _cells(page, "param.batch")
     assert batch[0] == "128" and batch[-1] == "auto", batch
     expect(page.locator("#sweep-svg text.tick.cat")).to_have_text(["auto"])  # its own place
-    expect(page.locator("#sweep-svg path.line")).to_have_count(500)
+    expect(page.locator("#sweep-svg path.line[data-run]")).to_have_count(500)
     screenshot(page, "sweep-10000-runs")
 
 
@@ -271,7 +271,7 @@ def test_runs_equal_but_for_their_seed_group_into_one_row_and_one_line(site):
     expect(second.locator("td").nth(_index(page, "param.seed") - 1)).to_have_text("2, 1")
     expect(first.locator(".pill")).to_have_text(["1 running", "2 done"])
     # The chart: a line a group (no seed axis), a bar from min to max where n > 1.
-    expect(page.locator("#sweep-svg path.line")).to_have_count(2)
+    expect(page.locator("#sweep-svg path.line[data-run]")).to_have_count(2)  # not a hover's copy
     expect(page.locator("#sweep-svg line.spread[data-run]")).to_have_count(2)
     assert "param.seed" not in page.locator("#sweep-svg .axis-label").all_inner_texts()
     # One click shows the group's runs, each linking to its run's page.

@@ -265,7 +265,16 @@ def test_serve_brings_a_killed_postgres_back_with_runs_going(home, server, tmp_p
             print(f"\nSIGKILL of the postmaster to the first 201 of POST /api/runs: {figure:.2f}s")
             ids.append(after.json()["id"])
             assert output.find(r"PostgreSQL \(pid \d+\) was killed or crashed .*; restarting it")
-            back = output.find(r"PostgreSQL is back \(pid \d+\), \S+s after it went away \((\S+)s")
+            # The API may answer before serve has said so (its supervisor looks every so
+            # often): wait for the line, do not read it once.
+            back = wait_until(
+                lambda: output.find(
+                    r"PostgreSQL is back \(pid \d+\), \S+s after it went away \((\S+)s"
+                ),
+                15,
+                0.1,
+                "serve to say PostgreSQL is back",
+            )
             # Less the wait for init to reap the dead postmaster (1-2 s in some containers),
             # which is the machine's, not ours; serve says how long it was.
             assert figure - float(back.group(1)) <= BACK_SECONDS, output.text
