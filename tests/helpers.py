@@ -150,3 +150,16 @@ def models_at(targets):
     old = migrate(targets)
     ContentType.objects.clear_cache()
     return lambda label: old.get_model(*label.split("."))
+
+
+def git(*args: str, cwd) -> str:
+    """git as a test's person runs it, with an identity of their own; its stdout. A git
+    that fails fails the test, saying what it said."""
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
+    return done.stdout

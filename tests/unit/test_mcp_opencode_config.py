@@ -13,6 +13,7 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
 from agentsys.mcp.opencode_config import REPO, ConfigRefused, merge_servers, server_entries
+from tests.helpers import git
 
 
 def test_a_new_file_gets_both_servers_with_the_venvs_interpreter(tmp_path):
@@ -105,18 +106,6 @@ def test_each_entry_lets_the_longest_tool_finish_before_opencode_gives_up(tmp_pa
         assert entry["timeout"] >= (max(MAX_WAIT_S, MAX_TIMEOUT_S) + 10) * 1000
 
 
-def _git(*args, cwd):
-    import subprocess
-
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-
-
 async def test_a_loops_worktree_gets_the_workdirs_servers_pointed_at_it(tmp_path):
     """Issue 37 §1, seen in CI: a loop working in its worktree had no MCP tools (OpenCode reads
     opencode.json per directory, and the workdir's own is not in the worktree). Its
@@ -128,9 +117,9 @@ async def test_a_loops_worktree_gets_the_workdirs_servers_pointed_at_it(tmp_path
     work = tmp_path / "work"
     work.mkdir()
     (work / "train.py").write_text("print(1)\n")
-    _git("init", "-q", cwd=work)
-    _git("add", "-A", cwd=work)
-    _git("commit", "-q", "-m", "start", cwd=work)
+    git("init", "-q", cwd=work)
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "start", cwd=work)
     entries = server_entries(work, slurm=False)
     entries["theirs"] = {"type": "local", "command": ["wandb-mcp"], "enabled": True}
     merge_servers(work, entries)
@@ -141,13 +130,13 @@ async def test_a_loops_worktree_gets_the_workdirs_servers_pointed_at_it(tmp_path
     servers = json.loads((tmp_path / tree / "opencode.json").read_text())["mcp"]
     assert servers["research-agent"]["command"][-2:] == ["--workdir", str(tree)]
     assert servers["theirs"]["command"] == ["wandb-mcp"]
-    assert _git("status", "--porcelain", cwd=tree) == ""  # in info/exclude: no one's status
+    assert git("status", "--porcelain", cwd=tree) == ""  # in info/exclude: no one's status
 
     # A committed opencode.json: the worktree's copy is changed, never shown or committed.
-    _git("add", "-f", "opencode.json", cwd=work)
-    _git("commit", "-q", "-m", "their config", cwd=work)
+    git("add", "-f", "opencode.json", cwd=work)
+    git("commit", "-q", "-m", "their config", cwd=work)
     second, _ = await branch.open_branch(work, "research-2")
     carry_servers(work, second.workdir)
     copy = json.loads((tmp_path / second.workdir / "opencode.json").read_text())["mcp"]
     assert copy["research-agent"]["command"][-1] == str(second.workdir)
-    assert _git("status", "--porcelain", cwd=second.workdir) == ""
+    assert git("status", "--porcelain", cwd=second.workdir) == ""

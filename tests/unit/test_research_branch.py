@@ -10,16 +10,7 @@ from pathlib import Path
 from agentsys.git_exclude import keep_out_of_git
 from agentsys.research import branch
 from agentsys.research.workspace import Workspace
-
-
-def git(*args, cwd) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+from tests.helpers import git
 
 
 def in_shell(command: str) -> None:

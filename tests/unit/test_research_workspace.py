@@ -3,22 +3,12 @@ per iteration only when the project changed, `.agents/` never committed, and a w
 is not a git repository working without commits."""
 
 import os
-import subprocess
 
 import pytest
 
 from agentsys.git_exclude import keep_out_of_git
 from agentsys.research.workspace import Workspace
-
-
-def git(*args, cwd):
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+from tests.helpers import git
 
 
 def repo(path):
