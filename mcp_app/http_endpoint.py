@@ -116,11 +116,11 @@ class McpEndpoint:
     def _build(self):
         # Imported here: FastMCP takes a second or two to import, which a web process that
         # serves no MCP client should not spend at its start.
-        from agentsys.mcp.research_server import build_server
+        from agentsys.mcp.research_server import client_server
         from agentsys.mcp.run_tools import AgentSysAPI
 
         api = AgentSysAPI("", _caller_token, client=in_process_rest(self._rest_app))
-        server = build_server(settings.AGENTSYS_WORKDIR, api=api, name="agentsys", with_bash=False)
+        server = client_server(settings.AGENTSYS_WORKDIR, api)
         return server.http_app(path=PATHS[0], stateless_http=True, json_response=True)
 
     async def _serve(self) -> None:

@@ -244,8 +244,14 @@ def list_research(
     request,
     limit: int = Query(50, ge=1, le=500),
     offset: int = Query(0, ge=0, le=MAX_OFFSET),
+    state: Literal["awaiting_approval"] | None = Query(
+        None, description="Only the loops waiting for an approval (at a cap, or before a batch)"
+    ),
 ):
-    return [selectors.summary(loop) for loop in selectors.loops(limit=limit, offset=offset)]
+    found = selectors.loops(
+        limit=limit, offset=offset, awaiting_approval=state == "awaiting_approval"
+    )
+    return [selectors.summary(loop) for loop in found]
 
 
 @router.get(

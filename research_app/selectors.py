@@ -29,12 +29,17 @@ HISTORY_KEYS = (
 )
 
 
-def loops(*, limit: int, offset: int) -> list[ResearchLoop]:
-    return list(
-        ResearchLoop.objects.select_related("agent").order_by("-created_at")[
-            offset : offset + limit
-        ]
-    )
+def loops(*, limit: int, offset: int, awaiting_approval: bool = False) -> list[ResearchLoop]:
+    """Newest first; `awaiting_approval`: only the live ones whose state holds an open
+    approval (research_app.approvals.open_approval, in the query so a page is a full one)."""
+    found = ResearchLoop.objects.select_related("agent").order_by("-created_at")
+    if awaiting_approval:
+        found = (
+            found.filter(agent__status__in=LIVE_AGENT_STATUSES, state__approval__has_key="reason")
+            .exclude(state__approval__reason="")
+            .exclude(state__approval__reason=None)
+        )
+    return list(found[offset : offset + limit])
 
 
 def loop(agent_id: str) -> ResearchLoop | None:

@@ -24,6 +24,7 @@ from fastmcp.exceptions import ToolError
 from pydantic import Field
 
 from agentsys.mcp import command_reaper
+from agentsys.mcp.approval_tools import add_approval_tools
 from agentsys.mcp.arguments import PlainArgumentErrors
 from agentsys.mcp.credentials import NoCredentials, read_credentials
 from agentsys.mcp.run_tools import AgentSysAPI, add_run_tools
@@ -44,10 +45,12 @@ def build_server(
     sweep_id: str | Callable[[], str] = "",
     name: str = "research-agent",
     with_bash: bool = True,
+    with_approvals: bool = False,
 ) -> FastMCP:
     """The server for `workdir`; with `api` (AgentSys's REST API and a token), the run tools
     too, the runs it makes joining `sweep_id`. Without `with_bash` (AgentSys served to any
-    MCP client), no shell."""
+    MCP client), no shell. `with_approvals` (a person's client, never a loop's model): the
+    approval tools (agentsys.mcp.approval_tools) too."""
     root = Workdir.at(workdir)
     server = FastMCP(name, instructions=f"AgentSys's tools, confined to {root.root}.")
     if with_bash:
@@ -69,8 +72,17 @@ def build_server(
 
     if api is not None:
         add_run_tools(server, api, sweep_id=sweep_id, workdir=str(root.root))
+        if with_approvals:
+            add_approval_tools(server, api)
     server.add_middleware(PlainArgumentErrors(server))
     return server
+
+
+def client_server(workdir: str | os.PathLike, api: AgentSysAPI) -> FastMCP:
+    """AgentSys as any MCP client gets it (`manage.py mcp`, `/mcp`), acting with the caller's
+    token: the run tools and list_directory, no shell, and the approval tools a person uses
+    (never on the server OpenCode's model gets: a loop must not approve its own spending)."""
+    return build_server(workdir, api=api, name="agentsys", with_bash=False, with_approvals=True)
 
 
 def _add_quick_bash(server: FastMCP, root: Workdir) -> None:

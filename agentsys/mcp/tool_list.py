@@ -1,4 +1,4 @@
-"""The README's list of every MCP tool of both servers with its arguments, made from the tools
+"""The README's list of every MCP tool of the servers with its arguments, made from the tools
 themselves, so the two cannot drift apart: `python -m agentsys.mcp.tool_list` prints it,
 `python -m agentsys.mcp.tool_list --write README.md` puts it between the README's markers, and
 tests/unit/test_mcp_tool_list.py fails when the README's list is not what the tools say."""
@@ -17,16 +17,25 @@ START = "<!-- mcp-tools: made by `python -m agentsys.mcp.tool_list --write READM
 END = "<!-- /mcp-tools -->"
 
 
+# The server outside clients get: listed by the tools it has that research-agent has not.
+CLIENTS = "agentsys"
+CLIENTS_HEADING = (
+    f"`{CLIENTS}` (`manage.py mcp`, `/mcp`): research-agent's tools but quick_bash, and these, "
+    "a person's, never the research agent's"
+)
+
+
 def servers(workdir: Path) -> dict[str, FastMCP]:
     """Both servers as OpenCode gets them: research-agent with its run tools and quick_bash,
-    and slurm. (Built only to be read: nothing is called.)"""
+    and slurm; and the one outside clients get. (Built only to be read: nothing is called.)"""
     from agentsys.mcp import slurm_tools
-    from agentsys.mcp.research_server import build_server
+    from agentsys.mcp.research_server import build_server, client_server
     from agentsys.mcp.run_tools import AgentSysAPI
 
     return {
         "research-agent": build_server(workdir, api=AgentSysAPI("", "")),
         "slurm": slurm_tools.build_server(workdir),
+        CLIENTS: client_server(workdir, AgentSysAPI("", "")),
     }
 
 
@@ -35,9 +44,11 @@ def tool_list() -> str:
         listed = {
             name: asyncio.run(_tools(server)) for name, server in servers(Path(workdir)).items()
         }
+    agents = {tool.name for tool in listed["research-agent"]}
+    listed[CLIENTS] = [tool for tool in listed[CLIENTS] if tool.name not in agents]
     lines = []
     for server, tools in listed.items():
-        lines.append(f"`{server}`:")
+        lines.append(CLIENTS_HEADING + ":" if server == CLIENTS else f"`{server}`:")
         lines.append("")
         lines += [f"- {_line(tool)}" for tool in tools]
         lines.append("")

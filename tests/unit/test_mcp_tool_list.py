@@ -1,4 +1,4 @@
-"""The README lists every MCP tool of both servers with its arguments, as the tools say them
+"""The README lists every MCP tool of the servers with its arguments, as the tools say them
 (agentsys.mcp.tool_list): a tool added, renamed or given another argument fails here until
 `python -m agentsys.mcp.tool_list --write README.md` is run."""
 
@@ -32,6 +32,16 @@ def test_the_list_names_every_tool_and_argument_of_both_servers():
     ) in text
 
 
+def test_the_approval_tools_are_listed_as_a_persons_only():
+    text = tool_list.tool_list()
+    agents, clients = text.split("`slurm`:")[0], text.split(tool_list.CLIENTS_HEADING)[1]
+
+    assert "approve_research" not in agents and "list_approvals" not in agents
+    assert "- `approve_research(loop_id, add=null)`" in clients
+    assert "- `list_approvals(limit=50)`" in clients
+    assert "create_run(" not in clients  # research-agent's tools are not listed twice
+
+
 def test_writing_replaces_only_what_is_between_the_markers():
     readme = f"# Top\n\n{tool_list.START}\n- old\n{tool_list.END}\n\nAfter.\n"
 
@@ -41,3 +51,11 @@ def test_writing_replaces_only_what_is_between_the_markers():
     assert tool_list.in_readme(again) == "- new\n"
     with pytest.raises(ValueError, match="markers"):
         tool_list.written("# no markers\n", "- new\n")
+
+
+def test_the_approval_tool_names_every_cap_there_is():
+    from agentsys.mcp.approval_tools import AMOUNTS
+    from agentsys.research.budget import CAPS
+
+    described = AMOUNTS.__metadata__[0].description
+    assert all(cap in described for cap in CAPS), described

@@ -1,6 +1,7 @@
 """`manage.py mcp [--workdir DIR]`: AgentSys as an MCP server over stdio for any MCP client (an
-IDE agent, a CLI agent): the run and memory tools and list_directory, without quick_bash (the
-shell stays the research agent's own, in its workdir).
+IDE agent, a CLI agent): the run and memory tools, list_directory and a person's approval
+tools (agentsys.mcp.approval_tools), without quick_bash (the shell stays the research agent's
+own, in its workdir).
 
 The tools call AgentSys's REST API in this process (its ASGI app, no web server needed) with
 the API token from AGENTSYS_API_TOKEN: no token, or one that is revoked or unknown, is refused
@@ -16,7 +17,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts_app.auth import authenticate_token
-from agentsys.mcp.research_server import build_server
+from agentsys.mcp.research_server import client_server
 from agentsys.mcp.run_tools import AgentSysAPI
 from common.no_web_checks import CHECKS_WITHOUT_THE_WEB
 from mcp_app.rest_in_process import in_process_rest
@@ -41,4 +42,4 @@ class Command(BaseCommand):
         # The project's ASGI app, found through settings.ASGI_APPLICATION as Channels finds
         # it: the project package sits above this app (it imports /mcp from here).
         api = AgentSysAPI("", token, client=in_process_rest(get_default_application()))
-        build_server(root, api=api, name="agentsys", with_bash=False).run(show_banner=False)
+        client_server(root, api).run(show_banner=False)
