@@ -3,12 +3,16 @@ non-zero tokens and cost (the demo model reports usage, the demo provider has a 
 recorded twice they are one ledger entry each."""
 
 import asyncio
+import json
+import secrets
 
 import pytest
 
 from agentsys.opencode.client import OpenCodeClient
+from agentsys.scripted_llm.server import usage_of
 from ledger_app.models import SpendEntry
 from ledger_app.services import record_llm_steps
+from tests.helpers import wait_until
 
 
 def _prompt(opencode_server, directory: str):
@@ -90,3 +94,73 @@ def test_steps_a_killed_daemon_never_wrote_are_read_back_once(opencode_server, t
     assert SpendEntry.objects.count() == len(keys) == len(first.steps) + len(second.steps)
     turns = set(SpendEntry.objects.values_list("chat_turn_id", flat=True))
     assert turns == {"turn-1", ""}  # the written ones keep their turn
+
+
+def test_a_loops_session_makes_no_model_call_the_ledger_misses(opencode_server, scripted_llm):
+    """Issue 38 §1, title generation: OpenCode 1.18.33 titles an untitled session with a side
+    call to the model whose usage it keeps nowhere (SessionPrompt.ensureTitle keeps only the
+    text: no message, part, step or session total has it). A loop's session is titled when it
+    is made (OpenCodeGateway.ensure_session), so OpenCode makes no such call for it: every
+    model call of a loop's prompt is a step it reports. A chat's session (untitled) still gets
+    one unreported title call; this pins that too, so an OpenCode that starts reporting it
+    fails here and is recorded."""
+    from agentsys.opencode.server import DEMO_MODEL, DEMO_PROVIDER
+    from agentsys.research.llm import OpenCodeGateway
+    from agentsys.scripted_llm.server import is_title_call
+
+    def prompt_tokens(bodies: list[dict]) -> int:  # as the demo model reports them
+        return sum(usage_of(body, "")["prompt_tokens"] for body in bodies)
+
+    def calls_of(mark: str) -> tuple[list[dict], list[dict]]:
+        mine = [body for body in scripted_llm.requests if mark in json.dumps(body)]
+        return [b for b in mine if not is_title_call(b)], [b for b in mine if is_title_call(b)]
+
+    loop_mark = f"loop-{secrets.token_hex(6)}"
+    gateway = OpenCodeGateway(
+        url=opencode_server.url,
+        provider=DEMO_PROVIDER,
+        model=DEMO_MODEL,
+        workdir=str(opencode_server.process.workdir),
+        title="Research loop orchestrator-title",
+        password=opencode_server.password,
+    )
+
+    async def loop_prompt():
+        try:
+            session = await gateway.ensure_session("")
+            return await gateway.ask(session, f"Say hello ({loop_mark}).")
+        finally:
+            await gateway.aclose()
+
+    reply = asyncio.run(loop_prompt())
+    steps, titles = calls_of(loop_mark)
+    assert reply.steps and len(steps) == len(reply.steps)
+    assert titles == []
+    assert sum(s["input_tokens"] for s in reply.steps) == prompt_tokens(steps)
+
+    chat_mark = f"chat-{secrets.token_hex(6)}"
+    chat = _prompt_text(opencode_server, str(opencode_server.process.workdir), chat_mark)
+    wait_until(lambda: calls_of(chat_mark)[1], 20, message="OpenCode's title call")
+    steps, [title] = calls_of(chat_mark)
+    assert len(steps) == len(chat.steps)
+    # What OpenCode reports is the steps' input, to the token, and not the title's.
+    assert sum(s["input_tokens"] for s in chat.steps) == prompt_tokens(steps)
+    assert prompt_tokens([title]) > 0
+
+
+def _prompt_text(opencode_server, directory: str, text: str):
+    async def one_prompt():
+        client = OpenCodeClient(opencode_server.url, password=opencode_server.password)
+        try:
+            session_id = await client.create_session(directory=directory)
+            return await client.prompt(
+                session_id,
+                text,
+                provider=opencode_server.provider,
+                model=opencode_server.model,
+                directory=directory,
+            )
+        finally:
+            await client.aclose()
+
+    return asyncio.run(one_prompt())
