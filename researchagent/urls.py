@@ -63,6 +63,7 @@ urlpatterns = [
     path("spend/", ledger_views.spend_page, name="spend"),
     path("settings/", settings_views.settings_page, name="settings"),
     path("settings/tokens/", settings_views.create_token, name="token-create"),
+    path("settings/budget/", settings_views.save_budget, name="budget-default"),
     path(
         "settings/tokens/<int:token_id>/revoke/", settings_views.revoke_token, name="token-revoke"
     ),
