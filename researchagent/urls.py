@@ -47,6 +47,7 @@ urlpatterns = [
     path("chat/<str:session_id>/send/", chat_views.send, name="chat-send"),
     path("chat/<str:session_id>/stop/", chat_views.stop, name="chat-stop"),
     path("chat/<str:session_id>/model/", chat_views.set_model, name="chat-model"),
+    path("chat/<str:session_id>/budget/", chat_views.set_budget, name="chat-budget"),
     path("runs/", run_views.run_list, name="runs"),
     path("runs/compare/", run_views.compare, name="compare"),
     path("runs/<str:run_id>/", run_views.run_detail, name="run"),
