@@ -37,3 +37,29 @@ class ApiToken(models.Model):
     @property
     def active(self) -> bool:
         return self.revoked_at is None
+
+
+class PersonSettings(models.Model):
+    """A person's own settings, one row each, made when they first save one: the default
+    budget of the research loops they start (issue 38 §2; the tightest of a loop's own, its
+    chat's and this one applies: agentsys.research.budget.tightest)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        primary_key=True,
+        on_delete=models.CASCADE,
+        related_name="agentsys_settings",
+    )
+    default_budget = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Caps of their loops, as a loop's budget ({}: none)",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "person's settings"
+        verbose_name_plural = "people's settings"
+
+    def __str__(self) -> str:
+        return f"settings of {self.user}"

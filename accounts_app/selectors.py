@@ -1,10 +1,10 @@
-"""Reads for API tokens."""
+"""Reads for API tokens and a person's settings."""
 
 from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from accounts_app.models import ApiToken
+from accounts_app.models import ApiToken, PersonSettings
 from accounts_app.services import TOKEN_PREFIX, digest_of
 
 
@@ -27,3 +27,11 @@ def tokens(*, username: str | None = None, people_only: bool = False) -> QuerySe
     if people_only:
         rows = rows.filter(agent_id="")
     return rows.filter(user__username=username) if username else rows
+
+
+def default_budget(user) -> dict:
+    """The default budget of the loops `user` starts ({}: none; no one logged in: none)."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return {}
+    row = PersonSettings.objects.filter(user=user).values("default_budget").first()
+    return dict(row["default_budget"] or {}) if row else {}

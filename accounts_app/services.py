@@ -1,6 +1,6 @@
 """Writes for API tokens: create (the only moment the token is seen), revoke, note a use;
-and agents' tokens: issued to a research loop at its start (acting for the person who started
-it), revoked at its end."""
+agents' tokens: issued to a research loop at its start (acting for the person who started
+it), revoked at its end; and a person's default budget."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from accounts_app.models import ApiToken
+from accounts_app.models import ApiToken, PersonSettings
+from agentsys.research.budget import checked as checked_budget
 
 TOKEN_PREFIX = "ast_"  # noqa: S105 - makes a leaked token easy to recognise (secret scanners, logs)
 PREFIX_SHOWN = 10
@@ -113,3 +114,18 @@ def note_use(row: ApiToken) -> None:
     stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
     # Conditional: of many requests at once, one writes.
     ApiToken.objects.filter(stale, pk=row.pk).update(last_used_at=now)
+
+
+class BudgetRefused(ValueError):
+    """A default budget that cannot be saved (the message says which cap and why)."""
+
+
+def set_default_budget(*, user, budget: dict | None) -> dict:
+    """The default budget of the loops `user` starts ({} or None: none); returns it as
+    saved. Raises BudgetRefused saying what is wrong."""
+    try:
+        budget = checked_budget(budget)
+    except (TypeError, ValueError) as error:
+        raise BudgetRefused(str(error)) from None
+    PersonSettings.objects.update_or_create(user=user, defaults={"default_budget": budget})
+    return budget

@@ -216,6 +216,11 @@ class ResearchDetailOut(ResearchOut):
     )
     left_out_count: int = 0
     spent: SpentOut | None = Field(None, description="What it spent, from the ledger")
+    budget_from: dict[str, str] | None = Field(
+        None,
+        description="Where each cap came from: loop (its own), session (its chat's default) "
+        "or person (its person's default, on the settings page); the tightest applies",
+    )
 
 
 def _no_loop(loop_id: str) -> Status:

@@ -130,6 +130,7 @@ def detail(loop: ResearchLoop) -> dict:
         "reflection": loop.reflection,
         "opencode_session_id": loop.opencode_session_id,
         "settings": {**loop.settings, **(loop.state.get("settings") or {})},
+        "budget_from": loop.settings.get("budget_from") or None,
         "history": steps,
         **branch_of(loop),
         "spent": spent_of_loop(

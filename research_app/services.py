@@ -9,12 +9,13 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
+from accounts_app.selectors import default_budget
 from agents_app.models import Agent
 from agents_app.services import create_agent
 from agentsys.listen import AGENTS_CHANNEL
 from agentsys.metric_sources.stdout import compile_pattern
 from agentsys.registry import RESEARCH_AGENT
-from agentsys.research.budget import checked as checked_budget
+from agentsys.research.budget import tightest
 from agentsys.types import AgentRole
 from research_app.models import ResearchLoop
 from research_app.questions import settle_alerts
@@ -83,7 +84,8 @@ def start_research(
     at once) and its row. Raises ResearchRefused saying what is wrong.
 
     `started_by` (a loop started from a chat: the chat's owner) is recorded on its sweep as
-    the person its API token acts for (scheduler_app.loop_scope.owner_of_loop)."""
+    the person its API token acts for (scheduler_app.loop_scope.owner_of_loop). Its budget
+    is the tightest of `budget`, its chat's default and that person's (`_budget_of`)."""
     from django.db import connection
 
     goal, workdir = _checked(goal, max_iterations, wait_seconds, autonomy_level, workdir)
@@ -121,11 +123,7 @@ def start_research(
     if approval_gpus != 4 or approval_timeout_s != 86400:
         loop_settings["approval_gpus"] = approval_gpus
         loop_settings["approval_timeout_s"] = approval_timeout_s
-    if budget:
-        try:
-            loop_settings["budget"] = checked_budget(budget)
-        except (TypeError, ValueError) as error:
-            raise ResearchRefused(str(error)) from None
+    loop_settings.update(_budget_of(budget, chat, started_by))
     sweep = Sweep.objects.create(
         kind=SweepKind.RESEARCH,
         metrics_pattern=metrics_pattern or "",
@@ -164,6 +162,22 @@ def start_research(
     with connection.cursor() as cursor:  # a runagentd claims it at commit
         cursor.execute("SELECT pg_notify(%s, %s)", [AGENTS_CHANNEL, agent.id])
     return loop
+
+
+def _budget_of(budget: dict | None, chat, person) -> dict:
+    """{"budget", "budget_from"} of a new loop (nothing when no one set one): per cap the
+    tightest of its own, its chat session's default and its person's default."""
+    try:
+        merged, came_from = tightest(
+            {
+                "loop": budget,
+                "session": chat.default_budget if chat is not None else None,
+                "person": default_budget(person),
+            }
+        )
+    except (TypeError, ValueError) as error:
+        raise ResearchRefused(str(error)) from None
+    return {"budget": merged, "budget_from": came_from} if merged else {}
 
 
 def save_state(agent_id: str, state: dict) -> dict:

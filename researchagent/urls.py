@@ -47,6 +47,7 @@ urlpatterns = [
     path("chat/<str:session_id>/send/", chat_views.send, name="chat-send"),
     path("chat/<str:session_id>/stop/", chat_views.stop, name="chat-stop"),
     path("chat/<str:session_id>/model/", chat_views.set_model, name="chat-model"),
+    path("chat/<str:session_id>/budget/", chat_views.set_budget, name="chat-budget"),
     path("runs/", run_views.run_list, name="runs"),
     path("runs/compare/", run_views.compare, name="compare"),
     path("runs/<str:run_id>/", run_views.run_detail, name="run"),
@@ -63,6 +64,7 @@ urlpatterns = [
     path("spend/", ledger_views.spend_page, name="spend"),
     path("settings/", settings_views.settings_page, name="settings"),
     path("settings/tokens/", settings_views.create_token, name="token-create"),
+    path("settings/budget/", settings_views.save_budget, name="budget-default"),
     path(
         "settings/tokens/<int:token_id>/revoke/", settings_views.revoke_token, name="token-revoke"
     ),

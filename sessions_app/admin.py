@@ -22,7 +22,10 @@ class ChatSessionAdmin(admin.ModelAdmin):
     list_display = ("title", "id", "mode", "owner", "model_id", "archived", "updated_at")
     list_filter = ("mode", "archived", "model_provider")
     search_fields = ("id", "title", "opencode_session_id", "project")
-    readonly_fields = ("created_at", "updated_at")
+    # Its default budget is set on its chat page or through the API, which check it.
+    readonly_fields = ("created_at", "updated_at", "default_budget_view")
+    exclude = ("default_budget",)
+    default_budget_view = json_display("default_budget")
     inlines = [MessageInline]
     actions = ["archive", "unarchive"]
 

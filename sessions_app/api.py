@@ -1,11 +1,12 @@
 """REST for chat sessions: create, list (with each session's status), read with its
-messages and live stream, rename, archive (DELETE), and its model and system prompt.
-(Sending messages and streaming are the chat pipeline's routes.)"""
+messages and live stream, rename, archive (DELETE), and its model, system prompt and the
+default budget of the loops it starts. (Sending messages and streaming are the chat
+pipeline's routes.)"""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from ninja import Field, Query, Router, Schema, Status
 from pydantic import ConfigDict, StringConstraints
@@ -91,6 +92,18 @@ class SystemPromptIO(Schema):
     model_config = ConfigDict(extra="forbid")
 
     system_prompt: SystemPrompt
+
+
+class BudgetIO(Schema):
+    """A chat's default budget: every cap null, none (each loop's own and its person's apply)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    llm_tokens: float | None = Field(None, ge=0, description="Model tokens (every kind)")
+    llm_usd: float | None = Field(None, ge=0, description="What the provider charges, USD")
+    gpu_hours: float | None = Field(None, ge=0, description="Its runs' GPUs times hours held")
+    wall_hours: float | None = Field(None, ge=0, description="Hours since it started")
+    on_cap: Literal["hold_runs", "stop_runs"] = "hold_runs"
 
 
 class ErrorOut(Schema):
@@ -215,3 +228,29 @@ def put_system_prompt(request, session_id: str, payload: SystemPromptIO):
     if session is None:
         return _no_session(session_id)
     return services.set_system_prompt(session=session, system_prompt=payload.system_prompt)
+
+
+@router.get(
+    "/{session_id}/budget",
+    response={200: BudgetIO, 404: ErrorOut},
+    summary="The default budget of the research loops it starts",
+)
+def get_budget(request, session_id: str):
+    session = selectors.visible_session(request, session_id)
+    return _no_session(session_id) if session is None else session.default_budget
+
+
+@router.put(
+    "/{session_id}/budget",
+    response={200: BudgetIO, 404: ErrorOut, 422: ErrorOut},
+    summary="Set the default budget of the loops it starts (the tightest with theirs applies)",
+)
+def put_budget(request, session_id: str, payload: BudgetIO):
+    session = selectors.visible_session(request, session_id)
+    if session is None:
+        return _no_session(session_id)
+    try:
+        services.set_default_budget(session=session, budget=payload.dict(exclude_none=True))
+    except services.BudgetRefused as refused:
+        return Status(422, {"detail": str(refused)})
+    return session.default_budget

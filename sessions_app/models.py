@@ -39,6 +39,12 @@ class ChatSession(models.Model):
     opencode_session_id = models.CharField(max_length=100, blank=True)
     workdir = models.CharField(max_length=1000, blank=True, help_text="Project root the agents use")
     project = models.CharField(max_length=100, blank=True, help_text="Memory scope name")
+    default_budget = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Caps of the loops it starts, as a loop's budget ({}: none); the tightest "
+        "of a loop's own, this and its person's applies",
+    )
     archived = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

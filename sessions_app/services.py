@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from agents_app.models import Agent
 from agents_app.services import AgentCommandRefused, request_agent_command
+from agentsys.research.budget import checked as checked_budget
 from agentsys.types import LIVE_AGENT_STATUSES, CommandKind
 from sessions_app.models import ChatMode, ChatSession
 from sessions_app.turns import stop_turn
@@ -61,6 +62,22 @@ def set_model(*, session: ChatSession, model_provider: str, model_id: str) -> Ch
 def set_system_prompt(*, session: ChatSession, system_prompt: str) -> ChatSession:
     session.system_prompt = system_prompt
     session.save(update_fields=["system_prompt", "updated_at"])
+    return session
+
+
+class BudgetRefused(ValueError):
+    """A default budget that cannot be saved (the message says which cap and why)."""
+
+
+@transaction.atomic
+def set_default_budget(*, session: ChatSession, budget: dict | None) -> ChatSession:
+    """The default budget of the loops the session starts from now on ({} or None: none);
+    loops already going keep theirs. Raises BudgetRefused saying what is wrong."""
+    try:
+        session.default_budget = checked_budget(budget)
+    except (TypeError, ValueError) as error:
+        raise BudgetRefused(str(error)) from None
+    session.save(update_fields=["default_budget", "updated_at"])
     return session
 
 

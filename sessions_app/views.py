@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from agentsys.chat.actions import reply_notes
+from common.budget_form import BudgetForm, budget_words
 from events_app.events import chat_stream
 from events_app.selectors import last_seq
 from ledger_app import selectors as ledger
@@ -52,7 +53,13 @@ def new_chat(request: HttpRequest) -> HttpResponse:
     return redirect("chat", session_id=session.pk)
 
 
-def chat(request: HttpRequest, session_id: str) -> HttpResponse:
+def chat(
+    request: HttpRequest,
+    session_id: str,
+    *,
+    budget_form: BudgetForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
     session = _visible_session(request, session_id)
     messages = selectors.recent_messages(session_id=session.pk, limit=PAGE_MESSAGES)
     active = selectors.active_stream(session_id=session.pk)
@@ -66,10 +73,12 @@ def chat(request: HttpRequest, session_id: str) -> HttpResponse:
         # A reply streaming now is replayed from its start; otherwise only what comes next.
         "stream_after": _stream_start(session.pk, active),
         "action_words": action_cards.ACTION_WORDS,
+        "budget_form": budget_form or BudgetForm(budget=session.default_budget),
+        "budget_now": budget_words(session.default_budget),
         "model": f"{session.model_provider}/{session.model_id}".strip("/")
         or f"{settings.AGENTSYS.model_provider}/{settings.AGENTSYS.model_id}",
     }
-    return render(request, "sessions_app/chat.html", context)
+    return render(request, "sessions_app/chat.html", context, status=status)
 
 
 def _stream_start(session_id: str, active: dict | None) -> int:
@@ -145,3 +154,19 @@ def set_model(request: HttpRequest, session_id: str) -> JsonResponse:
         return JsonResponse({"detail": "model: expected provider/model-id"}, status=400)
     services.set_model(session=session, model_provider=provider, model_id=model_id)
     return JsonResponse({"model": f"{provider}/{model_id}"})
+
+
+@require_POST
+def set_budget(request: HttpRequest, session_id: str) -> HttpResponse:
+    """The default budget of the loops this chat starts; a bad one re-renders the page with
+    the form as typed, saying why."""
+    session = _visible_session(request, session_id)
+    form = BudgetForm(request.POST)
+    if form.is_valid():
+        try:
+            services.set_default_budget(session=session, budget=form.budget)
+        except services.BudgetRefused as refused:
+            form.add_error(None, str(refused))
+        else:
+            return redirect("chat", session_id=session.pk)
+    return chat(request, session_id, budget_form=form, status=400)

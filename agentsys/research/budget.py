@@ -16,6 +16,8 @@ batch of experiments (issue 38 §2).
   log) and waits, pause-aware and stop-cancellable, for an approval in its inbox (`POST
   /api/research/{id}/approve`, research_app.approvals): the amounts it adds raise the caps and
   the loop goes on. Spent totals never reset; an approval adds to the cap.
+- Defaults: a chat session and a person may each set a default budget; a loop gets the
+  tightest of its own, its chat's and its person's (`tightest`).
 """
 
 from __future__ import annotations
@@ -59,6 +61,31 @@ def checked(raw) -> dict:
     if on_cap not in ON_CAP:
         raise ValueError(f"budget on_cap must be one of {', '.join(ON_CAP)}, got {on_cap!r}")
     return {**budget, "on_cap": on_cap} if budget else {}
+
+
+def tightest(sources: dict[str, dict | None]) -> tuple[dict, dict[str, str]]:
+    """The budget that applies where several set one ("the tightest applies", issue 38 §2):
+    `sources` maps where each comes from ("loop", "session", "person") to a budget
+    (`checked` checks it; None or {} sets nothing). Per cap the smallest of those that set
+    it, the first named winning a tie; on_cap "stop_runs" if any says so. Returns the budget
+    (as `checked` writes it) and {cap: the source its value came from}, on_cap included
+    when a source asked to stop runs."""
+    caps: dict[str, float] = {}
+    came_from: dict[str, str] = {}
+    for source, raw in sources.items():
+        try:
+            budget = checked(raw)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"{source}'s {error}") from None
+        for name in CAPS:
+            if name in budget and (name not in caps or budget[name] < caps[name]):
+                caps[name], came_from[name] = budget[name], source
+        if budget.get("on_cap") == "stop_runs" and "on_cap" not in came_from:
+            came_from["on_cap"] = source
+    if not caps:
+        return {}, {}
+    on_cap = "stop_runs" if "on_cap" in came_from else "hold_runs"
+    return {**caps, "on_cap": on_cap}, came_from
 
 
 def reached(caps: dict, spent: dict) -> tuple[str, float, float] | None:
