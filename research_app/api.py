@@ -22,7 +22,7 @@ from ledger_app.api import SpentOut
 from research_app import approvals, questions, selectors, services
 from research_app.models import ResearchLoop
 from research_app.questions import MAX_ANSWER_CHARS
-from scheduler_app.api.runs import SlurmOptionsIn, check_metrics_pattern
+from scheduler_app.api.run_input import SlurmOptionsIn, check_metrics_pattern
 
 router = Router(tags=["research"])
 

@@ -1,9 +1,14 @@
 """A loop's branch as a change to review (its page): the commits from where it started, each
 with the files it changed and their line counts, and the whole diff, read from the person's
-repository with a timeout and a size cap. A repository this web server cannot read says so."""
+repository with a timeout and a size cap. A repository this web server cannot read says so.
+
+The page re-renders (htmx) as the loop moves, most often with no new commit: what `git log`
+and `git diff` said is kept by the branch's head (one `git rev-parse` a render), in a small
+bounded cache, so a new commit shows at once and an unchanged branch costs one cheap call."""
 
 from __future__ import annotations
 
+import functools
 import subprocess
 from dataclasses import dataclass, field
 
@@ -13,6 +18,7 @@ GIT_TIMEOUT_SECONDS = 10
 MAX_COMMITS = 100
 DIFF_LIMIT = 400_000
 SEPARATOR = "\x1e"  # between commits in `git log`'s output
+CACHED_REVIEWS = 32  # branches reviewed, each up to DIFF_LIMIT of diff: a few MB at most
 
 
 @dataclass
@@ -38,21 +44,30 @@ class BranchReview:
 
 
 def review(branch: LoopBranch) -> BranchReview:
-    span = f"{branch.base_commit}..{branch.name}"
+    """The branch as it is now: read again only when its head (or base) moved. The review
+    returned is shared with the renders after it: read it, do not change it."""
     try:
-        log = _git(
-            branch,
-            "log",
-            "--abbrev=12",
-            "--reverse",
-            f"--max-count={MAX_COMMITS}",
-            "--numstat",
-            f"--format={SEPARATOR}%h%x00%s",
-            span,
-        )
-        diff = _git(branch, "diff", "--stat", "--patch", branch.base_commit, branch.name)
+        head = _git(branch.repository, "rev-parse", "--verify", f"{branch.name}^{{commit}}")
+        return _read(branch.repository, branch.base_commit, head.strip())
     except (OSError, subprocess.SubprocessError, GitFailed) as error:
         return BranchReview(trouble=f"git could not read {branch.repository}: {error}")
+
+
+# Keyed by the head commit, not the branch's name: what is read is what it is kept under, even
+# if the branch moves meanwhile. A failure raises, so it is not kept: it is tried again.
+@functools.lru_cache(maxsize=CACHED_REVIEWS)
+def _read(repository: str, base: str, head: str) -> BranchReview:
+    log = _git(
+        repository,
+        "log",
+        "--abbrev=12",
+        "--reverse",
+        f"--max-count={MAX_COMMITS}",
+        "--numstat",
+        f"--format={SEPARATOR}%h%x00%s",
+        f"{base}..{head}",
+    )
+    diff = _git(repository, "diff", "--stat", "--patch", base, head)
     found = BranchReview(commits=_commits(log), diff=diff[:DIFF_LIMIT])
     found.diff_cut = len(diff) > DIFF_LIMIT
     return found
@@ -76,9 +91,9 @@ class GitFailed(Exception):
     pass
 
 
-def _git(branch: LoopBranch, *args: str) -> str:
+def _git(repository: str, *args: str) -> str:
     done = subprocess.run(
-        ["git", "-C", branch.repository, "-c", "color.ui=never", "--no-pager", *args],
+        ["git", "-C", repository, "-c", "color.ui=never", "--no-pager", *args],
         capture_output=True,
         timeout=GIT_TIMEOUT_SECONDS,
         stdin=subprocess.DEVNULL,

@@ -15,6 +15,11 @@ from research_app.questions import answer_sent, open_question
 from scheduler_app.models import MetricSeries, Run
 from scheduler_app.selectors import LOSS_KEYS
 
+# A run the loop ran beside its comparison (a check, another way of logging the same training)
+# says so in its experiment's goal, which names the run (skills/wild_v2_iteration): its loss
+# may be as low as the best one's, but it is no one's best run.
+NOT_COMPARED = "not compared"
+
 
 def loop_progress(agent_id: str) -> dict | None:
     loop = selectors.loop(agent_id)
@@ -54,21 +59,20 @@ def loop_progress(agent_id: str) -> dict | None:
     }
 
 
-def best_loss(sweep_id: str) -> dict | None:
+def best_loss(sweep_id: str, *, compared_only: bool = False) -> dict | None:
     """The lowest last value of the first loss key (scheduler_app's order) any run logged;
-    NaN and infinities are no one's best. One indexed read a key, at most four."""
+    NaN and infinities are no one's best. `compared_only`: of the runs in the loop's
+    comparison (NOT_COMPARED). One indexed read a key, at most four."""
     for key in LOSS_KEYS:
-        found = (
-            MetricSeries.objects.filter(
-                run__sweep_id=sweep_id,
-                key=key,
-                last_value__gt=-math.inf,
-                last_value__lt=math.inf,  # PostgreSQL sorts NaN above infinity
-            )
-            .order_by("last_value")
-            .values("last_value", "run_id", "run__name")
-            .first()
+        series = MetricSeries.objects.filter(
+            run__sweep_id=sweep_id,
+            key=key,
+            last_value__gt=-math.inf,
+            last_value__lt=math.inf,  # PostgreSQL sorts NaN above infinity
         )
+        if compared_only:
+            series = series.exclude(run__name__icontains=NOT_COMPARED)
+        found = series.order_by("last_value").values("last_value", "run_id", "run__name").first()
         if found:
             return {
                 "key": key,

@@ -93,13 +93,20 @@ def loop_detail(request: HttpRequest, agent_id: str) -> HttpResponse:
 
 
 def _branch_context(loop: ResearchLoop) -> dict:
-    """Its branch as a change to review, with the best run's figure beside it (read again
-    as the body re-renders: a running loop's commits show as they come)."""
+    """Its branch as a change to review, with the best run's figure beside it, of the runs
+    in its comparison (read again as the body re-renders: a running loop's commits show as
+    they come)."""
     found = LoopBranch.from_dict(loop.state.get("branch"))
     if found is None:
         return {}
-    best = progress.best_loss(loop.sweep_id) if loop.sweep_id else None
-    return {"branch_review": branch_review.review(found), "best": best}
+    best = progress.best_loss(loop.sweep_id, compared_only=True) if loop.sweep_id else None
+    # Losses logged, but only by runs out of its comparison: the card says none is compared.
+    none_compared = best is None and loop.sweep_id and progress.best_loss(loop.sweep_id)
+    return {
+        "branch_review": branch_review.review(found),
+        "best": best,
+        "none_compared": bool(none_compared),
+    }
 
 
 def loop_progress(request: HttpRequest, agent_id: str) -> HttpResponse:

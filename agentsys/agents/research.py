@@ -3,8 +3,8 @@ and its experiments run as executors through the GPU queue.
 
 Each step ends by saving the loop's state (agentsys.research.state) to its workdir and, as a
 `research_state` event, to the database. The agent is resumable: a new runagentd restarts it
-with the same id, and it picks up at its last unfinished step, re-adopting the experiments that
-step had launched instead of launching them again.
+with the same id, and it picks up at its last unfinished step (agentsys.research.starting),
+re-adopting the experiments that step had launched instead of launching them again.
 
 A model call that fails (down, timed out, a provider error) uses up no iteration: the failure
 goes into the history as a `model_error` step saying what to check (agentsys.research.
@@ -22,20 +22,17 @@ from dataclasses import asdict
 from pathlib import Path
 
 from agentsys.agent import Agent
-from agentsys.git_exclude import keep_out_of_git
-from agentsys.mcp.opencode_config import carry_servers
 from agentsys.research import (
     asking,
     attention,
     batch_approval,
-    branch,
     budget,
     experiments,
+    starting,
     tool_token,
 )
-from agentsys.research.asking import ResearchFailed
 from agentsys.research.experiments import new_launch_id
-from agentsys.research.llm import ModelGateway, ModelReply, OpenCodeGateway
+from agentsys.research.llm import ModelReply
 from agentsys.research.logbook import (
     control_section,
     iteration_section,
@@ -45,18 +42,14 @@ from agentsys.research.model_trouble import read_reply
 from agentsys.research.prompt_variables import prompt_variables
 from agentsys.research.reply import ParsedReply
 from agentsys.research.results import ExperimentResult
-from agentsys.research.settings import ResearchSettings
 from agentsys.research.state import (
     ENDED,
     ITERATING,
     PLANNING,
     REFLECTING,
     IterationRecord,
-    ResearchState,
 )
-from agentsys.research.workspace import MAX_SNAPSHOT_FILES, Workspace
-from agentsys.run_dir import AGENTS_DIR
-from agentsys.skills import PromptSkills
+from agentsys.research.workspace import MAX_SNAPSHOT_FILES
 from agentsys.types import AgentRole, EntryType
 
 logger = logging.getLogger("agentsys.research")
@@ -68,70 +61,17 @@ class ResearchAgent(Agent):
     resumable = True
 
     async def on_start(self) -> None:
-        self.settings = ResearchSettings.from_config(self.config, self.deployment)
-        # Its files, its worktree, its runs' and its token's: never in anyone's `git status`.
-        await asyncio.to_thread(keep_out_of_git, self.settings.workdir, f"{AGENTS_DIR}/")
-        self.skills = PromptSkills(self.settings.skills_dir)
-        state = await self._resumed_state() if self.config.get("resume") else None
-        if state is None:
-            self.branch, self.branch_note = await branch.open_branch(
-                self.settings.workdir,
-                self.id,
-                include_uncommitted=self.settings.include_uncommitted,
-            )
-            state = ResearchState(
-                goal=self.goal,
-                max_iterations=self.settings.max_iterations,
-                settings=self.settings.public(),
-                branch=self.branch.as_dict() if self.branch else {},
-                budget=dict(self.settings.budget),
-            )
-        self.state = state
-        if self.branch is not None:  # its model's MCP tools, working in its worktree
-            await asyncio.to_thread(carry_servers, self.settings.workdir, self.work_root)
-        self.workspace = Workspace(self.work_root, self.id, commits=self.branch is not None)
-        self.iteration = state.iteration
-        self.gateway: ModelGateway = self.make_gateway()
-        await tool_token.hand_over(self, self.work_root)  # for its MCP run tools
-        if self.settings.include_uncommitted and not state.history:
-            await self._commit(f"AgentSys {self.id}: the researcher's uncommitted changes")
-
-    async def _resumed_state(self) -> ResearchState | None:
-        """The state it saved (in its worktree, or in the workdir when it made none), with its
-        worktree made again if someone removed it."""
-        self.branch, self.branch_note = None, ""
-        in_worktree = await branch.workdir_in_worktree(self.settings.workdir, self.id)
-        for root in filter(None, (in_worktree, self.settings.workdir)):
-            state = ResearchState.load(Workspace(root, self.id).state_path)
-            if state is not None:
-                self.branch = branch.LoopBranch.from_dict(state.branch)
-                trouble = await branch.reopen(self.branch) if self.branch else ""
-                if trouble:
-                    raise ResearchFailed(trouble)
-                return state
-        return None
+        await starting.start(self)  # settings, state (resumed or new), branch, worktree, token
 
     @property
     def work_root(self) -> Path:
         """Where it, its model and its runs work: its worktree's copy of the workdir."""
-        return Path(self.branch.workdir) if self.branch else self.settings.workdir
+        return starting.work_root(self)
 
     async def _commit(self, message: str, changed: list[str] | None = None) -> str:
         made = await self.workspace.commit(message, self.settings.commit_allow, changed)
         self.state.keep_left_out(made.left_out)
         return made.hash
-
-    def make_gateway(self) -> ModelGateway:
-        return OpenCodeGateway(
-            url=self.settings.opencode_url,
-            provider=self.settings.model_provider,
-            model=self.settings.model_id,
-            workdir=str(self.work_root),
-            title=f"AgentSys research {self.id}",
-            timeouts=self.settings.timeouts,
-            username=self.deployment.opencode_username,
-            password=self.deployment.opencode_password,
-        )
 
     async def run(self):
         if self.branch_note:
@@ -264,7 +204,7 @@ class ResearchAgent(Agent):
             parsed.experiments,
             root=self.work_root,
             iteration=n,
-            run_options=self._run_options(),
+            run_options=self.settings.run_options(),
             launch=progress.get("launch", ""),
         )
         progress["children"] = launched
@@ -414,18 +354,6 @@ class ResearchAgent(Agent):
     async def _ask(self, skill: str, variables: dict) -> ModelReply | None:
         return await asking.ask(self, skill, variables)
 
-    def _run_options(self) -> dict:
-        """What every experiment's executor gets from the loop (its sweep's settings)."""
-        settings = self.settings
-        options = {
-            "metrics_pattern": settings.metrics_pattern,
-            "backend": settings.run_backend,
-            "slurm": settings.slurm_options,
-            "env": settings.run_env,
-            "venv": settings.run_venv,
-        }
-        return {key: value for key, value in options.items() if value}
-
     async def _variables(self, **extra) -> dict:
         return prompt_variables(
             self.state,
@@ -443,9 +371,12 @@ class ResearchAgent(Agent):
         return budget.left_words(self.state.budget, await budget.spent_now(self))
 
     async def _inbox(self) -> list[str]:
-        """MESSAGE-tier steers waiting in the inbox, read (acknowledged) once."""
+        """MESSAGE-tier steers waiting in the inbox, read (acknowledged) once. An approval is
+        no steer: it is left for the budget's wait to take (agentsys.research.budget). One can
+        be there before that wait polls: given while runagentd was down, the resumed loop reads
+        its inbox before it reaches its cap again, and taken here the wait would never see it."""
         try:
-            entries = await self.in_memory("read_inbox") or []
+            entries = [e for e in await self.in_memory("read_inbox") or [] if not _approval(e)]
             for entry in entries:
                 await self.in_memory("ack", key=entry.key)
         except Exception:  # a message read late beats a loop that stops
@@ -463,3 +394,9 @@ class ResearchAgent(Agent):
     def _save(self) -> None:
         self.state.save(self.workspace.state_path)
         self.emit_event("research_state", self.state.as_dict())
+
+
+def _approval(entry) -> bool:
+    """A person's approval (research_app.approvals): its data holds `approve`, as
+    budget.approval_in_inbox reads it."""
+    return isinstance(entry.data, dict) and isinstance(entry.data.get("approve"), dict)

@@ -99,6 +99,17 @@ class ResearchSettings:
             raise BadResearchSettings("no OpenCode server: set OPENCODE_URL or start `make run`")
         return settings
 
+    def run_options(self) -> dict:
+        """What every experiment's executor gets from the loop (its sweep's settings)."""
+        options = {
+            "metrics_pattern": self.metrics_pattern,
+            "backend": self.run_backend,
+            "slurm": self.slurm_options,
+            "env": self.run_env,
+            "venv": self.run_venv,
+        }
+        return {key: value for key, value in options.items() if value}
+
     def public(self) -> dict:
         """What the API shows (no secrets are in here)."""
         data = asdict(self)

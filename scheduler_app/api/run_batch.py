@@ -20,7 +20,8 @@ from pydantic import (
 from accounts_app.auth import agent_of
 from agentsys.run_env import check_env, check_venv
 from scheduler_app import loop_scope
-from scheduler_app.api.runs import EXECUTOR_OPTIONS, RunIn, RunOut
+from scheduler_app.api.run_input import EXECUTOR_OPTIONS, RunIn
+from scheduler_app.api.runs import RunOut
 from scheduler_app.runs import batch as run_batch
 
 router = Router()

@@ -19,7 +19,7 @@ from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH
 from agentsys.run_env import check_env, check_venv
 from common.api_contract import MAX_OFFSET
 from scheduler_app import selectors
-from scheduler_app.api.runs import SlurmOptionsIn, check_metrics_pattern
+from scheduler_app.api.run_input import SlurmOptionsIn, check_metrics_pattern
 from scheduler_app.metrics.queries import json_value
 from scheduler_app.models import Sweep, SweepKind, SweepStatus
 from scheduler_app.sweeps.groups import Group
