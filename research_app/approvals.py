@@ -87,7 +87,8 @@ def approve(*, agent_id: str, add, user=None):
         Agent.objects.select_for_update().filter(pk=agent_id).first()
         if not open_approval(loop):
             raise NotWaiting(f"{agent_id} is not waiting for an approval ({loop.agent.status})")
-        batch = open_approval(loop).get("kind") == "batch"
+        question = loop.state.get("approval") or {}
+        batch = question.get("kind") == "batch"
         amounts = checked_amounts(add) if add or not batch else {}
         entry = write_entry(
             type=EntryType.MESSAGE,
@@ -101,6 +102,9 @@ def approve(*, agent_id: str, add, user=None):
             data={
                 "context": f"The researcher approved: {amounts or 'its batch'}",
                 "approve": amounts,
+                # the question it answers: a second approval of the same question must not
+                # approve the loop's next one unseen (budget.answers_open_question)
+                "answers": question.get("asked_at"),
             },
         )
     resolve_alerts(agent_id, user=user)

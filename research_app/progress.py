@@ -55,7 +55,7 @@ def loop_progress(agent_id: str) -> dict | None:
         "max_iterations": int(loop.settings.get("max_iterations") or 0),
         "runs_total": runs["total"],
         "runs_ended": runs["ended"],
-        "best": best_loss(loop.sweep_id) if loop.sweep_id else None,
+        "best": best_loss(loop.sweep_id, compared_only=True) if loop.sweep_id else None,
     }
 
 

@@ -376,7 +376,9 @@ class ResearchAgent(Agent):
         be there before that wait polls: given while runagentd was down, the resumed loop reads
         its inbox before it reaches its cap again, and taken here the wait would never see it."""
         try:
-            entries = [e for e in await self.in_memory("read_inbox") or [] if not _approval(e)]
+            entries = [
+                e for e in await self.in_memory("read_inbox") or [] if not budget.is_approval(e)
+            ]
             for entry in entries:
                 await self.in_memory("ack", key=entry.key)
         except Exception:  # a message read late beats a loop that stops
@@ -394,9 +396,3 @@ class ResearchAgent(Agent):
     def _save(self) -> None:
         self.state.save(self.workspace.state_path)
         self.emit_event("research_state", self.state.as_dict())
-
-
-def _approval(entry) -> bool:
-    """A person's approval (research_app.approvals): its data holds `approve`, as
-    budget.approval_in_inbox reads it."""
-    return isinstance(entry.data, dict) and isinstance(entry.data.get("approve"), dict)

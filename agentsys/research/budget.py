@@ -218,9 +218,31 @@ async def _ask_approval(agent: Any, hit: tuple, spent: dict, before: str) -> Non
     agent._save()
 
 
+def is_approval(entry) -> bool:
+    """A person's approval (research_app.approvals): its data holds `approve`."""
+    return isinstance(entry.data, dict) and isinstance(entry.data.get("approve"), dict)
+
+
+def answers_open_question(entry, approval: dict) -> bool:
+    """Does this approval answer the question the loop asks now? An approval names the
+    question it answers by its `asked_at`; one sent for an earlier question (two people
+    approving at once, or a second click as the loop goes on) must not approve the next cap
+    or batch unseen. An approval naming none (sent before approvals named theirs) counts."""
+    answers = entry.data.get("answers")
+    if answers is None:
+        return True
+    asked_at = approval.get("asked_at")
+    return (
+        isinstance(answers, int | float)
+        and isinstance(asked_at, int | float)
+        and (abs(answers - asked_at) < 1e-3)
+    )
+
+
 async def approval_in_inbox(agent: Any) -> dict | None:
-    """The amounts the approvals in the inbox add (summed; their entries acknowledged): {}
-    for an approval that adds nothing (a batch's), None when none came."""
+    """The amounts the approvals of its open question add (summed; their entries
+    acknowledged): {} for an approval that adds nothing (a batch's), None when none came.
+    An approval of an earlier question is acknowledged and logged, not used."""
     try:
         entries = await agent.in_memory("read_inbox") or []
     except Exception:  # the database away: keep waiting
@@ -228,11 +250,17 @@ async def approval_in_inbox(agent: Any) -> dict | None:
         return None
     added: dict[str, float] | None = None
     for entry in entries:
-        approve = (entry.data or {}).get("approve") if isinstance(entry.data, dict) else None
-        if not isinstance(approve, dict):
+        if not is_approval(entry):
+            continue
+        if not answers_open_question(entry, agent.state.approval or {}):
+            agent._log_control(
+                "An approval came for a question already answered: not used",
+                str(entry.data.get("approve")),
+            )
+            await agent.in_memory("ack", key=entry.key)
             continue
         added = added if added is not None else {}
-        for name, amount in approve.items():
+        for name, amount in entry.data["approve"].items():
             if name in CAPS and isinstance(amount, int | float) and amount >= 0:
                 added[name] = added.get(name, 0.0) + float(amount)
         await agent.in_memory("ack", key=entry.key)

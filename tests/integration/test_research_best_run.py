@@ -44,8 +44,9 @@ def test_the_best_run_is_the_best_compared_one(browser, tmp_path):
     page = browser.get(f"/research/{loop.agent_id}/").content.decode()
     best = page.split('<p class="best">', 1)[1].split("</p>", 1)[0]
     assert "lr 0.1 seed 0" in best and "0.25" in best and "not compared" not in best
-    # The chat's card says the lowest loss any run logged, as before.
-    assert progress.best_loss(loop.sweep_id)["run_name"] == SHOWCASE
+    # The chat's loop card and the progress line name the same run.
+    assert progress.loop_progress(loop.agent_id)["best"]["run_name"] == "lr 0.1 seed 0"
+    assert progress.best_loss(loop.sweep_id)["run_name"] == SHOWCASE  # of every run
 
 
 def test_with_only_runs_out_of_the_comparison_the_card_says_none_is_compared(browser, tmp_path):

@@ -352,6 +352,7 @@ def test_a_loop_at_its_budget_cap_asks_for_approval_on_its_page_and_in_the_api(b
             "your approval before its next experiments",
             "cap": {"gpu_hours": 0.0005},
             "spent": {"gpu_hours": 0.0006, "llm_tokens": 10},
+            "asked_at": 1764300000.5,
         },
     }
     row.save()
@@ -371,6 +372,7 @@ def test_a_loop_at_its_budget_cap_asks_for_approval_on_its_page_and_in_the_api(b
     browser.post(f"/research/{row.agent_id}/approve/", {"gpu_hours": "1"})
     entry = MemoryEntry.objects.get(target_id=row.agent_id, tags=["approval"])
     assert entry.data["approve"] == {"gpu_hours": 1.0} and entry.type == "message"
+    assert entry.data["answers"] == 1764300000.5  # the question it answers, and no other
 
     record_event(
         stream=AGENTS_STREAM,

@@ -71,3 +71,22 @@ async def test_a_batch_approval_is_no_message_either():
     agent = at_its_cap(inbox)
     assert await agent._inbox() == [] and inbox.acked == []
     assert await budget.approval_in_inbox(agent) == {} and inbox.acked == ["ok"]
+
+
+async def test_an_approval_of_an_earlier_question_approves_nothing_now():
+    """Two clicks on Approve as the loop goes on: the second names the question the first
+    answered, and must not raise the caps at the loop's next cap unseen."""
+    late = Entry("late", {"approve": {"gpu_hours": 5}, "answers": 100.0})
+    fresh = Entry("ok", {"approve": {"gpu_hours": 1}, "answers": 200.0})
+    inbox = Inbox([late])
+    agent = at_its_cap(inbox)
+    agent.state.approval["asked_at"] = 200.0
+    logged = []
+    agent._log_control = lambda title, detail="": logged.append(title)
+
+    assert await budget.approval_in_inbox(agent) is None  # still waiting
+    assert inbox.acked == ["late"] and logged == [
+        "An approval came for a question already answered: not used"
+    ]
+    inbox.entries.append(fresh)
+    assert await budget.approval_in_inbox(agent) == {"gpu_hours": 1.0}
