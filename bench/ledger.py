@@ -3,8 +3,9 @@ end (ledger_write_p50_ms, ledger_write_run_end_p50_ms: inside the caller's trans
 the loop's saved state and the run's end write them; the *_committed_* figures with a commit
 of their own), and GET /api/ledger?group_by=loop over
 10^6 entries (ledger_by_loop_1e6_entries_ms), through the Django test client: the view,
-the query and the JSON. The entries are written in one INSERT … SELECT generate_series:
-1,000 loops, 60 days, one in ten a run's GPU time. `python bench/ledger.py write` measures
+the query and the JSON (it sums ledger_app.SpendDay, the per-day sums that triggers keep
+beside the entries). The entries are written in one INSERT … SELECT generate_series: 1,000
+loops, 60 days, one in ten a run's GPU time. `python bench/ledger.py write` measures
 the writes alone."""
 
 import sys
@@ -69,8 +70,9 @@ def write_ms(samples: int = 300) -> dict[str, list[float]]:
 
 
 def fill(count: int = ENTRIES) -> None:
-    """`count` entries in one statement; a VACUUM ANALYZE after, as autovacuum would do
-    soon after such a write (without it the first reads pay for the hint bits)."""
+    """`count` entries in one statement (the SpendDay trigger sums them in it); a VACUUM
+    ANALYZE after, as autovacuum would do soon after such a write (without it the first
+    reads pay for the hint bits)."""
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -94,7 +96,7 @@ def fill(count: int = ENTRIES) -> None:
             """,
             [LOOPS, LOOPS, count],
         )
-        cursor.execute("VACUUM ANALYZE ledger_app_spendentry")
+        cursor.execute("VACUUM ANALYZE ledger_app_spendentry, ledger_app_spendday")
 
 
 def by_loop_ms(samples: int = 9) -> list[float]:

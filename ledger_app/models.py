@@ -68,3 +68,46 @@ class SpendEntry(models.Model):
             + self.cache_read_tokens
             + self.cache_write_tokens
         )
+
+
+class SpendDay(models.Model):
+    """A UTC day's sums of the entries with one cause: what /api/ledger and the Spend page
+    group, instead of 10^6 entries. Kept by PostgreSQL triggers on SpendEntry (migration
+    0002), in the statement that inserts, updates or deletes entries: every way an entry is
+    written (a service, an admin delete, a test's update, a bulk load) keeps the sums exact,
+    and a rolled-back entry takes its sums with it. Never written from Python."""
+
+    day = models.DateField()
+    loop_id = models.CharField(max_length=64, blank=True)
+    chat_session_id = models.CharField(max_length=40, blank=True)
+    user_id = models.IntegerField(null=True, blank=True)
+    sweep_id = models.CharField(max_length=40, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    host = models.CharField(max_length=200, blank=True)
+
+    # Sums of the entries' columns; wide enough for 10^8 entries at their columns' maxima.
+    llm_tokens = models.BigIntegerField(default=0)
+    llm_usd = models.DecimalField(max_digits=28, decimal_places=8, default=0)
+    gpu_seconds = models.DecimalField(max_digits=28, decimal_places=3, default=0)
+    entries = models.BigIntegerField(default=0)
+
+    class Meta:
+        # The triggers' ON CONFLICT target; no person (NULL) is one group, as in GROUP BY.
+        constraints = [
+            models.UniqueConstraint(
+                fields=[
+                    "day",
+                    "loop_id",
+                    "chat_session_id",
+                    "user_id",
+                    "sweep_id",
+                    "model",
+                    "host",
+                ],
+                name="spendday_group_uniq",
+                nulls_distinct=False,
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.day} {self.loop_id or self.chat_session_id or self.host}"
