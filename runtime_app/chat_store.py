@@ -19,6 +19,7 @@ from agents_app.models import Agent
 from agents_app.services import AgentCommandRefused, create_agent, request_agent_command
 from agentsys.chat.prompt import variables_for
 from agentsys.chat.store import BegunTurn, TurnContext, TurnOutcome
+from agentsys.chat.titles import provisional_title
 from agentsys.registry import SESSION_AGENT
 from agentsys.types import LIVE_AGENT_STATUSES, LIVE_TURN_STATUSES, AgentRole, TurnStatus
 from events_app.events import chat_stream, record_event
@@ -28,12 +29,11 @@ from ledger_app.services import record_llm_steps
 from research_app.services import start_research
 from runtime_app.agent_records import agent_record
 from runtime_app.chat_context import child_report, prompt_facts
+from runtime_app.chat_titles import DEFAULT_TITLE, ChatTitles, title_unwritten
 from runtime_app.store_outage import raising_store_unavailable
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn, MessageRole
 from sessions_app.notices import notices_for
 from sessions_app.turns import next_message_seq
-
-TITLE_CHARS = 50
 
 
 def _emit(session_id: str, kind: str, payload: dict) -> dict:
@@ -70,7 +70,7 @@ def _parts_from_stream(turn: ChatTurn) -> list[dict]:
 
 
 @raising_store_unavailable
-class DjangoChatStore:
+class DjangoChatStore(ChatTitles):
     # -- turns: claim, stop, interrupt ------------------------------------------------------
 
     def claim_turns(self, *, host_id: int, limit: int = 20) -> list[tuple[str, str]]:
@@ -242,6 +242,7 @@ class DjangoChatStore:
             .values_list("status", flat=True)
             .first()
             == TurnStatus.INTERRUPTED,
+            title_unwritten=title_unwritten(session),
             variables=variables_for(
                 prompt_facts(session, turn, agent_id),
                 workdir=session.workdir,
@@ -316,11 +317,11 @@ class DjangoChatStore:
         )
         turn.save()
         updates = {"updated_at": now}
-        if not session.title or session.title == "New chat":
+        if not session.title or session.title == DEFAULT_TITLE:
+            # The first message stands in until a model writes the title (chat_titles).
             first = title.strip() if title else ""
             if not first or first.lower().startswith("new session"):
-                first = " ".join((turn.message if not turn.synthetic else "").split())
-                first = first[:TITLE_CHARS] + "..." if len(first) > TITLE_CHARS else first
+                first = provisional_title(turn.message if not turn.synthetic else "")
             if first:
                 updates["title"] = first[:200]
         ChatSession.objects.filter(pk=session.pk).update(**updates)

@@ -4,10 +4,11 @@
 Each NDJSON line is one event of the session's stream (`chat.<session id>`), stored before it
 is sent: `{"seq", "type", "turn_id", ...}` with type `user_message`, `system_message`,
 `provenance`, `part_delta` {id, ptype, delta}, `part_update` (a tool part), `l1_action`,
-`error`, and `session_status` {status: idle, outcome} last. A client that lost the
-connection asks for `stream?after=<last seq it saw>` and gets the rest: no gap, no duplicate,
-whichever process restarted in between. `{"type": "keepalive"}` lines (no seq) keep a quiet
-connection open.
+`error`, `session_title` {title} (a model wrote the chat's title beside its first turn;
+it may come after that turn's end), and `session_status` {status: idle, outcome} last. A
+client that lost the connection asks for `stream?after=<last seq it saw>` and gets the rest:
+no gap, no duplicate, whichever process restarted in between. `{"type": "keepalive"}` lines
+(no seq) keep a quiet connection open.
 """
 
 from __future__ import annotations

@@ -17,10 +17,12 @@ import logging
 
 from agentsys.agent import Agent
 from agentsys.chat import actions as tags
+from agentsys.chat import titles
 from agentsys.chat.prompt import build_prompt
 from agentsys.chat.relay import TurnRelay
 from agentsys.chat.reports import child_report_message
 from agentsys.chat.store import ChatLink, TurnContext, TurnOutcome
+from agentsys.chat.titles import provisional_title
 from agentsys.opencode import OpenCodeClient, OpenCodeError
 from agentsys.registry import EXECUTOR_AGENT
 from agentsys.research.settings import DEFAULT_SKILLS_DIR, ResearchSettings
@@ -48,6 +50,7 @@ class SessionAgent(Agent):
         self._current: tuple[str, asyncio.Task] | None = None
         self._stopping_turn = ""
         self._reported: set[str] = set()
+        self._titles_checked = False  # a title's side session left by a restart looked for
 
     def attach_chat(self, chat: ChatLink) -> None:
         self.chat = chat
@@ -197,13 +200,19 @@ class SessionAgent(Agent):
         )
         opencode_session = ctx.opencode_session_id
         if not opencode_session:
-            opencode_session = await self.client.create_session(ctx.workdir)
+            # Titled: OpenCode would title it itself by a model call it reports nowhere.
+            title = provisional_title(ctx.message) or "Chat"
+            opencode_session = await self.client.create_session(ctx.workdir, title=title)
             await chat.db(
                 chat.store.set_opencode_session,
                 session_id=ctx.session_id,
                 opencode_session_id=opencode_session,
             )
-        elif ctx.after_interrupt:
+            if not ctx.synthetic and ctx.title_unwritten:
+                self._write_title(ctx, opencode_session)
+        else:
+            self._recover_titles(ctx, opencode_session)
+        if ctx.opencode_session_id and ctx.after_interrupt:
             # The dead daemon's prompt may still run in OpenCode: end it, and let its
             # closing events pass before this prompt's stream opens.
             await self.client.abort(opencode_session, ctx.workdir)
@@ -218,6 +227,40 @@ class SessionAgent(Agent):
             on_part=relay.on_part,
         )
         return result.text, result.title or "", result.steps
+
+    def _write_title(self, ctx: TurnContext, opencode_session: str) -> None:
+        """The chat's title, beside its first reply (agentsys.chat.titles)."""
+        self._titles_checked = True
+        model = (
+            ctx.model_provider or self.settings.model_provider,
+            ctx.model_id or self.settings.model_id,
+        )
+        self._in_background(
+            titles.title_chat(
+                self.chat,
+                self.client,
+                session_id=ctx.session_id,
+                message=ctx.message,
+                directory=ctx.workdir,
+                model=model,
+                opencode_session=opencode_session,
+            )
+        )
+
+    def _recover_titles(self, ctx: TurnContext, opencode_session: str) -> None:
+        """Once an agent: a title an earlier runagentd asked for and never recorded."""
+        if self._titles_checked or not ctx.title_unwritten:
+            return
+        self._titles_checked = True
+        self._in_background(
+            titles.recover_titles(
+                self.chat,
+                self.client,
+                session_id=ctx.session_id,
+                directory=ctx.workdir,
+                opencode_session=opencode_session,
+            )
+        )
 
     async def _record_lost_steps(self, ctx: TurnContext, opencode_session: str) -> None:
         """The cut-off turn's paid steps went to the ledger with its close, which a killed

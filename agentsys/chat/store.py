@@ -26,6 +26,7 @@ class TurnContext:
     model_id: str
     opencode_session_id: str
     after_interrupt: bool = False  # the last turn was cut off: OpenCode may still work on it
+    title_unwritten: bool = False  # no model wrote the chat's title yet (agentsys.chat.titles)
     variables: dict = field(default_factory=dict)  # the prompt's {{...}} values
 
 
@@ -37,7 +38,7 @@ class TurnOutcome:
     parts: list = field(default_factory=list)
     error: str = ""
     actions: list = field(default_factory=list)
-    title: str = ""  # OpenCode's generated title, if any
+    title: str = ""  # the OpenCode session's title, if any
     steps: list = field(default_factory=list)  # its paid model steps, for the ledger
 
 
@@ -63,6 +64,9 @@ class ChatStore(Protocol):
     def finish_turn(self, *, turn_id: str, outcome: TurnOutcome) -> list[dict]: ...
     # The paid steps of its OpenCode session, recorded again by their keys after a restart.
     def record_session_steps(self, *, session_id: str, steps: list[dict]) -> None: ...
+    # The chat's title, written by a model step (agentsys.chat.titles): its steps recorded,
+    # and the title set ('' for none) unless the person named the chat themselves.
+    def record_title(self, *, session_id: str, title: str, steps: list[dict]) -> list[dict]: ...
 
     # -- the L1's children ------------------------------------------------------------------
     def live_children(self, *, agent_id: str) -> list[str]: ...

@@ -154,12 +154,60 @@ class OpenCodeClient:
 
     async def session_steps(self, session_id: str, directory: str | None = None) -> list[dict]:
         """Every paid step of the session so far (events.steps_of_messages)."""
+        return steps_of_messages(await self.messages(session_id, directory))
+
+    async def messages(self, session_id: str, directory: str | None = None) -> list:
+        """The session's messages so far, as OpenCode keeps them: [{"info", "parts"}]."""
+        return await self._json("GET", f"/session/{session_id}/message", directory)
+
+    async def sessions(self, directory: str | None = None) -> list:
+        """The sessions of `directory`'s project: [{"id", "title", ...}]."""
+        return await self._json("GET", "/session", directory)
+
+    async def set_title(self, session_id: str, title: str, directory: str | None = None) -> None:
+        await self._json("PATCH", f"/session/{session_id}", directory, json={"title": title})
+
+    async def delete_session(self, session_id: str, directory: str | None = None) -> None:
+        await self._call("DELETE", f"/session/{session_id}", params=self._where(directory))
+
+    async def message(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        provider: str,
+        model: str,
+        agent: str,
+        directory: str | None = None,
+    ) -> dict:
+        """A prompt answered whole, without streaming ({"info", "parts"}), by OpenCode's
+        `agent` with every tool off: a side question, such as a title (agentsys.chat.titles).
+        Waits as long as the caller's own timeout lets it."""
+        body = {
+            "model": {"providerID": provider, "modelID": model},
+            "agent": agent,
+            "tools": {"*": False},
+            "parts": [{"type": "text", "text": text}],
+        }
         path = f"/session/{session_id}/message"
-        response = await self._call("GET", path, params=self._where(directory))
+        answer = await self._json("POST", path, directory, json=body, timeout=None)
+        if not isinstance(answer, dict):
+            raise OpenCodeError(f"OpenCode answered POST {path} with no message")
+        return answer
+
+    async def small_model(self, directory: str | None = None) -> tuple[str, str] | None:
+        """OpenCode's `small_model` (provider, model), which it writes titles with, if set."""
+        config = await self._json("GET", "/config", directory)
+        name = config.get("small_model") if isinstance(config, dict) else None
+        provider, _, model = str(name or "").partition("/")
+        return (provider, model) if provider and model else None
+
+    async def _json(self, method: str, path: str, directory: str | None, **kwargs):
+        response = await self._call(method, path, params=self._where(directory), **kwargs)
         try:
-            return steps_of_messages(response.json())
+            return response.json()
         except ValueError:
-            raise OpenCodeError(f"OpenCode answered GET {path} with no JSON") from None
+            raise OpenCodeError(f"OpenCode answered {method} {path} with no JSON") from None
 
     async def abort(self, session_id: str, directory: str | None = None) -> None:
         """Stop whatever the session is doing; never raises (it is called on the way out)."""

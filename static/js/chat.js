@@ -222,6 +222,12 @@
     if (loop && window.htmx) htmx.process(card);
   }
 
+  function showTitle(title) {
+    if (!title) return;
+    document.getElementById("chat-title").replaceChildren(el("bdi", "", title));
+    document.title = `${title} · Chat · AgentSys`; // the tab follows a rename too
+  }
+
   async function onIdle(payload) {
     setStreaming("");
     const article = chat.querySelector(`article.msg.assistant.streamed[data-turn="${payload.turn_id}"]`);
@@ -230,8 +236,7 @@
     }
     try {
       const session = await AgentSysLive.getJSON(`/api/sessions/${encodeURIComponent(sessionId)}`);
-      document.getElementById("chat-title").replaceChildren(el("bdi", "", session.title));
-      document.title = `${session.title} · Chat · AgentSys`; // the tab follows a rename too
+      showTitle(session.title);
       const pill = document.getElementById("chat-status");
       pill.textContent = AgentSysLive.statusWord(session.status);
       pill.className = "pill " + session.status;
@@ -254,6 +259,8 @@
       case "part_update": onTool(payload); break;
       case "l1_action": onAction(payload); break;
       case "error": reply(payload.turn_id).append(el("p", "error", payload.message)); break;
+      // A model wrote the chat's title (beside its first reply): shown as an idle shows it.
+      case "session_title": showTitle(payload.title); break;
       case "session_status":
         if (payload.status === "idle") onIdle(payload);
         else setStreaming(payload.turn_id);

@@ -11,9 +11,12 @@ import httpx
 import pytest
 
 from agents_app.models import Agent
+from agentsys.scripted_llm.server import is_title_call, tokens_in, usage_of
 from events_app.models import Event
+from ledger_app.models import SpendEntry
+from ledger_app.selectors import spent_by_session
 from research_app.models import ResearchLoop
-from sessions_app.models import ChatMessage, ChatTurn
+from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 from tests.chat_clients import (
     HEADERS,
     ChatSocket,
@@ -108,7 +111,9 @@ def test_an_auto_turn_answers_directly_with_a_tool_streamed_over_ndjson_and_webs
     # The browser's socket got the same events, with the same numbers.
     wait_until(lambda: "session_status" in socket.kinds(), 20, message="the socket's idle")
     socket.close()
-    assert [m["id"] for m in socket.received] == [e["seq"] for e in events]
+    # (The chat's title, written beside the turn, may come after its end: not in the turn.)
+    seqs = [e["seq"] for e in events]
+    assert [m["id"] for m in socket.received][: len(seqs)] == seqs
 
     # Saved: content, thinking, and the parts in order (reasoning, tool, text).
     [message] = assistant_messages(session)
@@ -116,9 +121,31 @@ def test_an_auto_turn_answers_directly_with_a_tool_streamed_over_ndjson_and_webs
     assert "look at the files" in message.thinking
     assert [p["type"] for p in message.parts] == ["reasoning", "tool", "text"]
     assert turn_of(session).status == "done"
-    # The title is OpenCode's (its title call to the model, answered from the request).
-    detail = httpx.get(f"{web.url}/api/sessions/{session}", headers=HEADERS, timeout=10).json()
-    assert detail["title"] == "What is in my project"
+    # The title is the model's (AgentSys's title call, answered from the request), and in
+    # the ledger, with the turn's steps: every call to the model is a step recorded once.
+    assert_title_written(web, scripted_llm, session, "What is in my project")
+
+
+def assert_title_written(web, scripted_llm, session: str, title: str) -> None:
+    def detail():
+        url = f"{web.url}/api/sessions/{session}"
+        return httpx.get(url, headers=HEADERS, timeout=10).json()
+
+    wait_until(lambda: detail()["title"] == title, 60, message=f"the title {title!r}")
+    titles = [b for b in scripted_llm.requests if is_title_call(b)]
+    assert len(titles) == 1  # AgentSys's own: OpenCode made none
+    entries = list(SpendEntry.objects.filter(chat_session_id=session).order_by("created_at"))
+    [step] = [e for e in entries if e.key.startswith("llm:title:prt_")]
+    assert step.input_tokens == usage_of(titles[0], "")["prompt_tokens"]
+    assert step.output_tokens == tokens_in(title) and step.usd > 0
+    assert step.user_id == ChatSession.objects.get(pk=session).owner_id
+    assert len(entries) == len(scripted_llm.requests)  # no call the ledger misses
+    spent = spent_by_session(session)
+    assert spent["llm_usd"] == pytest.approx(float(sum(e.usd for e in entries)), abs=1e-8)
+    assert spent["llm_tokens"] == sum(e.tokens for e in entries)
+    # The page was told, by an event of the chat's stream.
+    told = [e["title"] for e in stream(web, session, after=0) if e["type"] == "session_title"]
+    assert told == [title]
 
 
 def test_a_wild_turn_spawns_research_whose_end_starts_a_synthetic_summary(

@@ -5,6 +5,7 @@ recorded twice they are one ledger entry each."""
 import asyncio
 import json
 import secrets
+import time
 
 import pytest
 
@@ -12,7 +13,6 @@ from agentsys.opencode.client import OpenCodeClient
 from agentsys.scripted_llm.server import usage_of
 from ledger_app.models import SpendEntry
 from ledger_app.services import record_llm_steps
-from tests.helpers import wait_until
 
 
 def _prompt(opencode_server, directory: str):
@@ -96,14 +96,15 @@ def test_steps_a_killed_daemon_never_wrote_are_read_back_once(opencode_server, t
     assert turns == {"turn-1", ""}  # the written ones keep their turn
 
 
-def test_a_loops_session_makes_no_model_call_the_ledger_misses(opencode_server, scripted_llm):
+def test_no_session_makes_a_model_call_the_ledger_misses(opencode_server, scripted_llm):
     """Issue 38 §1, title generation: OpenCode 1.18.33 titles an untitled session with a side
     call to the model whose usage it keeps nowhere (SessionPrompt.ensureTitle keeps only the
     text: no message, part, step or session total has it). A loop's session is titled when it
-    is made (OpenCodeGateway.ensure_session), so OpenCode makes no such call for it: every
-    model call of a loop's prompt is a step it reports. A chat's session (untitled) still gets
-    one unreported title call; this pins that too, so an OpenCode that starts reporting it
-    fails here and is recorded."""
+    is made (OpenCodeGateway.ensure_session), and so is a chat's (provisionally, by its first
+    message: SessionAgent._ask), so OpenCode makes no such call for either: every model call
+    is a step it reports. The chat's title is written by AgentSys itself (agentsys.chat.titles),
+    in a titled side session, a step with its tokens and cost like any other."""
+    from agentsys.chat.titles import ask_title, provisional_title, side_title
     from agentsys.opencode.server import DEMO_MODEL, DEMO_PROVIDER
     from agentsys.research.llm import OpenCodeGateway
     from agentsys.scripted_llm.server import is_title_call
@@ -116,11 +117,12 @@ def test_a_loops_session_makes_no_model_call_the_ledger_misses(opencode_server, 
         return [b for b in mine if not is_title_call(b)], [b for b in mine if is_title_call(b)]
 
     loop_mark = f"loop-{secrets.token_hex(6)}"
+    workdir = str(opencode_server.process.workdir)
     gateway = OpenCodeGateway(
         url=opencode_server.url,
         provider=DEMO_PROVIDER,
         model=DEMO_MODEL,
-        workdir=str(opencode_server.process.workdir),
+        workdir=workdir,
         title="Research loop orchestrator-title",
         password=opencode_server.password,
     )
@@ -138,21 +140,41 @@ def test_a_loops_session_makes_no_model_call_the_ledger_misses(opencode_server, 
     assert titles == []
     assert sum(s["input_tokens"] for s in reply.steps) == prompt_tokens(steps)
 
-    chat_mark = f"chat-{secrets.token_hex(6)}"
-    chat = _prompt_text(opencode_server, str(opencode_server.process.workdir), chat_mark)
-    wait_until(lambda: calls_of(chat_mark)[1], 20, message="OpenCode's title call")
-    steps, [title] = calls_of(chat_mark)
-    assert len(steps) == len(chat.steps)
-    # What OpenCode reports is the steps' input, to the token, and not the title's.
+    # A chat: its session titled as the L1 agent titles it, then its title written.
+    message = f"What is chat-{secrets.token_hex(6)} about?"
+    chat = _prompt_text(opencode_server, workdir, message, title=provisional_title(message))
+    time.sleep(1.0)  # OpenCode's own title call, had it made one, came with the prompt
+    steps, titles = calls_of(message.split()[2])
+    assert len(steps) == len(chat.steps) and titles == []
     assert sum(s["input_tokens"] for s in chat.steps) == prompt_tokens(steps)
-    assert prompt_tokens([title]) > 0
+
+    async def write_title():
+        client = OpenCodeClient(opencode_server.url, password=opencode_server.password)
+        try:
+            side = await client.create_session(workdir, title=side_title("chat-e2e"))
+            written = await ask_title(
+                client, side, message, directory=workdir, model=(DEMO_PROVIDER, DEMO_MODEL)
+            )
+            await client.delete_session(side, workdir)
+            return written, await client.sessions(workdir)
+        finally:
+            await client.aclose()
+
+    written, left = asyncio.run(write_title())
+    steps, titles = calls_of(message.split()[2])
+    assert len(titles) == 1 and len(steps) == len(chat.steps)  # the title: one call, ours
+    assert written.error == "" and written.text == message.rstrip("?").capitalize()
+    [step] = written.steps  # reported: to the token, at the demo model's price
+    assert step["key"].startswith("title:prt_") and step["usd"] > 0
+    assert step["input_tokens"] == prompt_tokens(titles) and step["output_tokens"] > 0
+    assert side_title("chat-e2e") not in [s.get("title") for s in left]  # deleted
 
 
-def _prompt_text(opencode_server, directory: str, text: str):
+def _prompt_text(opencode_server, directory: str, text: str, title: str | None = None):
     async def one_prompt():
         client = OpenCodeClient(opencode_server.url, password=opencode_server.password)
         try:
-            session_id = await client.create_session(directory=directory)
+            session_id = await client.create_session(directory=directory, title=title)
             return await client.prompt(
                 session_id,
                 text,
