@@ -18,14 +18,13 @@ import ctypes
 import dataclasses
 import functools
 import logging
-import multiprocessing
 import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from agentsys import orphans
+from agentsys import forkserver, orphans
 from agentsys.chat.dispatch import dispatch_turns
 from agentsys.chat.store import ChatLink, ChatStore
 from agentsys.daemon_settings import DaemonSettings
@@ -164,14 +163,11 @@ class Daemon:
         return self.host_id
 
     async def start_supervisor(self) -> Supervisor:
-        context = multiprocessing.get_context("forkserver")
-        if self.settings.forkserver_preload:
-            context.set_forkserver_preload(list(self.settings.forkserver_preload))
-        # Start the forkserver now (it imports Django once), not on the first spawn.
-        from multiprocessing import forkserver
-
-        await asyncio.get_running_loop().run_in_executor(None, forkserver.ensure_running)
-        self._known_children.add(forkserver._forkserver._forkserver_pid)
+        # Started now (it imports Django once), not on the first spawn.
+        context, server_pid = await asyncio.get_running_loop().run_in_executor(
+            None, forkserver.start, self.settings.forkserver_preload
+        )
+        self._known_children.add(server_pid)
         self.supervisor = Supervisor(
             store=self.store,
             db=self.db,
@@ -516,6 +512,7 @@ class Daemon:
         self.on_stopping()
         if self.supervisor is not None:
             await self.supervisor.shutdown(self.settings.shutdown_grace)
+            forkserver.stop()
         if self.host_id is not None:
             try:
                 await self.db(self.store.mark_host_offline, host_id=self.host_id)

@@ -51,7 +51,8 @@ class SpareWorker:
         try:
             started = await self._start()
         except Exception:  # the next take starts one on the spot
-            logger.exception("could not start a spare worker")
+            if not self._closed:  # stopping: its forkserver was stopped under it
+                logger.exception("could not start a spare worker")
             return
         finally:
             self._making = None

@@ -41,7 +41,7 @@ def test_registers_beats_and_stops_within_5s(stop_signal):
         exit_code = daemon.wait(10)
         stopped_in = time.monotonic() - started
     assert exit_code == 0
-    assert stopped_in < 5
+    assert stopped_in < 5, f"stopped in {stopped_in:.2f} s"
     host.refresh_from_db()
     assert host.status == HostStatus.OFFLINE
     assert host.daemon_pid is None
