@@ -77,7 +77,10 @@ def _parse_rule(rule: Any) -> dict[str, Any]:
         raise ValueError('a rule is an object, e.g. {"metric": "loss", "above": 2.0}')
     kinds = [kind for kind in KINDS if kind in rule]
     if len(kinds) != 1:
-        said = "has none" if not kinds else "has " + " and ".join(kinds)
+        said = "has " + " and ".join(kinds) if kinds else "has none"
+        unknown = sorted(set(rule) - set(ALL_KEYS), key=str)
+        if unknown:  # a typo, most likely: say it
+            said += f" (unknown key {unknown[0]!r})"
         raise ValueError(f"a rule takes exactly one of {', '.join(KINDS)}; it {said}")
     kind = kinds[0]
     unknown = sorted(set(rule) - set(KINDS[kind]))

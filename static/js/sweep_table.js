@@ -239,7 +239,9 @@
       return `<td class="name sticky"><a href="${esc(row.url || runLink(row.run_id))}"><bdi>${esc(row.name)}</bdi></a> <span class="muted small mono">${esc(row.run_id)}</span></td>`;
     }
     if (c.id === "status") {
-      return `<td><span class="pill ${esc(row.status)}">${esc(AgentSysLive.statusWord(row.status))}</span></td>`;
+      // A run a stop rule ended says which, with the value that met it.
+      const by = row.stopped_by ? `<span class="stopped-by-cell" title="Stopped by its rule: ${esc(row.stopped_by)}">${esc(row.stopped_by)}</span>` : "";
+      return `<td><span class="pill ${esc(row.status)}">${esc(AgentSysLive.statusWord(row.status))}</span>${by}</td>`;
     }
     if (c.id === "created_at" || c.id === "finished_at") {
       return `<td class="muted nowrap${cls}" title="${esc(value || "")}">${value ? esc(ago(value)) : ""}</td>`;

@@ -43,7 +43,7 @@ def test_parse_fills_in_defaults_and_keeps_bounds_as_given():
         ({"metric": "loss"}, "must be a list"),
         ([{"metric": "loss"}], "exactly one of above, below, nan"),
         ([{"metric": "loss", "above": 1, "below": 0}], "has above and below"),
-        ([{"metric": "loss", "abve": 1}], "has none"),
+        ([{"metric": "loss", "abve": 1}], r"has none \(unknown key 'abve'\)"),
         ([{"metric": "loss", "above": 1, "mode": "min"}], "unknown key 'mode'"),
         ([{"metric": "loss", "above": "2"}], "above must be a number"),
         ([{"metric": "loss", "above": True}], "above must be a number"),
