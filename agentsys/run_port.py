@@ -30,6 +30,11 @@ class RunPort(Protocol):
         tracker runs it printed ({tracker: url}) onto its run; False when it has none."""
         ...
 
+    def write_stopped_by(self, *, words: str) -> bool:
+        """The stop rule (agentsys.stop_rules) that is ending this run, with the value that
+        met it, onto its run before it is stopped; False when it has no open run."""
+        ...
+
     def run_log_position(self) -> tuple[int, bool] | None:
         """How much of this executor's run log the database holds (bytes, capped), where its
         LogShipper (agentsys.log_shipping) goes on from; None when it runs no Run."""

@@ -14,7 +14,7 @@ from scheduler_app.queue.spend import held_gpu_hours
 from scheduler_app.runs import code as run_code
 from scheduler_app.runs import log_reader as run_log_reader
 from scheduler_app.runs import log_store as run_log_store
-from scheduler_app.runs.launch import record_tracking
+from scheduler_app.runs.launch import record_stopped_by, record_tracking
 
 
 class DjangoRunPort:
@@ -34,6 +34,12 @@ class DjangoRunPort:
             return False  # an executor with no Run row (a research loop's own test harness)
         with fresh_connection():
             return record_tracking(run_id=self.run_id, params=params, urls=urls)
+
+    def write_stopped_by(self, *, words: str) -> bool:
+        if not self.run_id:
+            return False
+        with fresh_connection():
+            return record_stopped_by(run_id=self.run_id, words=words)
 
     # -- its log -----------------------------------------------------------------------------
 

@@ -187,6 +187,11 @@ class Sweep(models.Model):
     run_venv = models.CharField(
         max_length=1000, blank=True, help_text="The virtual environment of runs naming none"
     )
+    stop_when = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Stop rules of its runs that bring none (agentsys.stop_rules)",
+    )
     status = models.CharField(max_length=16, choices=SweepStatus.choices, default=SweepStatus.DRAFT)
     chat_session = models.ForeignKey(
         "sessions_app.ChatSession",
@@ -289,6 +294,11 @@ class Run(models.Model):
     )
     exit_code = models.IntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
+    stopped_by = models.TextField(
+        blank=True,
+        help_text="The stop rule that ended it and the value that met it, e.g. "
+        '"loss > 2.0 after step 100: 3.71 at step 140"',
+    )
     # run.log as its host shipped it (RunLogChunk): for a web that cannot see that disk.
     log_shipped_bytes = models.BigIntegerField(
         default=0,

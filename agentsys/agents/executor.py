@@ -19,6 +19,10 @@ pause go through SLURM.
 
 It runs inside runagentd (`hosting = "local"`): whatever it does that blocks (files, /proc,
 the database) goes to a thread, never onto runagentd's event loop.
+
+A run's stop rules (`stop_when`, agentsys.stop_rules) are checked by its watchdog as each
+metric row is read; one met is recorded on the run as `stopped_by` and the run is stopped as
+a person's stop does it (the supervisor's stop cascade: processes, or the SLURM job, ended).
 """
 
 from __future__ import annotations
@@ -70,6 +74,10 @@ logger = logging.getLogger("agentsys.executor")
 
 LOG_TAIL_BYTES = 64 * 1024
 KILL_WAIT_SECONDS = 2.0  # after SIGTERM, before SIGKILL
+# How often a run with stop rules is looked at: a rule's latency is at most this (plus the
+# store), against monitor_interval's 3 s for the others, whose looks are only for charts and
+# alerts. Reading on change (inotify on the run dir) instead of a timer is issue 39's bench.
+STOP_RULE_LOOK_SECONDS = 1.0
 # Runs `/bin/sh command.txt` and records its exit code. The paths come in as arguments ($1:
 # job.done, $2: command.txt): no text of the user's reaches this script.
 WRAPPER = '/bin/sh "$2"; code=$?; echo "$code" > "$1.tmp" && mv "$1.tmp" "$1"'
@@ -103,6 +111,8 @@ class ExecutorAgent(Agent):
         self.retry_policy, thresholds = options_from(self.config)
         self.watchdog = RunWatchdog(self, self.run_dir, self.config, thresholds)
         self.metrics = self.watchdog.metrics
+        if self.watchdog.stop_rules:
+            self.monitor_interval = STOP_RULE_LOOK_SECONDS
         self.run_pid: int | None = None
         self.processes = RunProcesses(marker=self.id)
         self.slurm_job = SlurmRun(self) if self.backend == "slurm" else None
@@ -410,6 +420,13 @@ class ExecutorAgent(Agent):
         survivors = await processes.terminate(grace=0)
         if survivors:
             logger.error("%s: processes %s survived SIGKILL", agent_id, survivors)
+
+    def stop_itself(self) -> None:
+        """Stop the run as a person's stop does, through the supervisor: its children first,
+        its processes or SLURM job ended, the run recorded `stopped`. In the background: the
+        stop cancels the watchdog that asks for it."""
+        if not self._stop_requested:
+            self._in_background(self._link.stop(self.id))
 
     # -- pause ---------------------------------------------------------------------------------
 

@@ -1,19 +1,27 @@
 """What an executor does at each look at its run (every `monitor_interval` seconds while it
-goes, and once when it has ended): store the new metric rows of every source, say once what a
-source could not read, alert on NaN/inf and spiking losses, and put what the script's trackers
-know of the run (their params, an online run's link) onto it."""
+goes, and once when it has ended): store the new metric rows of every source, check them
+against the run's stop rules (agentsys.stop_rules), say once what a source could not read,
+alert on NaN/inf and spiking losses, and put what the script's trackers know of the run
+(their params, an online run's link) onto it.
+
+Stop rules are checked here, on the host that runs the run, so they hold for every metric
+source, host and backend (a SLURM run's files are read the same way). A rule met asks the
+executor to stop (`ExecutorAgent.stop_itself`) once it is recorded on the run (`stopped_by`);
+the rows that met it are stored first."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import math
+import time
 from pathlib import Path
 
 from agentsys.metric_sources import metric_sources_for
 from agentsys.metric_sources.watch import MetricsWatch
 from agentsys.metrics import AnomalyThresholds, LossAnomalyDetector
-from agentsys.run_dir import LOG_FILE, METRICS_POSITION_FILE
+from agentsys.run_dir import LOG_FILE, METRICS_POSITION_FILE, PID_FILE
+from agentsys.stop_rules import Hit, StopRules, parse
 from agentsys.tracker_links import tracker_urls_in_log
 
 logger = logging.getLogger("agentsys.executor")
@@ -37,6 +45,11 @@ class RunWatchdog:
         self.thresholds = thresholds
         self.detectors: dict[str, LossAnomalyDetector] = {}
         self.tracking: tuple[dict, dict] = ({}, {})  # logged params, tracker urls: as stored
+        # Checked by the API; a rule that still cannot be read fails the run at its start.
+        self.stop_rules = StopRules(
+            parse(config.get("stop_when")), started_at=_started_at(run_dir, config)
+        )
+        self.stopped_by = ""  # the rule met, in words, once one is
 
     async def look(self, *, final: bool = False) -> None:
         agent = self.agent
@@ -44,6 +57,8 @@ class RunWatchdog:
         for source, problem in self.metrics.problems():
             logger.warning("%s: metrics from %s: %s", agent.id, source, problem)
             agent.emit_event("metrics_problem", {"source": source, "problem": problem})
+        if not final:  # the run has ended: nothing left to stop
+            await self._check_stop_rules(collected)
         for source, rows in collected:
             agent.emit_event(
                 "metrics", {"rows": len(rows), "last": rows[-1], "source": source.name}
@@ -58,6 +73,30 @@ class RunWatchdog:
                     run_dir=str(self.run_dir),
                 )
         await self._record_tracking()
+
+    async def _check_stop_rules(self, collected) -> None:
+        rules = self.stop_rules
+        if not rules or self.stopped_by:
+            return
+        hit = None
+        for _source, rows in collected:
+            hit = rules.feed_all(rows)
+            if hit is not None:
+                break
+        hit = hit or rules.check_time(time.time())
+        if hit is not None:
+            await self._stop_by(hit)
+
+    async def _stop_by(self, hit: Hit) -> None:
+        agent = self.agent
+        self.stopped_by = hit.words
+        logger.info("%s: stopped by its rule: %s", agent.id, hit.words)
+        agent.emit_event("stopped_by_rule", {"rule": hit.rule, "stopped_by": hit.words})
+        try:  # before the stop: the run is never seen `stopped` without its reason
+            await agent.in_runs("write_stopped_by", words=hit.words)
+        except Exception:  # the stop matters more than its record
+            logger.exception("%s: could not record stopped_by", agent.id)
+        agent.stop_itself()
 
     async def _record_tracking(self) -> None:
         """Onto the run: the params its trackers logged and the online tracker runs it
@@ -74,6 +113,17 @@ class RunWatchdog:
             logger.exception("%s: could not record the run's tracker params", self.agent.id)
             return
         self.tracking = found
+
+
+def _started_at(run_dir: Path, config: dict) -> float:
+    """When the run started, for a wall_seconds rule: now, for a run this executor starts;
+    its job.pid's time, for one a restarted runagentd re-adopts."""
+    if config.get("resume"):
+        try:
+            return (run_dir / PID_FILE).stat().st_mtime
+        except OSError:
+            pass
+    return time.time()
 
 
 def jsonable_number(value):

@@ -47,6 +47,16 @@ VENV = Annotated[
     ),
 ]
 SWEEP_ID = Annotated[str, Field(max_length=40, description="Its sweep; empty: this agent's")]
+STOP_WHEN = Annotated[
+    list[dict[str, Any]] | None,
+    Field(
+        max_length=50,
+        description='Stop rules, e.g. [{"metric": "loss", "above": 2.0, "after_step": 100}, '
+        '{"metric": "loss", "nan": true}, {"metric": "val_loss", "no_improvement_steps": 500, '
+        '"mode": "min", "min_delta": 0.001}, {"wall_seconds": 3600}]: the first met stops '
+        "the run, its stopped_by saying which; unset: its sweep's",
+    ),
+]
 
 
 class RunSpec(BaseModel):
@@ -63,6 +73,7 @@ class RunSpec(BaseModel):
     venv: VENV = ""
     requires: Requires | None = None
     sweep_id: SWEEP_ID = ""
+    stop_when: STOP_WHEN = None
 
 
 class AgentSysAPI:
@@ -135,12 +146,14 @@ def add_run_tools(
         venv: VENV = "",
         requires: Requires | None = None,
         sweep_id: SWEEP_ID = "",
+        stop_when: STOP_WHEN = None,
         auto_start: bool = False,
     ) -> dict:
         """Make a run of `command` (params appended as --key=value), as POST /api/runs does;
         `auto_start` queues it at once. `env`: its environment variables; `requires`: host
-        labels it needs (a number is a minimum, e.g. {"gpu_memory_gb": 40}). Unless told, it
-        joins this agent's sweep and runs in this server's workdir."""
+        labels it needs (a number is a minimum, e.g. {"gpu_memory_gb": 40}); `stop_when`: the
+        rules that stop it early (a diverging loss, NaN, no improvement, a time). Unless told,
+        it joins this agent's sweep and runs in this server's workdir."""
         spec = RunSpec(
             name=name,
             command=command,
@@ -151,6 +164,7 @@ def add_run_tools(
             venv=venv,
             requires=requires,
             sweep_id=sweep_id,
+            stop_when=stop_when,
         )
         body = await own_sweep({**run_body(spec), "auto_start": auto_start})
         return _run_summary(await api.call("POST", "/api/runs", json=body))
@@ -161,6 +175,7 @@ def add_run_tools(
         auto_start: bool = False,
         sweep_id: SWEEP_ID = "",
         env: Annotated[Env | None, Field(description="Every run's, under its own env")] = None,
+        stop_when: STOP_WHEN = None,
     ) -> list[dict]:
         """Make many runs in one call (up to 1,000), all of them or none, as POST
         /api/runs/batch does: a bad one is named by its index. `auto_start` queues them at
@@ -170,6 +185,8 @@ def add_run_tools(
             body["sweep_id"] = sweep_id
         if env:
             body["env"] = env
+        if stop_when is not None:  # the runs' that bring none
+            body["stop_when"] = stop_when
         body = await own_sweep(body)
         return [_run_summary(run) for run in await api.call("POST", "/api/runs/batch", json=body)]
 
@@ -256,7 +273,6 @@ def _in(base: str, workdir: str) -> str:
 def _run_summary(run: dict) -> dict:
     keys = ("id", "name", "status", "exit_code", "error", "gpu_required", "sweep_id")
     summary = {key: run.get(key) for key in keys if key in run}
-    summary.update(
-        {key: run[key] for key in ("wait_reason", "slurm_job_id", "params") if run.get(key)}
-    )
+    extra = ("stopped_by", "wait_reason", "slurm_job_id", "params")
+    summary.update({key: run[key] for key in extra if run.get(key)})
     return summary

@@ -20,13 +20,13 @@ from pydantic import (
 from accounts_app.auth import agent_of
 from agentsys.run_env import check_env, check_venv
 from scheduler_app import loop_scope
-from scheduler_app.api.run_input import EXECUTOR_OPTIONS, RunIn
+from scheduler_app.api.run_input import EXECUTOR_OPTIONS, STOP_WHEN_HELP, RunIn, check_stop_when
 from scheduler_app.api.runs import RunOut
 from scheduler_app.runs import batch as run_batch
 
 router = Router()
 # What the batch may say for all its runs (its env goes under each run's own, by variable).
-DEFAULTED = ("sweep_id", "workdir", "auto_start", "venv", "env")
+DEFAULTED = ("sweep_id", "workdir", "auto_start", "venv", "env", "stop_when")
 
 
 class RunBatchIn(Schema):
@@ -51,7 +51,11 @@ class RunBatchIn(Schema):
         None, description="Environment variables of every run, under each run's own env"
     )
     venv: str | None = Field(None, description="The virtual environment of the runs naming none")
+    stop_when: list[Any] | None = Field(
+        None, max_length=50, description=STOP_WHEN_HELP + " (of the runs that bring none)"
+    )
 
+    _stop_rules_read = field_validator("stop_when")(check_stop_when)
     _env_is_variables = field_validator("env")(check_env)
     _venv_is_a_path = field_validator("venv")(check_venv)
 
@@ -69,7 +73,8 @@ class BatchErrorOut(Schema):
     response={201: list[RunOut], 422: BatchErrorOut},
     summary="Create (and start) many runs at once: all of them, or none",
     description="Runs are created in the list's order, and with auto_start queued in it (the "
-    "queue is first in, first out). `sweep_id`, `workdir`, `auto_start` and `venv` at the top "
+    "queue is first in, first out). `sweep_id`, `workdir`, `auto_start`, `venv` and "
+    "`stop_when` at the top "
     "apply to each run that does not have the key; `env` at the top goes under each run's "
     "own. With an agent's token, runs that name no sweep join the agent's.",
     tags=["runs"],

@@ -17,6 +17,7 @@ from agentsys.run_env import check_env, check_venv
 from agentsys.scheduling import validate_requires
 from agentsys.slurm.client import SlurmError
 from agentsys.slurm.client import check_options as check_slurm_options
+from agentsys.stop_rules import parse as parse_stop_rules
 
 
 def _optional(kind, **limits):
@@ -44,6 +45,7 @@ EXECUTOR_OPTIONS = {
     "metrics_pattern",
     "backend",
     "slurm",
+    "stop_when",
 }
 
 
@@ -91,6 +93,21 @@ def check_params(params: dict[str, Any]) -> dict[str, Any]:
     if size > MAX_PARAMS_BYTES:
         raise ValueError(f"params take {size} bytes; at most {MAX_PARAMS_BYTES} fit a command")
     return params
+
+
+STOP_WHEN_HELP = (
+    "Stop rules, checked as each metric row is read; the first met stops the run (`stopped`, "
+    'with `stopped_by` saying which and the value): {"metric": "loss", "above": 2.0, '
+    '"after_step": 100}, {"metric": "loss", "below": 0.01}, {"metric": "loss", "nan": true}, '
+    '{"metric": "val_loss", "no_improvement_steps": 500, "mode": "min", "min_delta": 0.001}, '
+    '{"wall_seconds": 3600}'
+)
+
+
+def check_stop_when(rules: list | None) -> list | None:
+    """A rule that cannot be read is a 422 naming it (agentsys.stop_rules.parse), with its
+    defaults (mode, min_delta) filled in for the executor."""
+    return None if rules is None else parse_stop_rules(rules)
 
 
 def check_metrics_pattern(pattern: str | None) -> str | None:
@@ -191,6 +208,9 @@ class RunIn(Schema):
         "places it and its GPUs). Unset: AGENTSYS_RUN_BACKEND",
     )
     slurm: SlurmOptionsIn | None = Field(None, description="sbatch options (backend slurm)")
+    stop_when: list[Any] | None = Field(
+        None, max_length=50, description=STOP_WHEN_HELP + "; unset: its sweep's"
+    )
     code: RunCodeIn | None = Field(
         None,
         description="The git commit (and uncommitted patch) to run, when the workdir is not on "
@@ -202,6 +222,7 @@ class RunIn(Schema):
     _venv_is_a_path = field_validator("venv")(check_venv)
     _requires_are_labels = field_validator("requires")(validate_requires)
     _metrics_pattern_compiles = field_validator("metrics_pattern")(check_metrics_pattern)
+    _stop_rules_read = field_validator("stop_when")(check_stop_when)
 
     def executor_options(self) -> dict:
         """What goes to the run's executor: the options given, without the unset ones."""

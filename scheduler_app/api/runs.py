@@ -74,6 +74,10 @@ class RunOut(Schema):
     run_dir: str
     exit_code: int | None
     error: str
+    stopped_by: str = Field(
+        description="The stop rule (executor_options.stop_when) that stopped it and the value "
+        'that met it, e.g. "loss > 2.0 after step 100: 3.71 at step 140"; empty: none did'
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

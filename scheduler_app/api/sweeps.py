@@ -19,7 +19,12 @@ from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH
 from agentsys.run_env import check_env, check_venv
 from common.api_contract import MAX_OFFSET
 from scheduler_app import selectors
-from scheduler_app.api.run_input import SlurmOptionsIn, check_metrics_pattern
+from scheduler_app.api.run_input import (
+    STOP_WHEN_HELP,
+    SlurmOptionsIn,
+    check_metrics_pattern,
+    check_stop_when,
+)
 from scheduler_app.metrics.queries import json_value
 from scheduler_app.models import Sweep, SweepKind, SweepStatus
 from scheduler_app.sweeps.groups import Group
@@ -63,7 +68,11 @@ class SweepIn(Schema):
         None, description="Environment variables of its runs, under each run's own env"
     )
     venv: str | None = Field(None, description="The virtual environment of runs naming none")
+    stop_when: list[Any] | None = Field(
+        None, max_length=50, description=STOP_WHEN_HELP + " (of its runs that bring none)"
+    )
 
+    _stop_rules_read = field_validator("stop_when")(check_stop_when)
     _metrics_pattern_compiles = field_validator("metrics_pattern")(check_metrics_pattern)
     _env_is_variables = field_validator("env")(check_env)
     _venv_is_a_path = field_validator("venv")(check_venv)
@@ -82,6 +91,7 @@ class SweepOut(Schema):
     slurm: dict[str, str] = Field(description="sbatch options of its SLURM runs")
     env: dict[str, str] = Field(description="Environment variables of its runs")
     venv: str = Field(description="The virtual environment of its runs; empty: the workdir's")
+    stop_when: list[dict[str, Any]] = Field(description="Stop rules of its runs that bring none")
     created_at: datetime
     updated_at: datetime
     url: str = Field(description="Its page")
@@ -119,7 +129,8 @@ class SweepTableOut(Schema):
     offset: int
     limit: int
     rows: list[dict[str, Any]] = Field(
-        description="{run_id, name, status, exit_code, agent_id (its executor, whose events "
+        description="{run_id, name, status, stopped_by (the stop rule that stopped it, "
+        "with the value that met it), exit_code, agent_id (its executor, whose events "
         "the live feed carries), created_at, finished_at, duration_s, "
         "url, params: {name: value}, metrics: {key: {last, min, max, last_step, points, "
         'source}}}; NaN and ±inf as "NaN", "Infinity", "-Infinity". Grouped: the runs of '
@@ -154,6 +165,7 @@ def _sweep_out(sweep) -> dict:
         "slurm": sweep.slurm_options,
         "env": sweep.run_env,
         "venv": sweep.run_venv,
+        "stop_when": sweep.stop_when,
         "created_at": sweep.created_at,
         "updated_at": sweep.updated_at,
         "url": f"/sweeps/{sweep.id}/",
@@ -194,6 +206,7 @@ def create_sweep(request, payload: SweepIn):
         slurm_options=payload.slurm.dict(exclude_none=True) if payload.slurm else {},
         run_env=payload.env or {},
         run_venv=payload.venv or "",
+        stop_when=payload.stop_when or [],
         kind=SweepKind.MANUAL,
         created_by=user,  # a loop's token acts for the person who started the loop
         created_by_agent=agent_of(request),  # ... and its runs are then the loop's to change
@@ -292,6 +305,7 @@ def _row_out(row: dict) -> dict:
         "run_id": row["run_id"],
         "name": row["name"],
         "status": row["status"],
+        "stopped_by": row["stopped_by"],
         "exit_code": row["exit_code"],
         "agent_id": row["agent_id"],
         "created_at": _iso(row["created_at"]),

@@ -40,7 +40,7 @@ def executor_of(run: Run) -> dict:
 def sweep_options(sweeps) -> dict[str, dict]:
     """What the runs of each of `sweeps` (a queryset) take from it, by sweep id."""
     rows = sweeps.values_list(
-        "pk", "metrics_pattern", "run_backend", "slurm_options", "run_env", "run_venv"
+        "pk", "metrics_pattern", "run_backend", "slurm_options", "run_env", "run_venv", "stop_when"
     )
     return {
         pk: {
@@ -49,8 +49,9 @@ def sweep_options(sweeps) -> dict[str, dict]:
             "slurm": slurm,
             "env": env,
             "venv": venv,
+            "stop_when": stop_when,
         }
-        for pk, pattern, backend, slurm, env, venv in rows
+        for pk, pattern, backend, slurm, env, venv, stop_when in rows
     }
 
 

@@ -98,6 +98,14 @@ def record_tracking(*, run_id: str, params: dict, urls: dict) -> bool:
     return bool(Run.objects.filter(pk=run_id).update(**fields))
 
 
+def record_stopped_by(*, run_id: str, words: str) -> bool:
+    """The stop rule that is ending the run, and the value that met it (agentsys.stop_rules),
+    written before its executor stops it, so the run is never seen `stopped` without it.
+    False when the run is gone or has already ended."""
+    rows = Run.objects.filter(pk=run_id, status__in=RunStatus.open())
+    return bool(rows.update(stopped_by=words[:2000], updated_at=timezone.now()))
+
+
 def record_slurm_state(*, agent_id: str, job_id: int, running: bool, reason: str) -> bool:
     """The SLURM job of the run whose executor is `agent_id`, as that executor last heard of
     it: the run stays `queued` (with SLURM's reason, e.g. Resources) until the job runs.
@@ -145,6 +153,7 @@ def start_run(*, run_id: str) -> Run:
     run.agent = agent
     run.run_dir = str(run_dir_of(run.workdir, agent.id))
     run.exit_code, run.error, run.started_at, run.finished_at = None, "", None, None
+    run.stopped_by = ""
     run.save()
     queue.submit(agent=agent, gpu_required=run.gpu_required)  # the run is queued or rejected
     run.refresh_from_db()

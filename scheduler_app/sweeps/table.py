@@ -60,7 +60,7 @@ MAX_WHERE = 20
 RUN_CELLS = (
     "r.id, r.name, r.status, r.exit_code, r.agent_id, "
     "EXTRACT(EPOCH FROM r.created_at)::float8, EXTRACT(EPOCH FROM r.finished_at)::float8, "
-    "EXTRACT(EPOCH FROM r.finished_at - r.started_at)::float8"
+    "EXTRACT(EPOCH FROM r.finished_at - r.started_at)::float8, r.stopped_by"
 )
 PARAM_TYPES_SQL = (
     "SELECT p.key, array_agg(DISTINCT jsonb_typeof(p.value)) "  # noqa: S608
@@ -253,11 +253,12 @@ def _param_type(json_types) -> str | None:
     return "mixed" if "number" in types else "string"
 
 
-def _row(run_id, name, status, code, agent_id, created, finished, duration) -> dict:
+def _row(run_id, name, status, code, agent_id, created, finished, duration, stopped_by) -> dict:
     return {
         "run_id": run_id,
         "name": name,
         "status": status,
+        "stopped_by": stopped_by,
         "exit_code": code,
         "agent_id": agent_id,
         "created_at": created,
@@ -288,8 +289,8 @@ def _whole_rows(sweep: Sweep, run_ids: list[str] | None = None) -> list[dict]:
             arguments,
         )
         for record in cursor:
-            row = _row(*record[:8])
-            row["params"] = _scalars(record[8])
+            row = _row(*record[:9])
+            row["params"] = _scalars(record[9])
             by_run[row["run_id"]] = row
         cursor.execute(
             f"SELECT {SERIES_CELLS} FROM {series} "  # noqa: S608

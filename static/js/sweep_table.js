@@ -232,14 +232,22 @@
     $("sweep-table").tHead.innerHTML = `<tr class="groups">${groups}</tr><tr>${cells.join("")}</tr>`;
   }
 
+  // A run a stop rule ended says which, with the value that met it.
+  function stoppedBy(row) {
+    if (!row.stopped_by) return "";
+    return `<span class="stopped-by-cell" title="Stopped by its rule: ${esc(row.stopped_by)}">${esc(row.stopped_by)}</span>`;
+  }
+
   function cell(row, c, start) {
     const value = S.valueOf(row, c);
     const cls = start ? " start" : "";
     if (c.id === "name") {
-      return `<td class="name sticky"><a href="${esc(row.url || runLink(row.run_id))}"><bdi>${esc(row.name)}</bdi></a> <span class="muted small mono">${esc(row.run_id)}</span></td>`;
+      // A phone shows no status column: the rule that stopped a run goes under its name.
+      const by = Phone.narrow.matches ? stoppedBy(row) : "";
+      return `<td class="name sticky"><a href="${esc(row.url || runLink(row.run_id))}"><bdi>${esc(row.name)}</bdi></a> <span class="muted small mono">${esc(row.run_id)}</span>${by}</td>`;
     }
     if (c.id === "status") {
-      return `<td><span class="pill ${esc(row.status)}">${esc(AgentSysLive.statusWord(row.status))}</span></td>`;
+      return `<td><span class="pill ${esc(row.status)}">${esc(AgentSysLive.statusWord(row.status))}</span>${stoppedBy(row)}</td>`;
     }
     if (c.id === "created_at" || c.id === "finished_at") {
       return `<td class="muted nowrap${cls}" title="${esc(value || "")}">${value ? esc(ago(value)) : ""}</td>`;

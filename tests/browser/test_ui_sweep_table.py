@@ -287,3 +287,29 @@ def test_runs_equal_but_for_their_seed_group_into_one_row_and_one_line(site):
     expect(rows).to_have_count(2)
     page.get_by_label("Group by seed").uncheck()
     expect(rows).to_have_count(5)
+
+
+def test_a_run_a_stop_rule_ended_says_why_in_the_table_and_on_its_page(site):
+    # Issue 39 §1: `stopped_by` beside the status pill, and on the run's page, at 1280 px and
+    # at phone width (the rule's words wrap, they never widen the page).
+    url, page = site
+    sweep = Sweep.objects.create(name="stop rules", stop_when=[{"metric": "loss", "above": 2.0}])
+    words = "loss > 2.0 after step 100: 3.71 at step 140"
+    stopped = Run.objects.create(
+        name="diverged", command="true", status="stopped", sweep=sweep, stopped_by=words
+    )
+    Run.objects.create(name="fine", command="true", status="done", sweep=sweep)
+    page.goto(f"{url}/sweeps/{sweep.pk}/")
+    expect(page.locator("#sweep-table tbody .stopped-by-cell")).to_have_text([words])
+    screenshot(page, "sweep-stopped-by-rule")
+    page.goto(f"{url}/runs/{stopped.pk}/")
+    expect(page.locator("#run-stopped-by")).to_have_text(f"Stopped by its rule: {words}")
+    screenshot(page, "run-stopped-by-rule")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{url}/sweeps/{sweep.pk}/")
+    expect(page.locator("#sweep-table tbody .stopped-by-cell")).to_be_visible()
+    screenshot(page, "sweep-stopped-by-rule-phone")
+    page.goto(f"{url}/runs/{stopped.pk}/")
+    expect(page.locator("#run-stopped-by")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    screenshot(page, "run-stopped-by-rule-phone")

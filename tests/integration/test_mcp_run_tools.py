@@ -152,7 +152,7 @@ def test_create_run_takes_the_rest_names_and_reaches_the_persons_project(tools, 
         (
             {"name": "n", "command": "x", "start": True},
             "create_run refused: start is not one of its arguments (name, command, params, "
-            "gpu_required, workdir, env, venv, requires, sweep_id, auto_start).",
+            "gpu_required, workdir, env, venv, requires, sweep_id, stop_when, auto_start).",
         ),
         (
             {"name": "n", "command": "x", "gpu_required": "two"},
@@ -174,6 +174,22 @@ def test_a_bad_call_is_one_sentence_naming_the_field(tools, arguments, sentence)
     assert sentence in text
     assert "pydantic" not in text and "input_value" not in text and "\n" not in text.strip()
     assert not Run.objects.exists()
+
+
+def test_stop_rules_pass_through_and_a_bad_one_is_named(tools):
+    # Issue 39 §1: create_run and create_runs take `stop_when` as POST /api/runs does.
+    rule = {"metric": "loss", "above": 2.0, "after_step": 100}
+    made = ok(tools("create_run", name="ruled", command="python t.py", stop_when=[rule]))
+    assert Run.objects.get(pk=made["id"]).executor_options["stop_when"] == [rule]
+    [made] = ok(tools("create_runs", runs=[{"name": "b", "command": "x"}], stop_when=[rule]))[
+        "result"
+    ]
+    assert Run.objects.get(pk=made["id"]).executor_options["stop_when"] == [rule]
+
+    refused = tools("create_run", name="n", command="x", stop_when=[{"metric": "loss"}])
+    assert refused.is_error
+    assert 'stop_when[0] {"metric": "loss"}: a rule takes exactly one of' in refused.content[0].text
+    assert Run.objects.count() == 2
 
 
 def test_a_revoked_token_is_refused(tools):

@@ -261,3 +261,27 @@ def test_without_a_slurm_host_a_slurm_run_is_rejected_saying_why(api, tmp_path, 
     run = _post_run(api, tmp_path, "echo never")
     assert run.status == RunStatus.REJECTED
     assert run.error.startswith("No host runs SLURM")
+
+
+DIVERGES = (
+    "import json, os, time\n"
+    "with open(os.path.join(os.environ['AGENTSYS_RUN_DIR'], 'agent_metrics.jsonl'), 'a') as f:\n"
+    "    for step in range(600):\n"
+    "        f.write(json.dumps({'step': step, 'loss': 0.5 if step < 20 else 9.5}) + '\\n')\n"
+    "        f.flush()\n"
+    "        time.sleep(0.05)\n"
+)
+
+
+def test_a_stop_rule_ends_its_slurm_job_saying_why(daemon, api, tmp_path):
+    # Issue 39 §1: the executor reads the job's metrics on the login host and stops it as a
+    # person's stop does, through SLURM.
+    (tmp_path / "train.py").write_text(DIVERGES)
+    rule = {"metric": "loss", "above": 2, "after_step": 10}
+    run = _post_run(api, tmp_path, "python3 train.py", stop_when=[rule])
+    run = run_ended(run, timeout=60)
+
+    assert run.status == RunStatus.STOPPED, run.error
+    assert run.stopped_by == "loss > 2 after step 10: 9.5 at step 20"
+    assert _api_run(api, run)["stopped_by"] == run.stopped_by
+    assert slurm.job_states([run.slurm_job_id])[run.slurm_job_id].finished

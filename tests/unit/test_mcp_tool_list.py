@@ -28,7 +28,7 @@ def test_the_list_names_every_tool_and_argument_of_both_servers():
         assert f"- `{name}(" in text
     assert (
         '`create_run(name, command, params=null, gpu_required=0, workdir="", env=null, '
-        'venv="", requires=null, sweep_id="", auto_start=false)`'
+        'venv="", requires=null, sweep_id="", stop_when=null, auto_start=false)`'
     ) in text
 
 
