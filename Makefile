@@ -68,18 +68,22 @@ $(CHROMIUM):
 	$(SUDO) apt-get install -y chromium || { $(SUDO) apt-get update && $(SUDO) apt-get install -y chromium; }
 
 # tests/unit first: plain agentsys code, no Django settings, no database (seconds); then
-# tests/integration, tests/browser and tests/e2e under pytest-django on two workers
+# tests/integration, tests/browser and tests/e2e under pytest-django on TEST_WORKERS workers
 # (pytest-xdist, each with its own test database; a module's tests stay on one worker, and the
 # modules on the one SLURM cluster, and those on the system PostgreSQL, run one after another
 # on one worker each: tests/conftest.py).
 # No test restarts the PostgreSQL server the workers share: tests/e2e/test_postgres_restart.py
 # restarts one of its own. The static files the browser tests' daphnes serve are collected
 # once, before any of them runs: collectstatic rewrites the manifest a running daphne may read.
+# Four workers on two cores: most of the suite's time is spent waiting on the processes it
+# starts (runagentd, daphne, OpenCode, Chromium, PostgreSQL, SLURM), not computing; two
+# workers left the cores half idle (issue 36 §4: the figures are in its note).
+TEST_WORKERS ?= 4
 test: lint check-deploy bytecode $(CHROMIUM) slurm-up
 	$(PY) manage.py makemigrations --check --dry-run
 	$(MAKE) --no-print-directory test-unit
 	$(PY) manage.py collectstatic --noinput --verbosity 0
-	AGENTSYS_TEST_STATIC_COLLECTED=1 $(PY) -m pytest --ignore=tests/unit -n 2 --dist loadgroup
+	AGENTSYS_TEST_STATIC_COLLECTED=1 $(PY) -m pytest --ignore=tests/unit -n $(TEST_WORKERS) --dist loadgroup
 
 # A real single-node SLURM (2 fake GPUs) for tests/integration/test_slurm_cluster.py; it needs
 # root and apt-get, and without them those tests skip.
@@ -89,7 +93,7 @@ slurm-up:
 	else scripts/slurm_up.sh; fi
 
 test-unit: setup
-	$(PY) -m pytest tests/unit -p no:django -W ignore::pytest.PytestConfigWarning
+	$(PY) -m pytest tests/unit -p no:django -W ignore::pytest.PytestConfigWarning -n 2
 
 bench: setup
 	@# Only the scripts (a __main__ block): the rest are modules they import.
