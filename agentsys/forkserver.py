@@ -29,8 +29,13 @@ def start(preload: tuple[str, ...]):
 
 
 def stop() -> None:
-    """Kill the forkserver, if one runs (the module docstring says why not more gently)."""
+    """Kill the forkserver, if one runs (the module docstring says why not more gently), and
+    reap it: a zombie still looks alive to the embedded PostgreSQL's leases
+    (researchagent.embedded_db), and the last process out would leave the server running."""
     pid = forkserver._forkserver._forkserver_pid
-    if pid:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    if not pid:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)

@@ -33,6 +33,10 @@ FOLLOW_INTERVAL = 0.15  # seconds between looks while the command runs
 FAILED, RESYNCED = -1, -2  # what a write did besides storing
 MAX_RESYNCS = 3  # per ship: a store that keeps disagreeing is not followed in a loop
 SHIP_AT_STOP_SECONDS = 5.0  # a stopped run's last lines wait this long for the database
+# ... and when runagentd is going away (the run goes on): the next runagentd's executor
+# re-adopts the run and ships from the database's offset, so nothing is lost by waiting less,
+# and runagentd's stop has 5 s in all (2.5 of them for its agents' ends).
+SHIP_AT_DETACH_SECONDS = 1.0
 
 # store(offset, data, capped) -> (the database's offset after it, whether the log is capped).
 # It stores `data` at `offset` only when `offset` is the database's offset and the log is not
@@ -202,13 +206,15 @@ class LogFollower:
 async def shipping_log(agent, path: Path):
     """Ship the executor's run log while the block runs (the command's life), and what is
     left when it ends: all of it, waiting for the database, when the command ended; what
-    SHIP_AT_STOP_SECONDS allow when the run was stopped or its runagentd lost."""
+    SHIP_AT_STOP_SECONDS allow when the run was stopped, SHIP_AT_DETACH_SECONDS when its
+    runagentd is stopping (the run goes on)."""
     follower = await follower_for(agent, path)
     try:
         yield follower
     except BaseException:
         if follower is not None:
-            await follower.stop(SHIP_AT_STOP_SECONDS)
+            detached = getattr(agent, "detached", False)
+            await follower.stop(SHIP_AT_DETACH_SECONDS if detached else SHIP_AT_STOP_SECONDS)
         raise
     if follower is not None:
         await follower.stop()

@@ -189,11 +189,13 @@ class SweepAdmin(admin.ModelAdmin):
         "parameters_view",
         "slurm_options_view",
         "run_env_view",
+        "stop_when_view",
     )
-    exclude = ("parameters", "slurm_options", "run_env")
+    exclude = ("parameters", "slurm_options", "run_env", "stop_when")
     parameters_view = json_display("parameters")
     slurm_options_view = json_display("slurm_options")
     run_env_view = json_display("run_env")
+    stop_when_view = json_display("stop_when")
 
 
 # A run's outcome and its link to the executor and the queue: only the services move them.

@@ -349,6 +349,12 @@ def test_runagentd_stops_in_time_while_the_database_is_down_and_the_next_one_cat
         wait_for(lambda: training.refresh().status == RunStatus.DONE, 15, "the run's end")
         assert training.refresh().exit_code == 0
         assert training.stored_steps() == training.file_steps()
+        # Its stopping runagentd shipped no more of its log than a second allowed; the next
+        # one shipped the rest, from the database's offset.
+        stored = b"".join(
+            bytes(c.data) for c in RunLogChunk.objects.filter(run=training.run).order_by("offset")
+        )
+        assert stored == (training.run_dir / "run.log").read_bytes()
         # The in-daemon agent could not be recorded as stopped: the next daemon says why.
         wait_for(lambda: Agent.objects.get(pk=session.id).status != "running", 10, "session")
     finally:

@@ -9,7 +9,12 @@ import asyncio
 
 import pytest
 
-from agentsys.log_shipping import LogFollower, LogShipper
+from agentsys.log_shipping import (
+    SHIP_AT_DETACH_SECONDS,
+    SHIP_AT_STOP_SECONDS,
+    LogFollower,
+    LogShipper,
+)
 
 
 class FakeLogTable:
@@ -177,3 +182,37 @@ async def test_a_stop_gives_up_after_its_timeout_when_the_database_stays_down(tm
     table.down = True
     await asyncio.wait_for(follower.stop(timeout=0.3), 5)
     assert table.stored() == b""
+
+
+class RunPortOfADownDatabase:
+    """An executor's run port (agentsys.run_port) while the database is down."""
+
+    def run_log_position(self):
+        return 0, False
+
+    def append_run_log(self, *, offset, data, capped):
+        raise ConnectionError("the database is down")
+
+
+async def test_a_stopping_runagentd_leaves_the_rest_of_the_log_to_the_next_one(tmp_path):
+    """Its run goes on; the next runagentd ships from the database's offset. So its stop
+    waits SHIP_AT_DETACH_SECONDS for the database, not a stopped run's 5 s: runagentd has 5 s
+    in all to stop."""
+    from types import SimpleNamespace
+
+    from agentsys.log_shipping import shipping_log
+
+    agent = SimpleNamespace(
+        id="executor-1",
+        runs=RunPortOfADownDatabase(),
+        deployment=SimpleNamespace(host_name="gpu-b", log_db_cap_bytes=2**20),
+        detached=True,
+    )
+    append(tmp_path, b"step 1\n")
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(asyncio.CancelledError):
+        async with shipping_log(agent, tmp_path / "run.log"):
+            raise asyncio.CancelledError  # the stop (detached: runagentd's)
+    took = asyncio.get_running_loop().time() - started
+    # It tried for its second; a stopped run's last lines would wait 5 s.
+    assert SHIP_AT_DETACH_SECONDS - 0.2 < took < SHIP_AT_STOP_SECONDS - 1
