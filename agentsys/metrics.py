@@ -21,6 +21,7 @@ logger = logging.getLogger(__name__)
 
 LOSS_KEYS = ("loss", "train/loss", "train_loss", "training_loss")
 STEP_KEYS = ("_step", "step", "global_step")
+STEP_LIMIT = 2**63 - 1  # PostgreSQL's bigint: the series store keeps steps in one
 
 
 @dataclass
@@ -118,6 +119,20 @@ def step_of(row: dict[str, Any]) -> Any:
     for key in STEP_KEYS:
         if key in row:
             return row[key]
+    return None
+
+
+def stored_step(row: dict[str, Any]) -> int | None:
+    """The row's step as the series store keeps it (and stop rules count it): the first
+    step key holding a whole number within STEP_LIMIT; None for a row without one."""
+    for key in STEP_KEYS:
+        value = row.get(key)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int) and abs(value) <= STEP_LIMIT:
+            return value
+        if isinstance(value, float) and value.is_integer() and abs(value) <= STEP_LIMIT:
+            return int(value)
     return None
 
 

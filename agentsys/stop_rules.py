@@ -25,11 +25,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from agentsys.metrics import STEP_KEYS
+from agentsys.metrics import STEP_KEYS, STEP_LIMIT, stored_step
 
 MAX_RULES = 50
 MAX_METRIC_LENGTH = 200
-STEP_LIMIT = 2**63 - 1
 
 KINDS = {
     "above": ("metric", "above", "after_step"),
@@ -166,7 +165,7 @@ class StopRules:
         """The first rule this row meets, or None."""
         if not self._by_metric:
             return None
-        step = _step_of(row)
+        step = stored_step(row)
         for metric, watches in self._by_metric.items():
             if metric not in row:
                 continue
@@ -244,18 +243,6 @@ class _Watch:
             f"for {rule['no_improvement_steps']} steps{when}: best {_seen(self.best)} at step "
             f"{self.best_step}, {_seen(value)} at step {step}"
         )
-
-
-def _step_of(row: dict[str, Any]) -> int | None:
-    for key in STEP_KEYS:
-        value = row.get(key)
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, int) and abs(value) <= STEP_LIMIT:
-            return value
-        if isinstance(value, float) and value.is_integer() and abs(value) <= STEP_LIMIT:
-            return int(value)
-    return None
 
 
 def _value(raw: Any) -> float | None:

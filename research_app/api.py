@@ -18,6 +18,7 @@ from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH
 from agentsys.research.budget import CAPS
 from agentsys.run_env import check_env, check_venv
 from common.api_contract import MAX_OFFSET
+from common.budget_schema import BudgetCaps
 from ledger_app.api import SpentOut
 from research_app import approvals, questions, selectors, services
 from research_app.models import ResearchLoop
@@ -30,15 +31,7 @@ router = Router(tags=["research"])
 Pattern = Annotated[str, StringConstraints(max_length=MAX_PATTERN_LENGTH)]
 
 
-class BudgetIn(Schema):
-    model_config = ConfigDict(extra="forbid")
-
-    llm_tokens: float | None = Field(None, ge=0, description="Model tokens (every kind)")
-    llm_usd: float | None = Field(None, ge=0, description="What the provider charges, USD")
-    gpu_hours: float | None = Field(None, ge=0, description="Its runs' GPUs times hours held")
-    wall_hours: float | None = Field(None, ge=0, description="Hours since it started")
-    on_cap: Literal["hold_runs", "stop_runs"] = "hold_runs"
-
+class BudgetIn(BudgetCaps):
     @model_validator(mode="after")
     def _some_cap(self):
         if all(getattr(self, name) is None for name in CAPS):

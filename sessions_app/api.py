@@ -6,11 +6,12 @@ pipeline's routes.)"""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated
 
 from ninja import Field, Query, Router, Schema, Status
 from pydantic import ConfigDict, StringConstraints
 
+from common.budget_schema import BudgetCaps
 from sessions_app import selectors, services
 from sessions_app.models import ChatMode
 
@@ -94,16 +95,8 @@ class SystemPromptIO(Schema):
     system_prompt: SystemPrompt
 
 
-class BudgetIO(Schema):
+class BudgetIO(BudgetCaps):
     """A chat's default budget: every cap null, none (each loop's own and its person's apply)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    llm_tokens: float | None = Field(None, ge=0, description="Model tokens (every kind)")
-    llm_usd: float | None = Field(None, ge=0, description="What the provider charges, USD")
-    gpu_hours: float | None = Field(None, ge=0, description="Its runs' GPUs times hours held")
-    wall_hours: float | None = Field(None, ge=0, description="Hours since it started")
-    on_cap: Literal["hold_runs", "stop_runs"] = "hold_runs"
 
 
 class ErrorOut(Schema):

@@ -24,11 +24,10 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from agentsys.metrics import STEP_KEYS
+from agentsys.metrics import STEP_KEYS, stored_step
 from scheduler_app.models import MetricPoint, MetricSeries, Run
 
 MAX_KEY_LENGTH = 200
-STEP_LIMIT = 2**63 - 1
 
 
 @dataclass
@@ -48,18 +47,6 @@ def _number(value: Any) -> float | None:
         return float(value)
     except OverflowError:  # an int too big for a float
         return math.copysign(math.inf, value)
-
-
-def _step(row: dict[str, Any]) -> int | None:
-    for key in STEP_KEYS:
-        value = row.get(key)
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, int) and abs(value) <= STEP_LIMIT:
-            return value
-        if isinstance(value, float) and value.is_integer() and abs(value) <= STEP_LIMIT:
-            return int(value)
-    return None
 
 
 def _time(row: dict[str, Any], now: datetime) -> datetime:
@@ -87,7 +74,7 @@ def series_of(rows: list[dict[str, Any]], next_steps: dict[str, int]) -> dict[st
                 points[key[:MAX_KEY_LENGTH]] = value
         if not points:
             continue
-        step = _step(row)
+        step = stored_step(row)
         if step is None:  # one step for the whole row: past every one of its series
             step = max(next_steps.get(key, 0) for key in points)
         at = _time(row, now)
