@@ -191,13 +191,7 @@ def save_state(agent_id: str, state: dict) -> dict:
         return {}
     loop = ResearchLoop.objects.filter(agent_id=agent_id).first()
     if loop is None:  # a CRITICAL steer respawned the agent under a new id
-        loop = ResearchLoop(
-            agent=agent,
-            sweep=Sweep.objects.filter(pk=agent.sweep).first(),
-            chat_session_id=agent.chat_session_id,
-            goal=agent.goal,
-            settings=state.get("settings") if isinstance(state.get("settings"), dict) else {},
-        )
+        loop = _respawned_loop(agent, state)
     loop.state = state
     iteration = state.get("iteration")
     if isinstance(iteration, int) and not isinstance(iteration, bool) and iteration >= 0:
@@ -216,6 +210,24 @@ def save_state(agent_id: str, state: dict) -> dict:
         "status": state.get("status") if isinstance(state.get("status"), str) else "",
         "phase": state.get("phase") if isinstance(state.get("phase"), str) else "",
     }
+
+
+def _respawned_loop(agent: Agent, state: dict) -> ResearchLoop:
+    """The row of a loop a CRITICAL steer respawned under a new id, in its predecessor's
+    sweep: its settings from its state, and where its caps came from (`budget_from`, which
+    only the row that started it knew) from the predecessor's."""
+    settings = dict(state["settings"]) if isinstance(state.get("settings"), dict) else {}
+    sweep = Sweep.objects.filter(pk=agent.sweep).first()
+    before = ResearchLoop.objects.filter(sweep=sweep).first() if sweep else None
+    if before is not None and "budget_from" in before.settings:
+        settings.setdefault("budget_from", before.settings["budget_from"])
+    return ResearchLoop(
+        agent=agent,
+        sweep=sweep,
+        chat_session_id=agent.chat_session_id,
+        goal=agent.goal,
+        settings=settings,
+    )
 
 
 def _end_sweep(loop: ResearchLoop, status) -> None:

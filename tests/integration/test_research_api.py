@@ -268,3 +268,18 @@ def test_the_admin_form_is_for_staff_only(client, django_user_model, workdir):
     client.force_login(user)
     response = client.get("/admin/research_app/researchloop/start/")
     assert response.status_code == 302 and "/login" in response["Location"]
+
+
+def test_a_loop_respawned_by_a_critical_steer_keeps_where_its_caps_came_from(api, workdir):
+    first = start(api, workdir, budget={"gpu_hours": 2})
+    assert first["budget_from"] == {"gpu_hours": "loop"}
+    sweep = ResearchLoop.objects.get(agent_id=first["id"]).sweep_id
+    Agent.objects.create(
+        id="research-respawned", role="research", cls_path="x", project="p", sweep=sweep
+    )
+    state = {"iteration": 0, "status": "running", "settings": {"budget": {"gpu_hours": 2.0}}}
+    DjangoRuntimeStore().record_event(
+        agent_id="research-respawned", kind="research_state", payload=state
+    )
+    respawned = api("get", "/api/research/research-respawned").json()
+    assert respawned["budget_from"] == {"gpu_hours": "loop"}
