@@ -1,6 +1,7 @@
 // The Spend page's chart: dollars a day, one line a group, drawn with charts.js (uPlot).
 // Every day from the first with spend to today is a point of every line: a day on which a
-// group spent nothing is $0 (a gap would read as "not known").
+// group spent nothing is $0 (a gap would read as "not known"). A week at least: one day of
+// spend alone drew a lone point with no date under it.
 (function () {
   "use strict";
   const el = document.getElementById("spend-chart");
@@ -13,8 +14,8 @@
   }
   const DAY = 86400 * 1000;
   const dayOf = (iso) => Math.round(Date.parse(iso + "T00:00:00Z") / DAY);
-  const first = Math.min(...rows.map((row) => dayOf(row.day)));
   const last = Math.max(dayOf(new Date().toISOString().slice(0, 10)), ...rows.map((row) => dayOf(row.day)));
+  const first = Math.min(last - 6, ...rows.map((row) => dayOf(row.day)));
   const days = [];
   for (let day = first; day <= last; day++) days.push(day);
   const byGroup = new Map();

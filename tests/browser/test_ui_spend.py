@@ -64,6 +64,18 @@ def test_the_spend_page_charts_dollars_a_day_by_date_and_fits_a_phone(site):
         assert table.evaluate("w => w.scrollWidth <= w.clientWidth + 1")  # all of it in view
 
 
+def test_a_first_days_spend_is_charted_over_a_week_with_its_dates(site):
+    """A new user's first spend (the demo's, today): a week of days, six at $0, dated; not
+    a lone point with no date under it."""
+    url, page = site
+    record_llm_steps(steps=[{"key": "prt_first", "usd": 0.02, "model": "demo"}])
+    page.goto(f"{url}/spend/?by=model")
+    chart = page.locator("#spend-chart")
+    expect(chart.locator("canvas")).to_have_count(1)
+    expect(chart).to_have_attribute("data-points", "7")
+    assert timezone.now().strftime("%b") in (chart.get_attribute("data-x-ticks") or "")
+
+
 def test_a_loop_at_its_cap_asks_for_approval_on_its_page_at_1280_and_390(site):
     """Issue 38 §2 as a person meets it: the loop's page says why it waits, what it spent of
     each cap, and takes more budget typed in; on a phone too, nothing off to the side."""
