@@ -287,7 +287,11 @@ class OpenCodeClient:
         while True:
             wait = self._next_wait(acc, started)
             try:
-                line = await asyncio.wait_for(anext(lines), wait[0])
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancellation
+                # (a person's Stop) that comes as the line it waits for arrives, e.g. another
+                # session's event on the shared stream; the reply then ran to its end.
+                async with asyncio.timeout(wait[0]):
+                    line = await anext(lines)
             except StopAsyncIteration:
                 raise OpenCodeStreamLost(
                     f"OpenCode at {self.base_url} closed the event stream before the answer "

@@ -245,3 +245,30 @@ async def test_an_error_status_is_kept_on_the_error():
 
 def test_health_now_is_none_while_no_server_answers():
     assert health_now(f"http://127.0.0.1:{free_port()}", username="u", password="p") is None
+
+
+async def test_a_stop_as_an_event_arrives_is_not_lost():
+    """A person's Stop (the turn's task cancelled) in the same tick as the next line of the
+    shared event stream (another session's event): the reply stops, it does not run to its
+    end. Python 3.11's asyncio.wait_for lost that cancellation (seen: a stopped chat reply
+    that went on for 60 s)."""
+    from agentsys.opencode.client import OpenCodeClient
+
+    arrived = asyncio.get_running_loop().create_future()
+
+    class SharedStream:
+        async def aiter_lines(self):
+            yield await arrived  # an event of another session
+            await asyncio.sleep(3600)  # this session's reply, stalled
+            yield ""
+
+    client = OpenCodeClient("http://127.0.0.1:9")
+    reading = asyncio.create_task(
+        client._read_until_idle(SharedStream(), "ses_1", time.monotonic(), None)
+    )
+    await asyncio.sleep(0.01)
+    arrived.set_result('data: {"type": "server.heartbeat", "properties": {}}')
+    reading.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(reading, 2)
+    await client.aclose()
