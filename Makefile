@@ -75,10 +75,10 @@ $(CHROMIUM):
 # No test restarts the PostgreSQL server the workers share: tests/e2e/test_postgres_restart.py
 # restarts one of its own. The static files the browser tests' daphnes serve are collected
 # once, before any of them runs: collectstatic rewrites the manifest a running daphne may read.
-# Two workers: four (TEST_WORKERS=4) take ~12.5 min instead of ~18 idle, since the suite
-# mostly waits on the processes it starts, but on two cores they still fail `make run` gone
-# within 5 s of Ctrl-C about one run in four (issue 36 §4: the figures are in its note).
-TEST_WORKERS ?= 2
+# Four workers on two cores: the suite mostly waits on the processes it starts (~12.5 min
+# instead of ~18 on two). `make run`'s stop now writes the embedded PostgreSQL's checkpoint
+# while runagentd and the web stop, which kept it within its 5 s under that load (issue 36 §4).
+TEST_WORKERS ?= 4
 test: lint check-deploy bytecode $(CHROMIUM) slurm-up
 	$(PY) manage.py makemigrations --check --dry-run
 	$(MAKE) --no-print-directory test-unit

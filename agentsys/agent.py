@@ -181,6 +181,11 @@ class Agent:
     async def on_monitor(self) -> None:
         """Called every monitor_interval seconds while running."""
 
+    async def until_next_look(self) -> None:
+        """What the monitor loop waits between two on_monitor calls: monitor_interval seconds,
+        or less for an agent that looks when what it watches changes."""
+        await asyncio.sleep(self.monitor_interval)
+
     async def on_pause(self) -> None:
         """Called before the agent is marked paused: suspend work that does not wait in
         check_pause (a subprocess), or raise PauseRefused saying why it cannot be."""
@@ -372,7 +377,7 @@ class Agent:
 
     async def _watchdog_loop(self) -> None:
         while not self.status.is_terminal:
-            await asyncio.sleep(self.monitor_interval)
+            await self.until_next_look()
             await self.check_pause()
             try:
                 await self.on_monitor()

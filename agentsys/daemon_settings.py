@@ -36,4 +36,6 @@ class DaemonSettings:
     slurm: str = "off"
     slurm_max_jobs: int = 200  # SLURM jobs this daemon keeps submitted at once
     slurm_poll_interval: float = 1.0  # one squeue (+ sacct) for all of them, this often
+    # Thin metric points stored more than this many days ago, once a day (0 = never).
+    metrics_compact_after_days: float = 0.0
     extra: dict = field(default_factory=dict)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from agentsys.run_waits import RunState
+
 
 class RunPort(Protocol):
     agent_id: str
@@ -33,6 +35,14 @@ class RunPort(Protocol):
     def write_stopped_by(self, *, words: str) -> bool:
         """The stop rule (agentsys.stop_rules) that is ending this run, with the value that
         met it, onto its run before it is stopped; False when it has no open run."""
+        ...
+
+    def judge_at_rung(
+        self, *, rung: int, value: float, step: int, ended: bool = False
+    ) -> tuple[bool, str] | None:
+        """This run's metric reached a rung of its sweep's early stopping (agentsys.asha) with
+        `value` at `step`: does it go on? (keep, words), the same answer each time it asks;
+        None when its sweep has no early stopping. `ended`: read after the run ended."""
         ...
 
     def run_log_position(self) -> tuple[int, bool] | None:
@@ -54,6 +64,27 @@ class RunPort(Protocol):
     def run_of(self, *, agent_id: str) -> str | None:
         """The id of the Run executor `agent_id` runs (the one its page and the API name it
         by); None when it runs none."""
+        ...
+
+    def run_metrics(self, *, agent_id: str) -> dict[str, dict]:
+        """The stored metric series of the run executor `agent_id` ran, from every source, as
+        agentsys.metric_summary summarizes a file: {key: {last, min, max, points, last_step}}
+        (for a run stopped before its executor wrote its result)."""
+        ...
+
+    def run_stopped_by(self, *, agent_id: str) -> str:
+        """What stopped the run executor `agent_id` ran, when a stop rule or its sweep's early
+        stopping did (its `stopped_by`); "" otherwise."""
+        ...
+
+    def run_states(self, *, run_ids: list[str]) -> dict[str, RunState]:
+        """The runs of `run_ids` that exist as agentsys.run_waits' conditions see them
+        (status, each metric's last value and step, the newest alert), by run id."""
+        ...
+
+    def runs_news_dsn(self) -> str | None:
+        """Where to LISTEN for news of runs (agentsys.run_waiters.RUNS_CHANNEL): libpq
+        conninfo, or None when there is none to listen to (then waits read on a timer)."""
         ...
 
     def loop_spent(self, *, loop_id: str) -> dict:

@@ -133,13 +133,18 @@ def _number(rule: dict, key: str, *, positive: bool = False) -> float | int:
 
 
 def _integer(rule: dict, key: str, *, least: int) -> int:
-    value = rule[key]
+    return whole_number(rule[key], key, least=least)
+
+
+def whole_number(value: Any, name: str, *, least: int) -> int:
+    """A count of steps as a rule gives it (9.0 is 9), from `least` to the step limit;
+    ValueError naming `name` otherwise (agentsys.asha's keys are checked the same way)."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{key} must be a whole number, got {value!r}")
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
     if not least <= value <= STEP_LIMIT:
-        raise ValueError(f"{key} must be at least {least}, got {value!r}")
+        raise ValueError(f"{name} must be at least {least}, got {value!r}")
     return value
 
 
@@ -157,6 +162,11 @@ class StopRules:
                 self._by_metric.setdefault(rule["metric"], []).append(_Watch(rule))
         self._walls = [rule for rule in rules if "wall_seconds" in rule]
         self._next_step: dict[str, int] = {}
+
+    @property
+    def timed(self) -> bool:
+        """Whether a rule is on the clock (wall_seconds): met with no new row to show it."""
+        return bool(self._walls)
 
     def __bool__(self) -> bool:
         return bool(self.rules)
@@ -213,15 +223,15 @@ class _Watch:
         metric = rule["metric"]
         if "above" in rule:
             if value > rule["above"]:  # NaN compares false: the nan rule's to catch
-                return f"{metric} > {_show(rule['above'])}{when}: {_seen(value)} at step {step}"
+                return f"{metric} > {_show(rule['above'])}{when}: {seen(value)} at step {step}"
             return None
         if "below" in rule:
             if value < rule["below"]:
-                return f"{metric} < {_show(rule['below'])}{when}: {_seen(value)} at step {step}"
+                return f"{metric} < {_show(rule['below'])}{when}: {seen(value)} at step {step}"
             return None
         if "nan" in rule:
             if not math.isfinite(value):
-                return f"{metric} is NaN or inf{when}: {_seen(value)} at step {step}"
+                return f"{metric} is NaN or inf{when}: {seen(value)} at step {step}"
             return None
         return self._no_improvement(value, step, when)
 
@@ -240,8 +250,8 @@ class _Watch:
             return None
         return (
             f"{rule['metric']} no better ({rule['mode']}, min_delta {_show(rule['min_delta'])}) "
-            f"for {rule['no_improvement_steps']} steps{when}: best {_seen(self.best)} at step "
-            f"{self.best_step}, {_seen(value)} at step {step}"
+            f"for {rule['no_improvement_steps']} steps{when}: best {seen(self.best)} at step "
+            f"{self.best_step}, {seen(value)} at step {step}"
         )
 
 
@@ -259,8 +269,9 @@ def _show(bound: float | int) -> str:
     return repr(bound)
 
 
-def _seen(value: float) -> str:
-    """A value read: short (3.7100000001 → "3.71"), NaN and inf as Python writes them."""
+def seen(value: float) -> str:
+    """A value read, as a stopped_by says it (agentsys.asha's too): short (3.7100000001 →
+    "3.71"), NaN and inf as Python writes them."""
     if math.isnan(value):
         return "nan"
     if math.isinf(value):

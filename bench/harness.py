@@ -66,14 +66,26 @@ class BenchSystem:
             embedded.release()
         self.tmp.cleanup()
 
-    def start_daemon(self, host_name: str = "bench-host") -> None:
+    def start_daemon(self, host_name: str = "bench-host", **env: str) -> subprocess.Popen:
         """runagentd, registered as `host_name`: another than the web's (bench-host) is a
-        GPU host whose disk the web does not share (it serves run logs from the database)."""
+        GPU host whose disk the web does not share (it serves run logs from the database).
+        `env`: more of its environment."""
         from hosts_app.models import Host
 
         argv = [sys.executable, "manage.py", "runagentd"]
-        self.processes.append(self._spawn(argv, AGENTSYS_HOST_NAME=host_name))
+        process = self._spawn(argv, AGENTSYS_HOST_NAME=host_name, **env)
+        self.processes.append(process)
         self._wait(lambda: Host.objects.filter(name=host_name, status="online").exists())
+        return process
+
+    def stop_process(self, process: subprocess.Popen) -> None:
+        """One of them ended (SIGTERM, then SIGKILL after 15 s), before the others."""
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        self.processes.remove(process)
 
     def start_web(self) -> None:
         """The web as `make run` starts it: AGENTSYS_WEB_PROCESSES processes on the port."""

@@ -30,9 +30,11 @@ def _wait(predicate, timeout=120.0, interval=0.002):
 
 
 def submit_to_running(samples: int = 50) -> tuple[list[float], list[float]]:
-    """Per run: submit → its request placed on GPUs (the scheduler's part), and submit →
-    its executor process up and reporting (what the person sees as "running")."""
-    from agents_app.models import Agent
+    """Per run: submit → its request placed on GPUs (the scheduler's part: the claim's
+    transaction sets the request's started_at, and the agent's with it), and submit → its
+    executor up and reporting: the `started` event its executor's own STARTED message makes
+    (supervisor), stored after the executor has come up in runagentd, not at the claim."""
+    from events_app.models import Event
     from scheduler_app.models import ScheduleRequest
     from scheduler_app.runs import launch as runs
 
@@ -44,9 +46,9 @@ def submit_to_running(samples: int = 50) -> tuple[list[float], list[float]]:
         request = ScheduleRequest.objects.filter(agent_id=run.agent_id)
         _wait(lambda r=request: r.filter(status="done").exists())
         row = request.get()
-        agent = Agent.objects.get(pk=run.agent_id)
+        up = Event.objects.filter(agent_id=run.agent_id, kind="started").order_by("id").first()
         placed.append((row.started_at - row.created_at).total_seconds() * 1000)
-        started.append((agent.started_at - row.created_at).total_seconds() * 1000)
+        started.append((up.created_at - row.created_at).total_seconds() * 1000)
     return placed, started
 
 

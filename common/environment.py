@@ -75,6 +75,11 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "256",
         "Leave a GPU alone while processes not started here hold this many MiB on it (0 = off)",
     ),
+    "AGENTSYS_METRICS_COMPACT_AFTER_DAYS": (
+        "0",
+        "Thin metric points older than this many days once a day, keeping each chart's shape "
+        "(0 = keep every point)",
+    ),
     "AGENTSYS_LOG_DB_CAP_MB": (
         "64",
         "MiB of each run's log this host ships to the database for webs on other machines",
@@ -157,6 +162,7 @@ class Config:
     model_response_timeout: int = 600
     model_idle_timeout: int = 120
     log_db_cap_mb: int = 64  # AGENTSYS_LOG_DB_CAP_MB
+    metrics_compact_after_days: int = 0  # AGENTSYS_METRICS_COMPACT_AFTER_DAYS
     demo_seconds: int = 60  # AGENTSYS_DEMO_SECONDS
 
     @property
@@ -333,6 +339,9 @@ def load(environment: dict[str, str] | None = None) -> Config:
         model_response_timeout=_int(env, "MODEL_RESPONSE_TIMEOUT", low=1, high=86400),
         model_idle_timeout=_int(env, "MODEL_IDLE_TIMEOUT", low=1, high=86400),
         log_db_cap_mb=_int(env, "AGENTSYS_LOG_DB_CAP_MB", low=0, high=10**6),
+        metrics_compact_after_days=_int(
+            env, "AGENTSYS_METRICS_COMPACT_AFTER_DAYS", low=0, high=100_000
+        ),
         demo_seconds=_int(env, "AGENTSYS_DEMO_SECONDS", low=0, high=3600),
     )
 

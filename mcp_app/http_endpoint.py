@@ -29,10 +29,10 @@ import logging
 from asgiref.sync import ThreadSensitiveContext
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.http.request import split_domain_port, validate_host
 from starlette.datastructures import Headers
 
 from accounts_app.auth import authenticate_token
+from common.allowed_host import host_allowed
 from common.db_outage import is_database_unavailable
 from mcp_app.rest_in_process import in_process_rest
 
@@ -74,13 +74,14 @@ class McpEndpoint:
     def __init__(self, rest_app):
         self._rest_app = rest_app
         self._app = None
+        self._building: asyncio.Future | None = None
         self._task: asyncio.Task | None = None
         self._ready: asyncio.Future | None = None
         self._stop = asyncio.Event()
 
     async def __call__(self, scope, receive, send):
         headers = Headers(scope=scope)
-        if not _host_allowed(headers.get("host", "")):
+        if not host_allowed(headers.get("host", "")):
             return await _answer(send, 400, "Host not allowed: it is not in ALLOWED_HOSTS")
         candidates = _tokens_in(headers)
         if not candidates:
@@ -103,9 +104,19 @@ class McpEndpoint:
 
     async def _started(self):
         """FastMCP's HTTP app, its lifespan running (started now unless it is)."""
+        if self._app is None:
+            # Built on a thread: FastMCP's import takes a second or two (over five on a busy
+            # machine), which every other request of this process (pages, feeds, health
+            # probes) would wait out on the event loop. First requests share one build.
+            if self._building is None:
+                self._building = asyncio.ensure_future(asyncio.to_thread(self._build))
+            try:
+                app = await asyncio.shield(self._building)
+            except Exception:
+                self._building = None  # the next request tries again
+                raise
+            self._app = app
         if self._task is None or self._task.done():
-            if self._app is None:
-                self._app = self._build()
             self._stop.clear()
             self._ready = asyncio.get_running_loop().create_future()
             # A context of its own: not the first request's, whose task may end or be cancelled.
@@ -145,15 +156,6 @@ class McpEndpoint:
             self._stop.set()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
-
-
-def _host_allowed(host: str) -> bool:
-    """Django's own Host check (HttpRequest.get_host), for a path that bypasses Django."""
-    allowed = settings.ALLOWED_HOSTS
-    if settings.DEBUG and not allowed:
-        allowed = [".localhost", "127.0.0.1", "[::1]"]
-    domain, _port = split_domain_port(host)
-    return bool(domain) and validate_host(domain, allowed)
 
 
 def _tokens_in(headers: Headers) -> list[str]:

@@ -16,6 +16,7 @@ from agents_app import api as agents_api
 from agents_app.schemas import CommandOut, ErrorOut, SteerIn, SteerOut
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH
 from agentsys.research.budget import CAPS
+from agentsys.research.run_wakes import parse_wake_when
 from agentsys.run_env import check_env, check_venv
 from common.api_contract import MAX_OFFSET
 from common.budget_schema import BudgetCaps
@@ -23,7 +24,12 @@ from ledger_app.api import SpentOut
 from research_app import approvals, questions, selectors, services
 from research_app.models import ResearchLoop
 from research_app.questions import MAX_ANSWER_CHARS
-from scheduler_app.api.run_input import SlurmOptionsIn, check_metrics_pattern
+from scheduler_app.api.run_input import (
+    STOP_WHEN_HELP,
+    SlurmOptionsIn,
+    check_metrics_pattern,
+    check_stop_when,
+)
 
 router = Router(tags=["research"])
 
@@ -59,6 +65,11 @@ class ApproveIn(Schema):
         description='What to add to which cap, e.g. {"gpu_hours": 1} (spent is never reset); '
         "nothing, to let a batch waiting for approval start",
     )
+
+
+def check_wake_when(conditions: list | None) -> list | None:
+    """A condition the loop cannot watch is a 422 naming it (run_wakes.parse_wake_when)."""
+    return None if conditions is None else list(parse_wake_when(conditions))
 
 
 class ResearchIn(Schema):
@@ -117,8 +128,30 @@ class ResearchIn(Schema):
     approval_timeout_s: float = Field(
         86400, ge=1, le=30 * 86400, description="An approval not given in this time stops it"
     )
+    stop_when: list[Any] | None = Field(
+        None,
+        max_length=50,
+        description=STOP_WHEN_HELP + ' (of its experiments; unset: [{"metric": "loss", '
+        '"nan": true}], a NaN loss stops a run and wakes the loop; [] for none)',
+    )
+    wake_on: Literal["each", "all"] = Field(
+        "each",
+        description="each: it reads each experiment's result as it ends and is asked again "
+        "while the others go on; all: it waits for the whole batch",
+    )
 
     _metrics_pattern_compiles = field_validator("metrics_pattern")(check_metrics_pattern)
+    wake_when: list[Any] | None = Field(
+        None,
+        max_length=10,
+        description='With wake_on "each": what else wakes it while its runs go on: "alert" '
+        '(one of them raised an alert), {"metric": "loss", "below": 0.1} or {"metric": '
+        '"loss", "above": 3} (a run\'s last value crossed it; once a run); its next prompt '
+        'says what woke it ("run … reached loss 0.08 at step 400")',
+    )
+
+    _stop_rules_read = field_validator("stop_when")(check_stop_when)
+    _wake_conditions_read = field_validator("wake_when")(check_wake_when)
     _env_is_variables = field_validator("env")(check_env)
     _venv_is_a_path = field_validator("venv")(check_venv)
 

@@ -56,6 +56,9 @@ def loop_progress(agent_id: str) -> dict | None:
         "runs_total": runs["total"],
         "runs_ended": runs["ended"],
         "best": best_loss(loop.sweep_id, compared_only=True) if loop.sweep_id else None,
+        # What woke it last while others of its runs went on (agentsys.research.experiments).
+        "woke": str(loop.state.get("woke") or "") if loop.state.get("running") else "",
+        "still_running": len(loop.state.get("running") or []),
     }
 
 

@@ -16,7 +16,9 @@ from agentsys.listen import AGENTS_CHANNEL
 from agentsys.metric_sources.stdout import compile_pattern
 from agentsys.registry import RESEARCH_AGENT
 from agentsys.research.budget import tightest
+from agentsys.research.settings import DEFAULT_STOP_WHEN
 from agentsys.types import AgentRole
+from common.json_safe import json_safe
 from research_app.models import ResearchLoop
 from research_app.questions import settle_alerts
 from scheduler_app.models import Sweep, SweepKind, SweepStatus
@@ -78,6 +80,9 @@ def start_research(
     budget: dict | None = None,
     approval_gpus: int = 4,
     approval_timeout_s: float = 86400,
+    stop_when: list | None = None,
+    wake_on: str = "each",
+    wake_when: list | None = None,
     started_by=None,
 ) -> ResearchLoop:
     """A new research loop: a sweep for its runs, the research agent (claimed by a runagentd
@@ -123,6 +128,12 @@ def start_research(
     if approval_gpus != 4 or approval_timeout_s != 86400:
         loop_settings["approval_gpus"] = approval_gpus
         loop_settings["approval_timeout_s"] = approval_timeout_s
+    if stop_when is not None:  # unset: the loop's default rule (a NaN loss stops a run)
+        loop_settings["stop_when"] = stop_when
+    if wake_on != "each":
+        loop_settings["wake_on"] = wake_on
+    if wake_when:
+        loop_settings["wake_when"] = list(wake_when)
     loop_settings.update(_budget_of(budget, chat, started_by))
     sweep = Sweep.objects.create(
         kind=SweepKind.RESEARCH,
@@ -131,6 +142,8 @@ def start_research(
         slurm_options=slurm or {},
         run_env=env or {},
         run_venv=venv or "",
+        # What the runs the model makes itself (MCP create_run) inherit, as its experiments.
+        stop_when=list(DEFAULT_STOP_WHEN) if stop_when is None else stop_when,
         name=f"Research: {goal[:180]}",
         goal=goal,
         status=SweepStatus.RUNNING,
@@ -192,7 +205,7 @@ def save_state(agent_id: str, state: dict) -> dict:
     loop = ResearchLoop.objects.filter(agent_id=agent_id).first()
     if loop is None:  # a CRITICAL steer respawned the agent under a new id
         loop = _respawned_loop(agent, state)
-    loop.state = state
+    loop.state = json_safe(state)  # a run's NaN loss in its results: PostgreSQL has no NaN
     iteration = state.get("iteration")
     if isinstance(iteration, int) and not isinstance(iteration, bool) and iteration >= 0:
         loop.iteration = iteration

@@ -25,6 +25,7 @@ from scheduler_app.api.metrics import router as metrics_router
 from scheduler_app.api.queue import router as scheduler_router
 from scheduler_app.api.run_batch import router as run_batch_router
 from scheduler_app.api.runs import router as runs_router
+from scheduler_app.api.sweep_rungs import router as sweep_rungs_router
 from scheduler_app.api.sweeps import router as sweeps_router
 from scheduler_app.loop_scope import LoopRefused
 from sessions_app.api import router as sessions_router
@@ -71,6 +72,7 @@ api.add_router("", metrics_router)  # before runs: /runs/metrics is not a run id
 api.add_router("", run_batch_router)  # before runs too: /runs/batch
 api.add_router("", runs_router)
 api.add_router("", sweeps_router)
+api.add_router("", sweep_rungs_router)
 api.add_router("/agents", agents_router, tags=["agents"])
 api.add_router("", memory_router)
 api.add_router("", research_router)

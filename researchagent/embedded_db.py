@@ -19,6 +19,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -80,6 +81,26 @@ class EmbeddedPostgres:
             (self.leases_dir / str(os.getpid())).unlink(missing_ok=True)
             if not self.live_leases():
                 self._stop()
+
+    def checkpoint_in_background(self) -> None:
+        """A checkpoint now, in a thread of its own, for a stop to come: the server's
+        shutdown checkpoint then has little left to write. Under load, that checkpoint took
+        2 s of `make run`'s stop (after a day's writes, or a fresh migrate); written while
+        runagentd and the web stop, it costs the stop nothing (0.13 s for pg_ctl after)."""
+
+        def checkpoint() -> None:
+            import psycopg
+
+            try:
+                with psycopg.connect(
+                    host=str(self.socket_dir), user="postgres", dbname="postgres", connect_timeout=5
+                ) as conn:
+                    conn.execute("CHECKPOINT")
+            except Exception:  # the shutdown checkpoint writes it all the same
+                logger.debug("early checkpoint of %s failed", self.pgdata, exc_info=True)
+
+        if self.socket_dir is not None:
+            threading.Thread(target=checkpoint, name="early-checkpoint", daemon=True).start()
 
     def stop_server(self) -> None:
         """Stop the server now, whoever holds a lease (an operator's restart, a test of one).

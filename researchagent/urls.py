@@ -54,6 +54,7 @@ urlpatterns = [
     path("runs/<str:run_id>/<str:action>/", run_views.run_action, name="run-action"),
     path("sweeps/", sweep_views.sweep_list, name="sweeps"),
     path("sweeps/<str:sweep_id>/", sweep_views.sweep_detail, name="sweep"),
+    path("sweeps/<str:sweep_id>/rungs/", sweep_views.sweep_rungs, name="sweep-rungs"),
     path("queue/", run_views.queue, name="queue"),
     path("queue/<str:request_id>/cancel/", run_views.queue_cancel, name="queue-cancel"),
     path("alerts/", alert_views.inbox, name="alerts"),

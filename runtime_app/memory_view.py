@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts_app.services import issue_agent_token
+from agents_app.models import Agent
 from agentsys.context import memory_bank_lines
 from agentsys.memory import ContextLimits, Entry, EntryQuery
 from agentsys.types import EntryType
@@ -97,7 +98,9 @@ class DjangoMemoryView:
 
     def issue_api_token(self) -> str:
         with fresh_connection():
-            owner = loop_scope.owner_of_loop(self.agent_id)  # it acts for them
+            # It acts for them: the person who started the loop, or whose chat it is (a
+            # SessionAgent's token, for its chat's MCP tools).
+            owner = loop_scope.owner_of_loop(self.agent_id) or _chat_owner(self.agent_id)
             return issue_agent_token(agent_id=self.agent_id, owner=owner)[1]
 
     # -- reads -------------------------------------------------------------------------------
@@ -128,3 +131,10 @@ class DjangoMemoryView:
         with fresh_connection():
             entries = selectors.memory_bank(project=self.scope["project"], limit=limit)
             return memory_bank_lines(entries)
+
+
+def _chat_owner(agent_id: str):
+    """The owner of the chat agent `agent_id` belongs to (None: no chat, or nobody's)."""
+    found = Agent.objects.filter(pk=agent_id).select_related("chat_session__owner").first()
+    chat = found.chat_session if found is not None else None
+    return chat.owner if chat is not None else None

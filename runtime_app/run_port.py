@@ -6,15 +6,19 @@ from __future__ import annotations
 
 from django.utils import timezone
 
+from agentsys.run_waits import RunState
+from common.listen_dsn import listen_dsn
 from ledger_app.selectors import spent_by_loop
 from runtime_app.fresh_connection import fresh_connection
+from scheduler_app import run_wait_reads
 from scheduler_app.metrics.series import record_rows
-from scheduler_app.models import Run
+from scheduler_app.models import MetricSeries, Run
 from scheduler_app.queue.spend import held_gpu_hours
 from scheduler_app.runs import code as run_code
 from scheduler_app.runs import log_reader as run_log_reader
 from scheduler_app.runs import log_store as run_log_store
 from scheduler_app.runs.launch import record_stopped_by, record_tracking
+from scheduler_app.sweeps import rungs
 
 
 class DjangoRunPort:
@@ -40,6 +44,15 @@ class DjangoRunPort:
             return False
         with fresh_connection():
             return record_stopped_by(run_id=self.run_id, words=words)
+
+    def judge_at_rung(
+        self, *, rung: int, value: float, step: int, ended: bool = False
+    ) -> tuple[bool, str] | None:
+        if not self.run_id:
+            return None
+        with fresh_connection():
+            judged = rungs.judge(run_id=self.run_id, rung=rung, value=value, step=step, ended=ended)
+        return None if judged is None else (judged.keep, judged.words)
 
     # -- its log -----------------------------------------------------------------------------
 
@@ -72,6 +85,29 @@ class DjangoRunPort:
     def run_of(self, *, agent_id: str) -> str | None:
         with fresh_connection():
             return Run.objects.filter(agent_id=agent_id).values_list("id", flat=True).first()
+
+    def run_metrics(self, *, agent_id: str) -> dict[str, dict]:
+        with fresh_connection():
+            rows = MetricSeries.objects.filter(agent_id=agent_id).values_list(
+                "key", "last_value", "min_value", "max_value", "points", "last_step"
+            )
+            return {
+                key: {"last": last, "min": low, "max": high, "points": points, "last_step": step}
+                for key, last, low, high, points, step in rows
+                if points
+            }
+
+    def run_stopped_by(self, *, agent_id: str) -> str:
+        with fresh_connection():
+            found = Run.objects.filter(agent_id=agent_id).values_list("stopped_by", flat=True)
+            return found.first() or ""
+
+    def run_states(self, *, run_ids: list[str]) -> dict[str, RunState]:
+        with fresh_connection():
+            return run_wait_reads.run_states(run_ids)
+
+    def runs_news_dsn(self) -> str | None:
+        return listen_dsn()
 
     def loop_spent(self, *, loop_id: str) -> dict:
         with fresh_connection():

@@ -38,6 +38,7 @@ from runtime_app.store_outage import raising_store_unavailable
 from scheduler_app import oplog
 from scheduler_app import services as host_services
 from scheduler_app.hosts.down import readopt_runs_of_returned_host, settle_runs_of_dead_host
+from scheduler_app.metrics.compaction import DEFAULT_STRETCHES, compact_old_points
 from scheduler_app.models import ScheduleRequest
 from scheduler_app.queue import claims as queue
 from scheduler_app.queue import lifecycle
@@ -128,6 +129,16 @@ class DjangoRuntimeStore:
 
     def mark_host_offline(self, *, host_id: int) -> None:
         host_services.mark_host_offline(host_id=host_id)
+
+    def compact_old_metrics(self, *, older_than_days: float) -> str:
+        """Old metric points thinned (scheduler_app.metrics.compaction); what was done, in
+        words. On the calling thread's own connection, closed after: a pass comes once a day."""
+        before = timezone.now() - timedelta(days=older_than_days)
+        try:
+            done = compact_old_points(before=before, stretches=DEFAULT_STRETCHES)
+        finally:
+            connection.close()
+        return done.skipped or f"{done.deleted} points of {done.series} series"
 
     @transaction.atomic
     def declare_dead_hosts(self, *, stale_after: float) -> list[dict]:

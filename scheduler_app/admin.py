@@ -13,6 +13,7 @@ from scheduler_app.models import (
     RunStatus,
     ScheduleRequest,
     Sweep,
+    SweepRung,
 )
 from scheduler_app.runs import launch as runs
 
@@ -190,12 +191,14 @@ class SweepAdmin(admin.ModelAdmin):
         "slurm_options_view",
         "run_env_view",
         "stop_when_view",
+        "early_stop_view",
     )
-    exclude = ("parameters", "slurm_options", "run_env", "stop_when")
+    exclude = ("parameters", "slurm_options", "run_env", "stop_when", "early_stop")
     parameters_view = json_display("parameters")
     slurm_options_view = json_display("slurm_options")
     run_env_view = json_display("run_env")
     stop_when_view = json_display("stop_when")
+    early_stop_view = json_display("early_stop")
 
 
 # A run's outcome and its link to the executor and the queue: only the services move them.
@@ -336,6 +339,17 @@ class MetricSeriesAdmin(MachineManagedAdmin):
     list_display = ("key", "run", "agent_id", "points", "last_step", "last_value", "updated_at")
     list_select_related = ("run",)
     search_fields = ("key", "run__id", "run__name", "agent_id")
+
+
+@admin.register(SweepRung)
+class SweepRungAdmin(MachineManagedAdmin):
+    """Who reached which rung of a sweep's early stopping, and what was decided there."""
+
+    list_display = ("sweep", "run", "rung", "value", "kept", "cutoff", "at")
+    list_filter = ("kept",)
+    list_select_related = ("sweep", "run")
+    search_fields = ("sweep__id", "run__id", "run__name")
+    raw_id_fields = ("sweep", "run")
 
 
 @admin.register(MetricPoint)

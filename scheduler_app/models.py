@@ -192,6 +192,11 @@ class Sweep(models.Model):
         blank=True,
         help_text="Stop rules of its runs that bring none (agentsys.stop_rules)",
     )
+    early_stop = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Early stopping across its runs, e.g. ASHA (agentsys.asha); empty: none",
+    )
     status = models.CharField(max_length=16, choices=SweepStatus.choices, default=SweepStatus.DRAFT)
     chat_session = models.ForeignKey(
         "sessions_app.ChatSession",
@@ -535,3 +540,7 @@ class MetricPoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.step}: {self.value}"
+
+
+# A model of this app kept in a module of its own (Django finds it through this import).
+from scheduler_app.sweep_rung_model import SweepRung  # noqa: E402, F401

@@ -21,6 +21,7 @@ from scheduler_app import oplog
 from scheduler_app.models import GPU, Alert, AlertStatus, Run, ScheduleRequest
 from scheduler_app.queue.claims import notify_queue
 from scheduler_app.queue.lifecycle import cancel_requests
+from scheduler_app.run_news import runs_changed
 from scheduler_app.runs import launch as runs
 
 
@@ -140,6 +141,8 @@ def raise_alert(
         memory_key=memory_key,
     )
     _alert_event(alert, "alert_raised", run_dir=run_dir)
+    if alert.run_id:
+        runs_changed([alert.run_id])  # its waiters (wait_runs) hear of it at commit
     oplog.alert_raised(alert)
     return alert
 

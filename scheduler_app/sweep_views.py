@@ -12,6 +12,7 @@ from events_app.events import AGENTS_STREAM
 from events_app.selectors import last_seq
 from scheduler_app import selectors
 from scheduler_app.models import RunStatus
+from scheduler_app.sweeps.rung_view import rungs_context
 
 PER_PAGE = 50
 
@@ -37,5 +38,16 @@ def sweep_detail(request: HttpRequest, sweep_id: str) -> HttpResponse:
         "feed_after": last_seq(stream=AGENTS_STREAM),
         # The status filter offers the server's words, so that it never lacks one.
         "statuses": ",".join(RunStatus.values),
+        **rungs_context(sweep),
     }
     return render(request, "scheduler_app/sweep.html", context)
+
+
+def sweep_rungs(request: HttpRequest, sweep_id: str) -> HttpResponse:
+    """The sweep page's early-stopping card alone, as htmx refreshes it while runs go on."""
+    sweep = selectors.sweeps().filter(pk=sweep_id[:40]).first()
+    if sweep is None:
+        raise Http404(f"No sweep {sweep_id[:40]}")
+    return render(
+        request, "scheduler_app/_sweep_rungs.html", {"sweep": sweep, **rungs_context(sweep)}
+    )

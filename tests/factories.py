@@ -20,6 +20,7 @@ from scheduler_app.models import (
     RunLogChunk,
     ScheduleRequest,
     Sweep,
+    SweepRung,
 )
 from sessions_app.models import ChatMessage, ChatSession, ChatTurn
 
@@ -59,8 +60,14 @@ def one_of_everything() -> dict:
     )
     command = AgentCommand.objects.create(agent=l1, kind="pause")
     event = record_event(stream="agents", kind="started", agent_id=l1.id, payload={"a": 1})
-    sweep = Sweep.objects.create(name="lr sweep", parameters={"lr": [0.1, 0.01]}, chat_session=chat)
+    asha = {"type": "asha", "metric": "loss", "max_steps": 27}
+    sweep = Sweep.objects.create(
+        name="lr sweep", parameters={"lr": [0.1, 0.01]}, chat_session=chat, early_stop=asha
+    )
     run = Run.objects.create(name="baseline", command="python train.py", sweep=sweep, agent=l3)
+    SweepRung.objects.create(
+        sweep=sweep, run=run, rung=1, step=1, value=0.5, kept=True, words="ASHA rung 1: first"
+    )
     alert = Alert.objects.create(
         run=run, agent_id=l3.id, message="High loss", choices=["acknowledge", "stop"]
     )

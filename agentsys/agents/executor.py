@@ -43,6 +43,7 @@ from agentsys.git_exclude import keep_out_of_git
 from agentsys.gpu_conflicts import is_gpu_conflict
 from agentsys.ipc import Cmd
 from agentsys.log_shipping import shipping_log
+from agentsys.metric_sources.changes import ChangeWatch, change_watch_for
 from agentsys.metric_summary import summarize_metrics
 from agentsys.proctree import (
     MARKER_VARIABLE,
@@ -74,9 +75,10 @@ logger = logging.getLogger("agentsys.executor")
 
 LOG_TAIL_BYTES = 64 * 1024
 KILL_WAIT_SECONDS = 2.0  # after SIGTERM, before SIGKILL
-# How often a run with stop rules is looked at: a rule's latency is at most this (plus the
-# store), against monitor_interval's 3 s for the others, whose looks are only for charts and
-# alerts. Reading on change (inotify on the run dir) instead of a timer is issue 39's bench.
+# How often a run with a wall_seconds rule is looked at (or one with any rule, where its files
+# are not watched), against monitor_interval's 3 s for the others. A change to its metric
+# files is looked at once it happens (agentsys.metric_sources.changes): a rule on a metric
+# waits for no timer.
 STOP_RULE_LOOK_SECONDS = 1.0
 # Runs `/bin/sh command.txt` and records its exit code. The paths come in as arguments ($1:
 # job.done, $2: command.txt): no text of the user's reaches this script.
@@ -103,6 +105,7 @@ class ExecutorAgent(Agent):
         # executor with the claim that places it) suspends nothing, and holds the start.
         self.processes = RunProcesses(marker="")
         self.slurm_job: SlurmRun | None = None
+        self.changes: ChangeWatch | None = None  # looks on change; None: on the timer
 
     async def on_start(self) -> None:
         # The workdir, or a checkout of the run's recorded code on a host that lacks it.
@@ -111,11 +114,23 @@ class ExecutorAgent(Agent):
         self.retry_policy, thresholds = options_from(self.config)
         self.watchdog = RunWatchdog(self, self.run_dir, self.config, thresholds)
         self.metrics = self.watchdog.metrics
-        if self.watchdog.stop_rules:
+        rules = self.watchdog.stop_rules
+        # Looked at soon after each change when something acts on its rows (its rules, its
+        # sweep's rungs); at most once a second otherwise (charts and alerts only).
+        acts = bool(rules) or self.watchdog.rungs is not None
+        self.changes = change_watch_for(
+            self.metrics.watched(), backend=self.backend, stop_rules=acts
+        )
+        # A row is looked at once its file changes: the timer is left for a wall_seconds rule.
+        if rules and (self.changes is None or rules.timed):
             self.monitor_interval = STOP_RULE_LOOK_SECONDS
         self.run_pid: int | None = None
         self.processes = RunProcesses(marker=self.id)
         self.slurm_job = SlurmRun(self) if self.backend == "slurm" else None
+
+    async def on_stop(self) -> None:
+        if self.changes is not None:  # its fd and tasks end with the executor
+            await self.changes.close()
 
     @property
     def backend(self) -> str:
@@ -458,6 +473,16 @@ class ExecutorAgent(Agent):
 
     async def on_monitor(self, *, final: bool = False) -> None:
         await self.watchdog.look(final=final)
+
+    async def until_next_look(self) -> None:
+        changes = self.changes
+        if changes is None:
+            return await super().until_next_look()
+        changes.watch(self.metrics.watched())  # printed lines, once no longer read, wake none
+        # The timer stays as the backstop: a wall_seconds rule changes no file.
+        await changes.next_look(self.monitor_interval)
+        if changes.take_new_files():
+            self.metrics.rescan_soon()
 
 
 def _write_atomically(path: Path, text: str) -> None:

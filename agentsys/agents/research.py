@@ -28,6 +28,7 @@ from agentsys.research import (
     batch_approval,
     budget,
     experiments,
+    run_wakes,
     starting,
     tool_token,
 )
@@ -179,20 +180,47 @@ class ResearchAgent(Agent):
             self._save()
             launched = await self._launch(n, parsed, progress)
         waited = time.monotonic()
-        children = [r["child_id"] for r in launched if r.get("child_id")]
+        waiting_on = [*self.state.running, *launched]  # earlier iterations' still running
+        news = await self._wait_for_news(waiting_on)
+        experiments_s = time.monotonic() - waited if waiting_on else 0.0
+        await self.check_pause()  # results that came in with a pause are read on resume
+        found = attention.review(self.state, parsed, progress.get("reply", ""), n)
+        self.state.running, self.state.woke = news.running, news.woke
+        await self._finish_iteration(n, parsed, news.results, before, model_s, experiments_s)
+        await attention.follow_up(self, found)  # a question, or prose twice: tell the person
+        await self._pause_after(parsed.promise, ran_experiments=bool(waiting_on))
+
+    async def _wait_for_news(self, waiting_on: list[dict]) -> experiments.News:
+        """Until the first of them ends (`wake_on` "each", the default), or all of them
+        ("all"), watching the budget's caps meanwhile."""
+        if not waiting_on:
+            return experiments.News([], [], "")
+        children = [r["child_id"] for r in waiting_on if r.get("child_id")]
         watch = asyncio.create_task(budget.stop_runs_at_cap(self, children))
+        timeout = self.settings.experiment_timeout_s
         try:
-            results = await experiments.wait_for(
-                self, launched, timeout=self.settings.experiment_timeout_s
+            if self.settings.wake_on == "all":
+                results = await experiments.wait_for(self, waiting_on, timeout=timeout)
+                return experiments.News(results, [], "")
+            news = await experiments.wait_for_news(
+                self, waiting_on, timeout=timeout, watch=await self._runs_watch(children)
             )
         finally:
             watch.cancel()
-        experiments_s = time.monotonic() - waited if launched else 0.0
-        await self.check_pause()  # results that came in with a pause are read on resume
-        found = attention.review(self.state, parsed, progress.get("reply", ""), n)
-        await self._finish_iteration(n, parsed, results, before, model_s, experiments_s)
-        await attention.follow_up(self, found)  # a question, or prose twice: tell the person
-        await self._pause_after(parsed.promise, ran_experiments=bool(launched))
+        self.state.wake_since = time.time()
+        if news.held is not None and news.held.condition.kind == "metric":
+            self.state.woken_by.append([news.held.run_id, news.held.condition.words()])
+        return news
+
+    async def _runs_watch(self, children: list[str]):
+        """What the loop's `wake_when` watches its runs for meanwhile (None: nothing)."""
+        if not self.settings.wake_when or not children:
+            return None
+        run_ids = await run_wakes.run_ids_of(self, children)
+        since = self.state.wake_since or self.state.started_at
+        return run_wakes.woken_by_runs(
+            self, run_ids, self.settings.wake_when, since=since, woken=self.state.woken_by
+        )
 
     async def _launch(self, n: int, parsed: ParsedReply, progress: dict) -> list[dict]:
         parsed.cap_experiments(self.settings.max_experiments_per_iteration)
@@ -287,6 +315,13 @@ class ResearchAgent(Agent):
             await asyncio.sleep(self.settings.pause_seconds)
 
     async def _reflect(self) -> None:
+        if self.state.running:  # the reflection reads every result: the last ones first
+            results = await experiments.wait_for(
+                self, self.state.running, timeout=self.settings.experiment_timeout_s
+            )
+            self.state.last_results = [asdict(r) for r in results] or self.state.last_results
+            self.state.running, self.state.woke = [], ""
+            self._save()
         started = time.time()
         reply = await self._ask("wild_v2_reflection", await self._variables())
         if reply is None:
@@ -362,6 +397,9 @@ class ResearchAgent(Agent):
             agent_id=self.id,
             memories_text=await self._memories_text(),
             budget_left=await self._budget_left(),
+            running_experiments=await experiments.still_running(
+                self, self.state.running, self.state.woke
+            ),
             **extra,
         )
 

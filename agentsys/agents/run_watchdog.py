@@ -1,6 +1,8 @@
 """What an executor does at each look at its run (every `monitor_interval` seconds while it
 goes, and once when it has ended): store the new metric rows of every source, check them
-against the run's stop rules (agentsys.stop_rules), say once what a source could not read,
+against the run's stop rules (agentsys.stop_rules) and its sweep's early stopping
+(agentsys.asha: each rung reached is judged against the sweep's other runs, through the run
+port, which keeps the sweep's record), say once what a source could not read,
 alert on NaN/inf and spiking losses, and put what the script's trackers know of the run
 (their params, an online run's link) onto it.
 
@@ -17,6 +19,7 @@ import math
 import time
 from pathlib import Path
 
+from agentsys import asha
 from agentsys.metric_sources import metric_sources_for
 from agentsys.metric_sources.watch import MetricsWatch
 from agentsys.metrics import AnomalyThresholds, LossAnomalyDetector
@@ -49,6 +52,7 @@ class RunWatchdog:
         self.stop_rules = StopRules(
             parse(config.get("stop_when")), started_at=_started_at(run_dir, config)
         )
+        self.rungs = _rung_watch(config.get("early_stop"))
         self.stopped_by = ""  # the rule met, in words, once one is
 
     async def look(self, *, final: bool = False) -> None:
@@ -59,6 +63,9 @@ class RunWatchdog:
             agent.emit_event("metrics_problem", {"source": source, "problem": problem})
         if not final:  # the run has ended: nothing left to stop
             await self._check_stop_rules(collected)
+        elif self.rungs is not None:  # but its values count at the rungs it reached
+            for _source, rows in collected:
+                await self._judge_rungs(rows, ended=True)
         for source, rows in collected:
             agent.emit_event(
                 "metrics", {"rows": len(rows), "last": rows[-1], "source": source.name}
@@ -76,16 +83,38 @@ class RunWatchdog:
 
     async def _check_stop_rules(self, collected) -> None:
         rules = self.stop_rules
-        if not rules or self.stopped_by:
+        if not (rules or self.rungs) or self.stopped_by:
             return
         hit = None
         for _source, rows in collected:
-            hit = rules.feed_all(rows)
+            hit = rules.feed_all(rows) if rules else None
+            if hit is None and self.rungs is not None:
+                hit = await self._judge_rungs(rows)
             if hit is not None:
                 break
         hit = hit or rules.check_time(time.time())
         if hit is not None:
             await self._stop_by(hit)
+
+    async def _judge_rungs(self, rows: list[dict], *, ended: bool = False) -> Hit | None:
+        """Each rung these rows reach, judged in turn; the first that stops the run."""
+        watch = self.rungs
+        for reached in watch.feed_all(rows):
+            try:
+                answer = await self.agent.in_runs(
+                    "judge_at_rung",
+                    rung=reached.rung,
+                    value=reached.value,
+                    step=reached.step,
+                    ended=ended,
+                )
+            except Exception:  # the database: judged again at the next row past the rung
+                logger.exception("%s: could not judge rung %s", self.agent.id, reached.rung)
+                watch.forget(reached)
+                return None
+            if answer is not None and not answer[0] and not ended:
+                return Hit(watch.spec, answer[1])
+        return None
 
     async def _stop_by(self, hit: Hit) -> None:
         agent = self.agent
@@ -113,6 +142,15 @@ class RunWatchdog:
             logger.exception("%s: could not record the run's tracker params", self.agent.id)
             return
         self.tracking = found
+
+
+def _rung_watch(spec) -> asha.RungWatch | None:
+    try:
+        parsed = asha.parse(spec)
+    except ValueError:  # checked by the API when the sweep was made
+        logger.warning("early_stop not read: %r", spec)
+        return None
+    return asha.RungWatch(parsed) if parsed else None
 
 
 def _started_at(run_dir: Path, config: dict) -> float:

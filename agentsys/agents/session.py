@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from pathlib import Path
 
 from agentsys.agent import Agent
 from agentsys.chat import actions as tags
@@ -25,6 +26,7 @@ from agentsys.chat.store import ChatLink, TurnContext, TurnOutcome
 from agentsys.chat.titles import provisional_title
 from agentsys.opencode import OpenCodeClient, OpenCodeError
 from agentsys.registry import EXECUTOR_AGENT
+from agentsys.research import tool_token
 from agentsys.research.settings import DEFAULT_SKILLS_DIR, ResearchSettings
 from agentsys.skills import PromptSkills, SkillNotFound
 from agentsys.types import AgentRole, AgentStatus
@@ -92,6 +94,7 @@ class SessionAgent(Agent):
         self.adopt_children(await chat.db(chat.store.live_children, agent_id=self.id))
 
     async def on_stop(self) -> None:
+        tool_token.take_back_lent(self)
         client = getattr(self, "client", None)
         if client is not None:
             await client.aclose()
@@ -198,6 +201,9 @@ class SessionAgent(Agent):
             skill_id=skill_id,
             variables=ctx.variables,
         )
+        # Its MCP tools (wait_runs, get_run) act with its own token, for the chat's owner.
+        if ctx.workdir:
+            await tool_token.lend_to_chat(self, Path(ctx.workdir))
         opencode_session = ctx.opencode_session_id
         if not opencode_session:
             # Titled: OpenCode would title it itself by a model call it reports nowhere.

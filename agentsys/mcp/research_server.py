@@ -3,8 +3,10 @@ OpenCode: `python -m agentsys.mcp.research_server --workdir DIR`.
 
 The workdir tools (agentsys.mcp.workdir_tools: quick_bash, list_directory) and the run tools
 (agentsys.mcp.run_tools: create_run, start_run, list_runs, get_run, tail_run_log, wait_run,
-search_memory) through the REST API, with the token of the research loop running in the
-workdir: read at each call from the credentials file the loop writes
+search_memory; agentsys.mcp.sweep_tools: create_sweep, get_sweep_rungs; agentsys.mcp.wait_tools:
+wait_runs) through the REST API, with the token of the
+research loop running in the workdir: read at each call from the credentials file the loop
+writes
 (agentsys.mcp.credentials), so the runs land in the loop's sweep with the loop as their
 creator, a new loop's token takes effect without a restart, and with no loop running the run
 tools say so. AGENTSYS_URL and AGENTSYS_API_TOKEN (with AGENTSYS_SWEEP_ID) set a fixed address
@@ -28,6 +30,8 @@ from agentsys.mcp.approval_tools import add_approval_tools
 from agentsys.mcp.arguments import PlainArgumentErrors
 from agentsys.mcp.credentials import NoCredentials, read_credentials
 from agentsys.mcp.run_tools import AgentSysAPI, add_run_tools
+from agentsys.mcp.sweep_tools import add_sweep_tools
+from agentsys.mcp.wait_tools import add_wait_tools
 from agentsys.mcp.workdir_tools import (
     MAX_PAGE,
     MAX_TIMEOUT_S,
@@ -72,6 +76,8 @@ def build_server(
 
     if api is not None:
         add_run_tools(server, api, sweep_id=sweep_id, workdir=str(root.root))
+        add_sweep_tools(server, api)
+        add_wait_tools(server, api)
         if with_approvals:
             add_approval_tools(server, api)
     server.add_middleware(PlainArgumentErrors(server))

@@ -196,6 +196,13 @@ def add_run_tools(
         return _run_summary(await api.call("POST", f"/api/runs/{run_id}/start"))
 
     @server.tool
+    async def stop_run(run_id: RUN_ID) -> dict:
+        """Stop a run now (its processes end, its GPUs are freed; it ends `stopped`): one
+        that diverges or goes nowhere, so the budget goes to a better one. A research loop
+        may stop only its own runs."""
+        return _run_summary(await api.call("POST", f"/api/runs/{run_id}/stop"))
+
+    @server.tool
     async def list_runs(
         sweep_id: Annotated[str, Field(max_length=40)] = "",
         status: Annotated[str, Field(max_length=20)] = "",

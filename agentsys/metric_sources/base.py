@@ -16,9 +16,23 @@ each line on the run's page), and goes on with the rest.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Watched:
+    """A place a source reads, so the executor can look when it changes rather than on a timer
+    (agentsys.metric_sources.changes). `names`: only these entries of the folder matter (None:
+    all); `recursive`: its subfolders too, made later included, but none named in `skip`."""
+
+    path: Path
+    names: frozenset[str] | None = None
+    recursive: bool = False
+    skip: frozenset[str] = frozenset()
 
 
 class MetricSource(Protocol):
@@ -44,4 +58,8 @@ class MetricSource(Protocol):
 
     def params(self) -> dict[str, Any]:
         """Hyperparameters the source found (MLflow/W&B params, TensorBoard hparams); {} if none."""
+        ...
+
+    def watched(self) -> list[Watched]:
+        """Where the source reads: a change there is worth a look at once."""
         ...

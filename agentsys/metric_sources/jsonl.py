@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentsys.metric_sources.base import Row
+from agentsys.metric_sources.base import Row, Watched
 from agentsys.metrics import MetricsTail, PendingRows
 
 
@@ -53,3 +53,7 @@ class JsonlSource:
 
     def params(self) -> dict[str, Any]:
         return {}
+
+    def watched(self) -> list[Watched]:
+        path = self.tail.path
+        return [Watched(path.parent, names=frozenset({path.name}))]

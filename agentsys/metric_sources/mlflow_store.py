@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentsys.metric_sources.base import Row
+from agentsys.metric_sources.base import Row, Watched
 from agentsys.metric_sources.tailed import TailedFiles
 
 logger = logging.getLogger(__name__)
@@ -97,6 +97,9 @@ class MlflowSource(TailedFiles):
 
     def params(self) -> dict[str, Any]:
         return dict(self._params)
+
+    def watched(self) -> list[Watched]:
+        return [Watched(self.store, recursive=True)]
 
     # -- finding runs and metric files ----------------------------------------------------
 

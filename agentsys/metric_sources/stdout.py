@@ -48,7 +48,7 @@ from typing import Any
 
 import regex
 
-from agentsys.metric_sources.base import Row
+from agentsys.metric_sources.base import Row, Watched
 
 logger = logging.getLogger(__name__)
 
@@ -291,6 +291,9 @@ class StdoutSource:
 
     def params(self) -> dict[str, Any]:
         return {}  # printed lines carry no hyperparameters we could tell apart
+
+    def watched(self) -> list[Watched]:
+        return [Watched(self.path.parent, names=frozenset({self.path.name}))]
 
     # Reading
 

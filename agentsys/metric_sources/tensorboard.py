@@ -48,7 +48,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from agentsys.metric_sources.base import Row
+from agentsys.metric_sources.base import Row, Watched
 from agentsys.metric_sources.tailed import TailedFiles
 
 
@@ -169,6 +169,14 @@ class TensorBoardSource(TailedFiles):
 
     def params(self) -> dict[str, Any]:
         return dict(self._params)
+
+    def watched(self) -> list[Watched]:
+        return [Watched(self.root, recursive=True, skip=SKIPPED_DIRS)]
+
+    def rescan_soon(self) -> None:
+        """A file was made under root: the next peek walks it at once, not when the rescan
+        interval is up, so a new event file's first rows are read on the change that made it."""
+        self._last_scan = None
 
     # -- finding event files --------------------------------------------------------------
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentsys.metric_sources.base import Row
+from agentsys.metric_sources.base import Row, Watched
 from agentsys.metric_sources.tailed import TailedFiles
 
 logger = logging.getLogger(__name__)
@@ -137,6 +137,9 @@ class WandbSource(TailedFiles):
 
     def params(self) -> dict[str, Any]:
         return dict(self._params)
+
+    def watched(self) -> list[Watched]:
+        return [Watched(self.root, recursive=True)]
 
     def finishing(self) -> None:
         """The run has ended: a last record still cut short is said at once (no writer is

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from agentsys.metric_sources.base import MetricSource, Row
+from agentsys.metric_sources.base import MetricSource, Row, Watched
 from agentsys.metric_summary import add_row
 
 logger = logging.getLogger(__name__)
@@ -118,6 +118,21 @@ class MetricsWatch:
             for key, entry in self._summaries[source.name].items():
                 merged.setdefault(key, entry)
         return merged
+
+    def watched(self) -> list[Watched]:
+        """Where the sources `collect` reads now read (agentsys.metric_sources.changes)."""
+        return [
+            place
+            for source in self.sources
+            if not (source.name in FALLBACK_SOURCES and self._structured_seen)
+            for place in getattr(source, "watched", list)()
+        ]
+
+    def rescan_soon(self) -> None:
+        """Files were made: a source that finds its files by an occasional walk walks now."""
+        for source in self.sources:
+            if hasattr(source, "rescan_soon"):
+                source.rescan_soon()
 
     def problems(self) -> list[tuple[str, str]]:
         """New problems of every source, each once: (source name, what is wrong)."""

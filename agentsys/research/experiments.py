@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import math
 import secrets
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
 from pathlib import Path
 
 from agentsys.memory import EntryQuery
@@ -26,11 +31,15 @@ from agentsys.research.results import (
     read_log_tail,
 )
 from agentsys.run_dir import EXIT_CODE_FILE, LOG_FILE, METRICS_FILE, read_exit_code, run_dir_of
+from agentsys.run_waits import Held
 from agentsys.types import AgentStatus, EntryType
 
 logger = logging.getLogger("agentsys.research")
 
 STOP_WAIT_SECONDS = 30.0  # after stopping a timed-out experiment, for its end to be recorded
+# After the first of a batch ends, how long the loop waits for others ending with it: runs of
+# one batch often end together, and each wake is a prompt (tokens) of its own.
+SETTLE_SECONDS = 2.0
 
 
 def resolve_workdir(root: Path, requested: str | None) -> Path:
@@ -104,8 +113,99 @@ async def launch(
 
 
 async def wait_for(agent, launched: list[dict], *, timeout: float) -> list[ExperimentResult]:
-    """Wait for every launched experiment to end (each at most `timeout` seconds from now; a
-    late one is stopped), then read their results."""
+    """Wait for every launched experiment to end (each at most `timeout` seconds from its
+    launch; a late one is stopped), then read their results."""
+    by_record = _handles(agent, launched)
+    outcomes = await asyncio.gather(*(_wait_one(agent, h, timeout) for _, h in by_record))
+    return [
+        await _result(agent, record, handle, timed_out)
+        for (record, handle), timed_out in zip(by_record, outcomes, strict=True)
+    ]
+
+
+@dataclass
+class News:
+    """What woke a loop waiting on its experiments: those that ended (read), those still
+    running (their launch records), and the first end in words, for its next prompt."""
+
+    results: list[ExperimentResult]
+    running: list[dict]
+    woke: str
+    held: Held | None = None  # a condition of the loop's wake_when that woke it
+
+
+async def wait_for_news(
+    agent,
+    launched: list[dict],
+    *,
+    timeout: float,
+    settle: float = SETTLE_SECONDS,
+    watch: Awaitable[Held] | None = None,
+) -> News:
+    """Wait until one launched experiment ends (stopped by its rule, failed, done, or past
+    `timeout` and stopped), and for those that end within `settle` seconds of it; read
+    them. The others go on, waited for by the loop's next iteration. `watch`
+    (agentsys.research.run_wakes): a condition on the runs that wakes the loop first, every
+    one of them still going on."""
+    by_record = _handles(agent, launched)
+    waits = {
+        asyncio.ensure_future(_wait_one(agent, handle, timeout)): index
+        for index, (_, handle) in enumerate(by_record)
+    }
+    ended_at: dict = {}
+    for waiting in waits:  # before asyncio.wait's own callback: in the order they end
+        waiting.add_done_callback(lambda w: ended_at.setdefault(w, time.monotonic()))
+    watching = asyncio.ensure_future(watch) if watch is not None else None
+    pending: set = set()
+    try:
+        done, pending = await asyncio.wait(
+            [*waits, *([watching] if watching else [])], return_when=asyncio.FIRST_COMPLETED
+        )
+        if watching in done and not done - {watching}:
+            held = watching.result()
+            return News([], [record for record, _ in by_record], held.reason, held)
+        done.discard(watching)
+        if (others := pending - {watching}) and settle > 0:
+            more, pending = await asyncio.wait(others, timeout=settle)
+            done |= more
+    finally:
+        if watching is not None:
+            watching.cancel()
+        for waiting in pending or waits:
+            waiting.cancel()
+    first = waits[min(done, key=lambda w: ended_at.get(w, math.inf))]
+    results, woke = [], ""
+    for waiting, index in sorted(waits.items(), key=lambda item: item[1]):  # launch order
+        if waiting in done:
+            record, handle = by_record[index]
+            results.append(await _result(agent, record, handle, waiting.result()))
+            if index == first:
+                woke = _woke_words(results[-1])
+    running = [by_record[index][0] for waiting, index in waits.items() if waiting not in done]
+    return News(results, running, woke)
+
+
+async def still_running(agent, running: list[dict], woke: str) -> str:
+    """For the next prompt: what woke the loop, and its experiments that go on."""
+    if not running and not woke:
+        return ""
+    lines = [f"What woke you: {woke}"] if woke else []
+    if running:
+        lines.append(
+            "Still running (their results come in a later prompt; stop one that is going "
+            "nowhere with the stop_run tool, or launch a follow-up now):"
+        )
+    for record in running:
+        name = await _run_of(agent, record["child_id"]) if record.get("child_id") else ""
+        params = json.dumps(record.get("parameters") or {}, sort_keys=True, default=str)
+        lines.append(
+            f"- run {name or record.get('child_id') or '(not started)'}: {record['goal'][:200]}"
+            f" (`{record['command'][:300]}`, parameters {params[:300]})"
+        )
+    return "\n".join(lines)
+
+
+def _handles(agent, launched: list[dict]) -> list[tuple[dict, object]]:
     ids = [r["child_id"] for r in launched if r["child_id"]]
     handles = {i: agent.children[i] for i in ids if i in agent.children}
     # Only a resumed loop lacks handles: those children were spawned by its previous worker.
@@ -113,20 +213,24 @@ async def wait_for(agent, launched: list[dict], *, timeout: float) -> list[Exper
     if missing:
         handles.update({h.id: h for h in agent.adopt_children(missing)})
     # A CRITICAL steer may respawn a child under a new id: the handle follows it.
-    by_record = [(r, handles.get(r["child_id"])) for r in launched]
-    started = agent.active_clock()
-    outcomes = await asyncio.gather(*(_wait_one(agent, h, started, timeout) for _, h in by_record))
-    return [
-        await _result(agent, record, handle, timed_out)
-        for (record, handle), timed_out in zip(by_record, outcomes, strict=True)
-    ]
+    return [(r, handles.get(r["child_id"])) for r in launched]
 
 
-async def _wait_one(agent, handle, started: float, timeout: float) -> bool:
-    """True when the experiment had to be stopped for running past its time. Time the loop
-    spent paused (its experiments suspended with it) does not count."""
+def _woke_words(result: ExperimentResult) -> str:
+    """'run r-… (its goal) ended stopped: stopped by its rule: loss is NaN …'"""
+    name = result.run or result.run_id or "(not started)"
+    said = f"run {name} ({result.goal}) ended {result.status}"
+    return said + (f": {result.error}" if result.error else "")
+
+
+async def _wait_one(agent, handle, timeout: float) -> bool:
+    """True when the experiment had to be stopped for running past its time, counted from
+    when this worker first waited on it. Time the loop spent paused (its experiments
+    suspended with it) does not count."""
     if handle is None:
         return False
+    clocks = agent.__dict__.setdefault("_experiment_clocks", {})
+    started = clocks.setdefault(handle.id, agent.active_clock())
     while (left := timeout - (agent.active_clock() - started)) > 0:
         try:
             await handle.wait(timeout=left)
@@ -162,6 +266,8 @@ async def _result(agent, record: dict, handle, timed_out: bool) -> ExperimentRes
     if timed_out:
         result.status, result.error = "timed out", "ran past its time limit and was stopped"
     result.run = await _run_of(agent, handle.id)
+    if handle.status == AgentStatus.STOPPED and not timed_out:
+        result.error = await _stopped_by(agent, handle.id) or result.error
     run_dir = run_dir_of(record["workdir"], handle.id)
     result.exit_code, result.log_tail = await _exit_code_and_log(agent, handle.id, run_dir)
     result.metrics = await _metrics(agent, handle.id, run_dir)
@@ -179,6 +285,18 @@ async def _run_of(agent, child_id: str) -> str:
     except Exception:  # the result matters more than its name
         logger.exception("%s: could not find the run of %s", agent.id, child_id)
         return ""
+
+
+async def _stopped_by(agent, child_id: str) -> str:
+    """What stopped the run, when a rule or its sweep's early stopping did, for the model."""
+    try:
+        words = await agent.in_runs("run_stopped_by", agent_id=child_id) or ""
+    except Exception:
+        logger.exception("%s: could not read what stopped %s", agent.id, child_id)
+        return ""
+    if not words:
+        return ""
+    return f"stopped by {'its sweep' if words.startswith('ASHA ') else 'its rule'}: {words}"
 
 
 async def _exit_code_and_log(agent, child_id: str, run_dir: Path) -> tuple[int | None, str]:
@@ -214,8 +332,8 @@ async def _alerts(agent, child_id: str) -> list[str]:
 
 async def _metrics(agent, child_id: str, run_dir) -> dict[str, dict]:
     """The run's metrics summary as its executor stored it in its result (every source:
-    TensorBoard, printed lines, agent_metrics.jsonl); the jsonl file's own summary when there
-    is no result (a run that never finished its bookkeeping)."""
+    TensorBoard, printed lines, agent_metrics.jsonl); with no result (a stopped run), its
+    stored series; else the jsonl file's own summary."""
     try:
         entries = await agent.in_memory(
             "query", query=EntryQuery(agent_id=child_id, types=(EntryType.RESULT,), limit=1)
@@ -227,4 +345,11 @@ async def _metrics(agent, child_id: str, run_dir) -> dict[str, dict]:
         metrics = (entry.data or {}).get("metrics")
         if isinstance(metrics, dict) and metrics:
             return metrics
+    try:  # no result: a run stopped (by a rule, a person), whose series were stored all along
+        stored = await agent.in_runs("run_metrics", agent_id=child_id)
+    except Exception:
+        logger.exception("%s: could not read the metrics of %s", agent.id, child_id)
+        stored = None
+    if stored:
+        return stored
     return await asyncio.to_thread(summarize_metrics, run_dir / METRICS_FILE)

@@ -18,7 +18,11 @@ from agentsys.opencode import OpenCodeClient, OpenCodeError, Timeouts
 
 TOOL_OUTPUT_CHARS = 2000  # of each tool call's output, kept in the loop's history
 TOOL_INPUT_CHARS = 1000
-MCP_CHECK_SECONDS = 10.0  # before each prompt: is an MCP server down (to start again)?
+# Before each prompt: is an MCP server down (to start it again)? Bounded: a server that never
+# answers would otherwise hold every prompt of every loop (OpenCode waits up to the entry's
+# 330 s timeout on it). A server starts in about 2 s on a quiet 2-core machine, over 10 s on a
+# very busy one; a deployment that is slow to start its servers sets the gateway's own bound.
+MCP_CHECK_SECONDS = 10.0
 
 logger = logging.getLogger("agentsys.research")
 
@@ -76,11 +80,13 @@ class OpenCodeGateway:
         timeouts: Timeouts | None = None,
         username: str = "",
         password: str = "",
+        mcp_check_seconds: float = MCP_CHECK_SECONDS,
     ):
         self.client = OpenCodeClient(
             url, username=username, password=password, timeouts=timeouts, directory=workdir
         )
         self.provider, self.model, self.workdir, self.title = provider, model, workdir, title
+        self.mcp_check_seconds = mcp_check_seconds
 
     async def ensure_session(self, session_id: str) -> str:
         if session_id:
@@ -90,9 +96,10 @@ class OpenCodeGateway:
     async def ask(self, session_id: str, text: str) -> ModelReply:
         started = time.monotonic()
         try:  # bounded: a first look at a directory starts its servers (seconds)
-            await asyncio.wait_for(self.reconnect_failed_mcp_servers(), MCP_CHECK_SECONDS)
+            await asyncio.wait_for(self.reconnect_failed_mcp_servers(), self.mcp_check_seconds)
         except TimeoutError:
-            logger.warning("MCP servers not checked: OpenCode took over %ss", MCP_CHECK_SECONDS)
+            said = "MCP servers not checked: OpenCode took over %ss"
+            logger.warning(said, self.mcp_check_seconds)
         result = await self.client.prompt(
             session_id, text, provider=self.provider, model=self.model, directory=self.workdir
         )

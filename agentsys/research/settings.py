@@ -9,8 +9,12 @@ from pathlib import Path
 from agentsys.deployment import Deployment
 from agentsys.opencode import Timeouts
 from agentsys.research import budget
+from agentsys.research.run_wakes import parse_wake_when
+from agentsys.stop_rules import parse as parse_stop_rules
 
 AUTONOMY_LEVELS = ("cautious", "balanced", "full")
+WAKE_ON = ("each", "all")
+DEFAULT_STOP_WHEN = ({"metric": "loss", "nan": True},)
 DEFAULT_SKILLS_DIR = Path(__file__).resolve().parents[2] / "skills"
 
 
@@ -49,6 +53,15 @@ class ResearchSettings:
     approval_gpus: int = 4
     approval_timeout_s: float = 86400.0
     timeouts: Timeouts = field(default_factory=Timeouts)
+    # "each": the loop reads its experiments' results as they end, and is asked again while
+    # the others go on; "all": it waits for the whole batch, as before.
+    wake_on: str = "each"
+    # With "each", also what its runs do while they go on (agentsys.research.run_wakes):
+    # "alert", {"metric": "loss", "below": 0.1}; () for their ends alone.
+    wake_when: tuple = ()
+    # Its experiments' stop rules (agentsys.stop_rules): by default a NaN or inf loss ends a
+    # run at once, and the loop is woken by it.
+    stop_when: tuple = DEFAULT_STOP_WHEN
 
     @classmethod
     def from_config(cls, config: dict, deployment: Deployment | None = None) -> ResearchSettings:
@@ -85,9 +98,14 @@ class ResearchSettings:
                 approval_gpus=_number(config, "approval_gpus", 4, int, 0),
                 approval_timeout_s=_number(config, "approval_timeout_s", 86400.0, float, 1),
                 timeouts=_timeouts(config.get("timeouts") or {}, deployment.timeouts),
+                wake_on=str(config.get("wake_on") or "each"),
+                wake_when=parse_wake_when(config.get("wake_when")),
+                stop_when=_stop_when(config.get("stop_when")),
             )
         except (TypeError, ValueError) as error:
             raise BadResearchSettings(f"bad research settings: {error}") from None
+        if settings.wake_on not in WAKE_ON:
+            raise BadResearchSettings(f"wake_on must be each or all, got {settings.wake_on!r}")
         if settings.autonomy_level not in AUTONOMY_LEVELS:
             raise BadResearchSettings(
                 f"autonomy_level must be one of {', '.join(AUTONOMY_LEVELS)}, "
@@ -107,6 +125,7 @@ class ResearchSettings:
             "slurm": self.slurm_options,
             "env": self.run_env,
             "venv": self.run_venv,
+            "stop_when": list(self.stop_when),
         }
         return {key: value for key, value in options.items() if value}
 
@@ -124,6 +143,14 @@ def _number(config: dict, name: str, default, kind, minimum):
     if value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value!r}")
     return kind(value)
+
+
+def _stop_when(raw) -> tuple:
+    """The loop's rules for its experiments: unset, the default (a NaN loss stops a run);
+    [] for none."""
+    if raw is None:
+        return DEFAULT_STOP_WHEN
+    return tuple(parse_stop_rules(raw))
 
 
 def _patterns(raw) -> tuple[str, ...]:

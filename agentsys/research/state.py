@@ -84,6 +84,15 @@ class ResearchState:
     budget: dict = field(default_factory=dict)
     approval: dict = field(default_factory=dict)
     spent_model: dict = field(default_factory=dict)
+    # Experiments launched by earlier iterations and still running (their launch records):
+    # the loop read the others' results as they ended (agentsys.research.experiments.
+    # wait_for_news), and what woke it, in words, for the next prompt.
+    running: list[dict] = field(default_factory=list)
+    woke: str = ""
+    # When it last woke (seconds since the epoch; 0: not yet), and the [run id, condition]
+    # pairs of its wake_when that woke it (agentsys.research.run_wakes), not watched again.
+    wake_since: float = 0.0
+    woken_by: list[list[str]] = field(default_factory=list)
 
     def keep_left_out(self, found: dict[str, str]) -> None:
         new = [p for p in found if p not in self.left_out]

@@ -14,7 +14,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from agentsys.mcp.credentials import Credentials, remove_credentials, write_credentials
+from agentsys.mcp.credentials import (
+    Credentials,
+    NoCredentials,
+    read_credentials,
+    remove_credentials,
+    write_credentials,
+)
 
 logger = logging.getLogger("agentsys.research")
 
@@ -35,6 +41,33 @@ async def hand_over(agent, workdir: Path) -> bool:
         logger.exception("%s: could not hand its MCP run tools a token", agent.id)
         return False
     return True
+
+
+async def lend_to_chat(agent, workdir: Path) -> bool:
+    """A chat's SessionAgent: its own token for the MCP tools of its workdir (wait_runs,
+    get_run, ...), acting for the chat's owner, written while no one else's is there (a
+    loop's, working in the same folder, takes precedence). Issued afresh at its first turn of
+    each process's life (the file's token, from before a restart, was revoked with the old
+    one); True when the file holds its token."""
+    try:
+        holder = read_credentials(workdir).agent_id
+    except NoCredentials:
+        holder = None
+    lent = agent.__dict__.setdefault("_lent_token_to", set())
+    if holder is not None and holder != agent.id:
+        return False
+    if holder == agent.id and str(workdir) in lent:
+        return True
+    if await hand_over(agent, workdir):
+        lent.add(str(workdir))
+        return True
+    return False
+
+
+def take_back_lent(agent) -> None:
+    """The chat's agent stops: the tokens it lent its workdirs' MCP servers are taken back."""
+    for workdir in agent.__dict__.get("_lent_token_to", ()):
+        take_back(agent, Path(workdir))
 
 
 def take_back(agent, workdir: Path) -> None:

@@ -150,7 +150,8 @@ def _chat(prompt: str) -> str:
             "I will hand this to a research loop: it plans, runs short trainings through the "
             "GPU queue, refines around the best and reports back here when it ends.\n\n"
             f"<spawn_research>\ngoal: {DEMO_GOAL} (asked: {message[:300]})\n"
-            f"max_iterations: 6\n{_workdir_line(message)}</spawn_research>"
+            # Twelve: it is asked again as each wave of runs ends, not only once a wave.
+            f"max_iterations: 12\n{_workdir_line(message)}</spawn_research>"
         )
     return (
         f"(demo model, {mode.upper()} mode) You said: {message[:500]}\n\n"
@@ -265,6 +266,9 @@ def _iteration(prompt: str, pace: Pace = FAST) -> str:
             f"<summary>Launched lr = {rates} on train.py with seeds 0 and 1 each.</summary>\n"
             "<promise>WAITING</promise>"
         )
+    going = demo_findings.running(prompt)
+    if going:  # read what came in, and wait for the rest of the comparison
+        return _waiting(prompt, found, shown, going, asked, steer, pace)
     failed = [f for f in found if f.loss is None]
     note = f" {len(failed)} run(s) failed: {', '.join(f.run for f in failed)}." if failed else ""
     means = {lr: m for lr, runs in _by_rate(found).items() if (m := _mean(runs)) is not None}
@@ -305,6 +309,23 @@ def _iteration(prompt: str, pace: Pace = FAST) -> str:
         f"<plan>\n{_plan_text(done, found, shown)}\n</plan>\n"
         f"<summary>{summary}; {'refining' if not refined else 'running your rate'}."
         "</summary>\n<promise>WAITING</promise>"
+    )
+
+
+def _waiting(prompt, found, shown, going, asked, steer, pace) -> str:
+    """Some of the comparison's runs ended and others go on: note what came in (a run that
+    its rule stopped says so), start a rate the researcher asked for now, and wait."""
+    woke = demo_findings.woke(prompt)
+    runs = [e for lr in asked for e in _both_seeds(lr, "steer", pace)]
+    done = 1 if any(f.kind == "refine" for f in found) or any("refine" in g for g in going) else 0
+    heard = f"{woke[0].upper()}{woke[1:]}." if woke else "A run ended."
+    listed = f"<experiments>\n{chr(10).join(runs)}\n</experiments>" if runs else ""
+    return (
+        f"{heard} {len(found)} of the comparison's runs are in; I wait for the {len(going)} "
+        f"still running ({'; '.join(going[:4])}). {' '.join(steer)}\n{listed}\n"
+        f"<plan>\n{_plan_text(done, found, shown)}\n</plan>\n"
+        f"<summary>{len(found)} runs in, {len(going)} still running.</summary>\n"
+        "<promise>WAITING</promise>"
     )
 
 

@@ -12,6 +12,10 @@ from dataclasses import dataclass
 SCRIPT = "train.py"  # the one script the comparison runs
 RESULTS_HEADING = "## Results from Previous Experiments"
 GUIDANCE_HEADING = "## Guidance from the researcher"
+RUNNING_HEADING = "## Experiments still running"
+# A run that goes on while the loop reads the others: `- run run-1a2b…: lr=0.1 seed=0 (bracket) (`
+RUNNING = re.compile(r"^- run (\S+): (.*?) \(`", re.MULTILINE)
+WOKE = re.compile(r"^What woke you: (.*)$", re.MULTILINE)
 # A finding as the demo writes it into its plan, one run a line:
 # `- lr=0.1 seed=0 (bracket): loss 0.0123 (run run-1a2b3c4d)`, or `failed` for the loss.
 FINDING = re.compile(
@@ -107,6 +111,23 @@ def shown(prompt: str, results: list[dict]) -> dict[str, str]:
         if r["script"] and r["script"] != SCRIPT and r["run"]:
             found.setdefault(r["script"], r["run"])
     return found
+
+
+def running(prompt: str) -> list[str]:
+    """The goals of the comparison's runs that still go on (not those only showing a way of
+    logging)."""
+    start = prompt.rfind(RUNNING_HEADING)
+    if start < 0:
+        return []
+    section = prompt[start:].split("\n## ", 1)[0]
+    return [m.group(2) for m in RUNNING.finditer(section) if "not compared" not in m.group(2)]
+
+
+def woke(prompt: str) -> str:
+    """What woke the loop, as its prompt says it ("" when nothing did)."""
+    start = prompt.rfind(RUNNING_HEADING)
+    found = WOKE.search(prompt, start) if start >= 0 else None
+    return found.group(1).strip() if found else ""
 
 
 def steered_lrs(prompt: str) -> list[float]:

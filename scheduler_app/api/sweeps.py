@@ -15,6 +15,7 @@ from ninja import Field, Query, Router, Schema, Status
 from pydantic import ConfigDict, StringConstraints, field_validator
 
 from accounts_app.auth import agent_of
+from agentsys import asha
 from agentsys.metric_sources.stdout import MAX_PATTERN_LENGTH
 from agentsys.run_env import check_env, check_venv
 from common.api_contract import MAX_OFFSET
@@ -51,6 +52,23 @@ WHERE_HELP = (
 )
 
 
+EARLY_STOP_EXAMPLE = {
+    "type": "asha",
+    "metric": "loss",
+    "mode": "min",
+    "grace_steps": 1,
+    "reduction": 3,
+    "max_steps": 81,
+}
+EARLY_STOP_HELP = (
+    "Early stopping across its runs, asynchronous successive halving as Ray Tune's ASHA: "
+    "rungs at grace_steps·reduction^k steps below max_steps; a run reaching a rung goes on "
+    "only if its `metric` is in the top 1/reduction of the runs that reached it before it, "
+    "else it ends `stopped`, its stopped_by naming the rung and the cut-off. mode (min), "
+    "grace_steps (1) and reduction (3) have defaults; GET /api/sweeps/{id}/rungs shows them"
+)
+
+
 class SweepIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
@@ -72,7 +90,12 @@ class SweepIn(Schema):
         None, max_length=50, description=STOP_WHEN_HELP + " (of its runs that bring none)"
     )
 
+    early_stop: dict[str, Any] | None = Field(
+        None, description=EARLY_STOP_HELP, json_schema_extra={"example": EARLY_STOP_EXAMPLE}
+    )
+
     _stop_rules_read = field_validator("stop_when")(check_stop_when)
+    _early_stop_read = field_validator("early_stop")(asha.parse)
     _metrics_pattern_compiles = field_validator("metrics_pattern")(check_metrics_pattern)
     _env_is_variables = field_validator("env")(check_env)
     _venv_is_a_path = field_validator("venv")(check_venv)
@@ -92,6 +115,7 @@ class SweepOut(Schema):
     env: dict[str, str] = Field(description="Environment variables of its runs")
     venv: str = Field(description="The virtual environment of its runs; empty: the workdir's")
     stop_when: list[dict[str, Any]] = Field(description="Stop rules of its runs that bring none")
+    early_stop: dict[str, Any] | None = Field(description="Its early stopping (ASHA); null: none")
     created_at: datetime
     updated_at: datetime
     url: str = Field(description="Its page")
@@ -166,6 +190,7 @@ def _sweep_out(sweep) -> dict:
         "env": sweep.run_env,
         "venv": sweep.run_venv,
         "stop_when": sweep.stop_when,
+        "early_stop": sweep.early_stop or None,
         "created_at": sweep.created_at,
         "updated_at": sweep.updated_at,
         "url": f"/sweeps/{sweep.id}/",
@@ -207,6 +232,7 @@ def create_sweep(request, payload: SweepIn):
         run_env=payload.env or {},
         run_venv=payload.venv or "",
         stop_when=payload.stop_when or [],
+        early_stop=payload.early_stop,
         kind=SweepKind.MANUAL,
         created_by=user,  # a loop's token acts for the person who started the loop
         created_by_agent=agent_of(request),  # ... and its runs are then the loop's to change

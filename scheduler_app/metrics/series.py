@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from agentsys.metrics import STEP_KEYS, stored_step
 from scheduler_app.models import MetricPoint, MetricSeries, Run
+from scheduler_app.run_news import runs_changed
 
 MAX_KEY_LENGTH = 200
 
@@ -137,6 +138,8 @@ def record_rows(
                 "updated_at",
             ],
         )
+        if batches and run_id:
+            runs_changed([run_id])  # its waiters (wait_runs) hear of it at commit
     return sum(len(batch.points) for batch in batches.values())
 
 

@@ -25,6 +25,7 @@ from scheduler_app import oplog
 from scheduler_app.models import Run, RunStatus, ScheduleRequest
 from scheduler_app.queue import claims as queue
 from scheduler_app.queue import spend
+from scheduler_app.run_news import runs_changed, runs_of_agents_changed
 
 _EXIT_CODE = re.compile(r"exited with code (-?\d+)")
 # How a SLURM run's executor begins its error when sbatch refused the job (it can never run
@@ -69,7 +70,8 @@ def follow_agent(
             )
         elif backend == queue.SLURM:
             runs = runs.exclude(status=RunStatus.QUEUED)
-        runs.update(status=RunStatus.RUNNING, started_at=Coalesce(F("started_at"), Value(now)))
+        if runs.update(status=RunStatus.RUNNING, started_at=Coalesce(F("started_at"), Value(now))):
+            runs_of_agents_changed([agent_id])
         if previous == AgentStatus.IDLE:  # a first start: not a resume, nor a re-adoption
             oplog.run_moved(agent_id=agent_id, status=RunStatus.RUNNING, exit_code=None, error="")
         return status
@@ -107,6 +109,7 @@ def follow_agent(
     )
     spend.record_run_ends(ending, agent_id=agent_id, request=request, now=now)
     if ended:
+        runs_of_agents_changed([agent_id])  # its waiters (wait_runs) hear of it at commit
         oplog.run_moved(agent_id=agent_id, status=word, exit_code=exit_code, error=error)
     return AgentStatus(word.value)
 
@@ -148,10 +151,12 @@ def cancel_requests_and_events(
     )
     # A run names its agent; one whose agent row was deleted is still named in the config.
     run_ids = [config.get("run_id") for *_, config in rows if isinstance(config, dict)]
-    Run.objects.filter(
+    cancelled = Run.objects.filter(
         Q(agent_id__in=agent_ids) | Q(pk__in=[r for r in run_ids if isinstance(r, str)]),
         status=RunStatus.QUEUED,
-    ).update(status=RunStatus.CANCELLED, finished_at=now, error=reason)
+    )
+    runs_changed(list(cancelled.values_list("pk", flat=True)))  # delivered at commit
+    cancelled.update(status=RunStatus.CANCELLED, finished_at=now, error=reason)
     queue.notify_queue()  # a reserving policy may have held GPUs for one of them
     events = []
     for request_id, agent_id, parent_id, _ in rows:

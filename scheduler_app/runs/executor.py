@@ -40,7 +40,14 @@ def executor_of(run: Run) -> dict:
 def sweep_options(sweeps) -> dict[str, dict]:
     """What the runs of each of `sweeps` (a queryset) take from it, by sweep id."""
     rows = sweeps.values_list(
-        "pk", "metrics_pattern", "run_backend", "slurm_options", "run_env", "run_venv", "stop_when"
+        "pk",
+        "metrics_pattern",
+        "run_backend",
+        "slurm_options",
+        "run_env",
+        "run_venv",
+        "stop_when",
+        "early_stop",
     )
     return {
         pk: {
@@ -50,8 +57,9 @@ def sweep_options(sweeps) -> dict[str, dict]:
             "env": env,
             "venv": venv,
             "stop_when": stop_when,
+            "early_stop": early_stop,  # the sweep's alone: a run cannot bring its own
         }
-        for pk, pattern, backend, slurm, env, venv, stop_when in rows
+        for pk, pattern, backend, slurm, env, venv, stop_when, early_stop in rows
     }
 
 

@@ -30,6 +30,7 @@ def _project(folder):
     return work
 
 
+@pytest.mark.timeout(360)  # a fresh home: see tests/e2e/test_make_run.py
 def test_make_run_merges_the_mcp_servers_and_says_how_each_fares(embedded_home):
     home, port = embedded_home, free_port()
     work = _project(home.parent)
@@ -49,7 +50,7 @@ def test_make_run_merges_the_mcp_servers_and_says_how_each_fares(embedded_home):
     )  # fmt: skip
     output = OutputReader(make.stdout)
     try:
-        wait_until(lambda: output.find("Ctrl-C stops everything"), 150, 0.2, "the banner")
+        wait_until(lambda: output.find("Ctrl-C stops everything"), 300, 0.2, "the banner")
         print(output.text)
         said = output.find(r"MCP servers in (\S+): (.*)$")
         assert said and said.group(1) == str(work / "opencode.json"), output.text

@@ -30,6 +30,8 @@ def _run_cases(env: dict[str, str | None], *cases: str) -> str:
     return result.stderr.strip().splitlines()[-1] if result.stderr.strip() else ""
 
 
+# A child pytest with its own database server: about a minute here, more on a busy machine.
+@pytest.mark.timeout(420)
 def test_an_embedded_postgres_restarted_under_load(embedded_home):
     """Both cases on an embedded PostgreSQL of their own (AGENTSYS_HOME: a new home, no
     DATABASE_URL): the child's `postgres` fixture stops and starts that server."""
@@ -37,6 +39,7 @@ def test_an_embedded_postgres_restarted_under_load(embedded_home):
     print(figures, file=sys.stderr)
 
 
+@pytest.mark.timeout(420)
 def test_external_postgres_restart(embedded_home):
     """The recovery case on the system PostgreSQL (CI: 127.0.0.1:5432), restarted with
     pg_ctlcluster."""

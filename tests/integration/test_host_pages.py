@@ -74,7 +74,10 @@ def test_the_queue_page_shows_each_host_its_gpus_and_why_a_run_waits(browser, fl
     assert gpu_cell(page, "gpu-b", 1).endswith("held by others: python (pid 4242, 3000 MB)")
     assert gpu_cell(page, "gpu-b", 3).endswith("disabled")
     b = card(page, "gpu-b")
-    assert "1 free of 3" in b and "1 disabled" in b and "heartbeat 1s ago" in b
+    assert "1 free of 3" in b and "1 disabled" in b
+    # Its heartbeat was 1 s before the fixture made it; the page may come a second or two
+    # later on a busy machine (CI r5, two burners: "2s ago").
+    assert re.search(r"heartbeat [1-9]s ago", b), b
     assert f'href="/runs/{tokenizer.pk}/"><bdi>tokenize corpus</bdi></a>' in b  # runs with no GPU
     old = card(page, "gpu-old")
     assert 'class="pill offline">offline<' in old and "heartbeat 2h 00m ago" in old

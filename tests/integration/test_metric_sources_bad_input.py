@@ -86,9 +86,15 @@ MLFLOW_SCRIPT = textwrap.dedent(
 
 WANDB_SCRIPT = textwrap.dedent(
     """
-    import glob, os, time
+    import glob, os, shutil, time
     import wandb
 
+    # Logged where AgentSys does not look, cut there, then moved where it looks: it reads the
+    # cut log only (logged in sight, the whole marker record was read before the cut on a
+    # busy machine).
+    watched = os.path.join(os.environ["WANDB_DIR"], "wandb")
+    os.environ["WANDB_DIR"] = os.path.join(os.environ["WANDB_DIR"], "staging")
+    os.makedirs(os.environ["WANDB_DIR"], exist_ok=True)
     run = wandb.init(project="bad", config={"lr": 0.1})
     for step in range(1, 11):
         wandb.log({"loss": 1.0 / step}, step=step)
@@ -120,6 +126,8 @@ WANDB_SCRIPT = textwrap.dedent(
     size = os.path.getsize(log)
     # Simulates a crash mid-write: the log ends in the middle of that record.
     os.truncate(log, cut)
+    os.makedirs(watched, exist_ok=True)
+    shutil.move(folder, os.path.join(watched, os.path.basename(folder)))
     print("cut at", cut, "of", size, flush=True)
     """
 )

@@ -198,6 +198,21 @@ def test_a_malformed_state_is_ignored_not_a_crash(api, workdir):
     assert api("get", f"/api/research/{loop['id']}").json()["iteration"] == 0
 
 
+def test_a_state_holding_a_nan_loss_is_stored_and_read_back(api, workdir):
+    """A stopped run's stored series end in NaN; its results, in the loop's state, once failed
+    every save of it (PostgreSQL's JSON has no NaN): the loop's page froze where it was."""
+    loop = start(api, workdir)
+    store = DjangoRuntimeStore()
+    nan = float("nan")
+    results = [{"goal": "diverges", "metrics": {"loss": {"last": nan, "min": 0.2, "max": 1.0}}}]
+    state = {"iteration": 2, "status": "running", "phase": "iterating", "last_results": results}
+    store.record_event(agent_id=loop["id"], kind="research_state", payload=state)
+    stored = ResearchLoop.objects.get(agent_id=loop["id"])
+    assert stored.iteration == 2
+    assert stored.state["last_results"][0]["metrics"]["loss"]["last"] == "NaN"
+    assert api("get", f"/api/research/{loop['id']}").json()["iteration"] == 2
+
+
 def test_the_iteration_log_is_served_once_written(api, workdir):
     loop = start(api, workdir)
     missing = api("get", f"/api/research/{loop['id']}/iteration-log")

@@ -60,3 +60,17 @@ def test_a_loop_whose_runs_logged_no_loss_says_nothing_of_a_best_run(browser, tm
     loop = a_loop(tmp_path, {})
     page = browser.get(f"/research/{loop.agent_id}/").content.decode()
     assert "Best run" not in page and 'id="loop-branch"' in page
+
+
+def test_the_progress_line_says_what_woke_the_loop_while_runs_go_on(browser, tmp_path):
+    """Issue 39 §3: a loop reading its runs as they end says what woke it last, and how many
+    runs go on; once none does, the line is gone."""
+    loop = a_loop(tmp_path, {"lr 0.1 seed 0": 0.25})
+    woke = "run run-1 (lr=0.5) ended stopped: stopped by its rule: loss is NaN or inf: nan"
+    loop.state = {**loop.state, "woke": woke, "running": [{"goal": "a"}, {"goal": "b"}]}
+    loop.save()
+    line = browser.get(f"/research/{loop.agent_id}/progress/").content.decode()
+    assert f"Woken as 2 runs went on: <bdi>{woke}</bdi>" in line
+    loop.state = {**loop.state, "running": []}
+    loop.save()
+    assert "Woken as" not in browser.get(f"/research/{loop.agent_id}/progress/").content.decode()

@@ -19,7 +19,9 @@ SKILLS = PromptSkills(REPO / "skills")
 DEMO = REPO / "researchagent" / "demo_workspace"
 
 
-def prompt(skill: str, *, plan: str, results: list, steer: str = "", iteration: int = 1) -> str:
+def prompt(
+    skill: str, *, plan: str, results: list, steer: str = "", iteration: int = 1, running: str = ""
+) -> str:
     return SKILLS.render(
         skill,
         {
@@ -34,6 +36,7 @@ def prompt(skill: str, *, plan: str, results: list, steer: str = "", iteration: 
             "history": "Plan: a search",
             "experiment_results": format_results(results) if results else "No runs yet.",
             "steer_context": steer,
+            "running_experiments": running,
         },
     )
 
@@ -200,3 +203,33 @@ def test_the_demo_scripts_seed_changes_their_losses_and_repeats_them(tmp_path, s
 
     assert final_line(0) == final_line(0)
     assert final_line(0) != final_line(1)
+
+
+def test_with_part_of_the_comparison_in_the_demo_notes_it_and_waits_for_the_rest():
+    """The loop is woken as runs end (issue 39 §3): the demo reads the two that ended (one
+    stopped by its NaN rule), keeps them in its plan, and waits for the four still running;
+    once they are in, it refines as before."""
+    loop = Loop()
+    loop.ask("wild_v2_planning")
+    first = loop.iterate()
+    specs = first.experiments
+    ended = loop.results[:2]
+    ended[1].status, ended[1].error = "stopped", "stopped by its rule: loss is NaN or inf: nan"
+    going = "\n".join(
+        f"- run run-{k + 3}: {spec.goal} (`{spec.command}`, parameters {{}})"
+        for k, spec in enumerate(specs[2:])
+    )
+    running = f"What woke you: run run-2 ({specs[1].goal}) ended stopped\nStill running:\n{going}"
+    text = demo_reply(
+        prompt("wild_v2_iteration", plan=loop.plan, results=ended, iteration=2, running=running)
+    )
+    waiting = parse_reply(text)
+    assert waiting.promise == "WAITING" and not waiting.experiments
+    assert "Run run-2 (lr=0.01 seed=1 (bracket)) ended stopped." in text
+    assert "2 of the comparison's runs are in; I wait for the 4 still running" in text
+    assert "- lr=0.01 seed=0 (bracket): loss" in waiting.plan
+    assert "- lr=0.01 seed=1 (bracket): failed (run run-2)" in waiting.plan
+    rest = loop.every[2:]
+    text = demo_reply(prompt("wild_v2_iteration", plan=waiting.plan, results=rest, iteration=3))
+    refined = parse_reply(text)
+    assert any("(refine)" in spec.goal for spec in refined.experiments)

@@ -6,6 +6,7 @@ the executor's ports, its run port and its memory.)"""
 import asyncio
 import json
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -251,3 +252,28 @@ async def test_a_pause_before_the_executor_has_started_suspends_nothing_and_is_n
     await agent.on_pause()
     await agent.on_resume()
     assert [kind for kind, _ in agent._link.events] == ["run_paused", "run_resumed"]
+
+
+async def test_a_row_written_wakes_the_next_look_and_a_stop_closes_the_watch(tmp_path, monkeypatch):
+    """Issue 39: the executor looks when its run's metrics file changes (its 60 s timer here
+    is never waited for), and its end leaves no inotify fd behind."""
+    monkeypatch.delenv("AGENTSYS_METRICS_WATCH", raising=False)
+    fds = len(list(Path("/proc/self/fd").iterdir()))
+    database = OutageDatabase()
+    agent = await started_executor(tmp_path, database)
+    agent.monitor_interval = 60.0
+    await agent.changes.armed()
+    await agent.until_next_look()  # the look a start gets: files may predate the watch
+    write_steps(agent.run_dir / "agent_metrics.jsonl", range(3))
+    await asyncio.wait_for(agent.until_next_look(), 10)
+    await agent.on_monitor()
+    assert database.stored == [0, 1, 2]
+    await agent.on_stop()
+    assert len(list(Path("/proc/self/fd").iterdir())) <= fds
+
+
+async def test_forced_onto_the_timer_the_executor_watches_no_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENTSYS_METRICS_WATCH", "timer")
+    agent = await started_executor(tmp_path, OutageDatabase())
+    assert agent.changes is None
+    await agent.on_stop()

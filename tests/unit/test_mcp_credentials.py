@@ -165,3 +165,45 @@ def test_a_loop_without_a_token_goes_on_without_the_file(tmp_path):
     failing = loop(memory=SimpleNamespace(issue_api_token=broken))
     assert not asyncio.run(tool_token.hand_over(failing, tmp_path))
     assert not credentials_path(tmp_path).exists()
+
+
+class _ChatAgent:
+    """What tool_token.lend_to_chat reads of a SessionAgent."""
+
+    def __init__(self, agent_id: str):
+        from types import SimpleNamespace
+
+        self.id, self.memory, self.issued = agent_id, object(), 0
+        self.deployment = SimpleNamespace(api_url="http://127.0.0.1:8000")
+        self.scope = SimpleNamespace(sweep="")
+
+    async def in_memory(self, method: str):
+        assert method == "issue_api_token"
+        self.issued += 1
+        return f"token-{self.id}-{self.issued}"
+
+
+def test_a_chat_lends_its_token_only_where_no_loop_has_and_takes_it_back(tmp_path):
+    import asyncio
+
+    from agentsys.research import tool_token
+
+    chat = _ChatAgent("orchestrator-1")
+    write_credentials(
+        tmp_path,
+        Credentials(url="http://127.0.0.1:8000", token="loop-token", agent_id="research-1"),
+    )
+    assert asyncio.run(tool_token.lend_to_chat(chat, tmp_path)) is False
+    assert read_credentials(tmp_path).token == "loop-token"  # the loop's stays
+
+    remove_credentials(tmp_path, "research-1")  # the loop ended
+    assert asyncio.run(tool_token.lend_to_chat(chat, tmp_path)) is True
+    assert read_credentials(tmp_path).token == "token-orchestrator-1-1"
+    assert asyncio.run(tool_token.lend_to_chat(chat, tmp_path)) is True
+    assert chat.issued == 1  # its next turns keep the token it lent
+
+    restarted = _ChatAgent("orchestrator-1")  # runagentd restarted: the old token is revoked
+    assert asyncio.run(tool_token.lend_to_chat(restarted, tmp_path)) is True
+    assert read_credentials(tmp_path).token == "token-orchestrator-1-1" and restarted.issued == 1
+    tool_token.take_back_lent(restarted)
+    assert not credentials_path(tmp_path).exists()

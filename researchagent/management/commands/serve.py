@@ -339,6 +339,8 @@ class Command(BaseCommand):
         # The daemon and the web first (the daemon may still write to the database and talk
         # to OpenCode), then the model side; each group stops together, within one grace.
         children = getattr(self, "_children", {})
+        if settings.EMBEDDED_POSTGRES is not None:  # ours to stop last: have it ready
+            settings.EMBEDDED_POSTGRES.checkpoint_in_background()
         for group in (("runagentd", "web"), ("opencode", "model")):
             self._stop_together([children[name] for name in group if name in children])
         self._report_live_runs()

@@ -7,10 +7,8 @@ import faulthandler
 import signal
 from pathlib import Path
 
-import psycopg
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection
 
 from agentsys.daemon import Daemon, DaemonSettings
 from agentsys.deployment import Deployment
@@ -19,18 +17,12 @@ from agentsys.run_dir import AGENTS_DIR, CHECKOUTS_DIR
 from agentsys.slurm.poller import SlurmUnavailable
 from common.db_outage import stop_waiting
 from common.environment import ConfigError, check_host_name
+from common.listen_dsn import listen_dsn
 from common.no_web_checks import CHECKS_WITHOUT_THE_WEB
 from events_app.events import publish_message, publish_through
 from events_app.live import verify_channel_layer
 from runtime_app.chat_store import DjangoChatStore
 from runtime_app.runtime_store import DjangoRuntimeStore
-
-
-def listen_dsn() -> str:
-    params = connection.get_connection_params()
-    params.pop("cursor_factory", None)
-    params.pop("context", None)
-    return psycopg.conninfo.make_conninfo(**{k: v for k, v in params.items() if v})
 
 
 def deployment(host_name: str = "") -> Deployment:
@@ -123,6 +115,7 @@ class Command(BaseCommand):
                 deployment=deployment(options["host_name"]),
                 slurm=settings.AGENTSYS.slurm,
                 slurm_max_jobs=settings.AGENTSYS.slurm_max_jobs,
+                metrics_compact_after_days=settings.AGENTSYS.metrics_compact_after_days,
             ),
             publish=publish_message,
             on_stopping=stop_waiting,
