@@ -120,11 +120,18 @@ def test_a_run_ends_done_with_its_log_and_metrics_and_a_failing_one_with_its_cod
     assert not GPU.objects.exists()
 
 
-GPU_COMMAND = 'echo "gpus=$CUDA_VISIBLE_DEVICES job_gpus=$SLURM_JOB_GPUS"; sleep 4'
+def _gpu_command(go):
+    # Each job holds its GPU until the test says go: a fixed sleep gave the test a window of
+    # a few seconds to see two running and one waiting, which a slow machine missed (CI).
+    return (
+        'echo "gpus=$CUDA_VISIBLE_DEVICES job_gpus=$SLURM_JOB_GPUS"; '
+        f"while [ ! -e {go} ]; do sleep 0.1; done"
+    )
 
 
 def test_three_one_gpu_runs_on_two_gpus_the_third_waits_with_slurms_reason(daemon, api, tmp_path):
-    runs = [_post_run(api, tmp_path, GPU_COMMAND, gpus=1, name=f"g{i}") for i in range(3)]
+    go = tmp_path / "go"
+    runs = [_post_run(api, tmp_path, _gpu_command(go), gpus=1, name=f"g{i}") for i in range(3)]
 
     def two_running_one_waiting_for_resources():
         rows = [_api_run(api, run) for run in runs]
@@ -134,8 +141,9 @@ def test_three_one_gpu_runs_on_two_gpus_the_third_waits_with_slurms_reason(daemo
             return waiting[0] if waiting[0]["wait_reason"] == "Resources" else None
         return None
 
-    waiting = wait_until(two_running_one_waiting_for_resources, 30, message="2 running, 1 queued")
+    waiting = wait_until(two_running_one_waiting_for_resources, 60, message="2 running, 1 queued")
     assert waiting["slurm_job_id"]
+    go.touch()
     # The third runs once one of the first two is done; all three end done.
     ended = [run_ended(run, timeout=60) for run in runs]
     assert [run.status for run in ended] == [RunStatus.DONE] * 3
