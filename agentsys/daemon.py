@@ -37,6 +37,7 @@ from agentsys.listen import (
     listen_for_work,
 )
 from agentsys.live_events import LiveEvents
+from agentsys.metric_compaction import MetricCompaction
 from agentsys.proctree import process_info
 from agentsys.registry import AgentClassRegistry
 from agentsys.slurm import poller as slurm_poller
@@ -49,7 +50,6 @@ logger = logging.getLogger("agentsys.daemon")
 _PR_SET_CHILD_SUBREAPER = 36
 DEFAULT_THREADS = 32  # for to_thread: see run()
 LIVE_FLUSH_SECONDS = 0.5  # at the stop; what is left readers fetch from the table
-COMPACT_EVERY_S = 86400.0  # old metric points thinned once a day (and at the start)
 
 
 class Daemon:
@@ -89,8 +89,7 @@ class Daemon:
             max_workers=1, thread_name_prefix="agentsys-stream"
         )
         self._last_beat = 0.0
-        self._compacting: asyncio.Task | None = None
-        self._last_compaction = float("-inf")  # monotonic: the first heartbeat starts one
+        self.compaction = MetricCompaction(store, self.settings.metrics_compact_after_days)
         self._last_poll = 0.0  # monotonic time of the last step that looked at everything
         self._known_children: set[int] = set()
         self._list_gpu_processes = list_gpu_processes
@@ -349,7 +348,7 @@ class Daemon:
         self._last_beat = time.monotonic()
         if await self.db(self.store.record_heartbeat, host_id=self.host_id):
             await self.readopt_after_partition()
-        self._compact_metrics_when_due()
+        self.compaction.when_due()
         if self._watch_gpus:
             try:
                 await self.check_foreign_gpu_use()
@@ -363,25 +362,6 @@ class Daemon:
             self.store.declare_dead_hosts, stale_after=self.settings.dead_host_after
         ):
             await self.publish(event)
-
-    def _compact_metrics_when_due(self) -> None:
-        """Once a day (AGENTSYS_METRICS_COMPACT_AFTER_DAYS set): old metric points thinned,
-        on a thread and a connection of its own, never on the daemon's database thread (a
-        pass may take minutes). Every host tries; one at a time does it (an advisory lock)."""
-        days = self.settings.metrics_compact_after_days
-        busy = self._compacting is not None and not self._compacting.done()
-        if days <= 0 or busy or time.monotonic() - self._last_compaction < COMPACT_EVERY_S:
-            return
-        self._last_compaction = time.monotonic()
-
-        async def compact() -> None:
-            try:
-                said = await asyncio.to_thread(self.store.compact_old_metrics, older_than_days=days)
-                logger.info("metric points older than %g days thinned: %s", days, said)
-            except Exception:  # tried again tomorrow
-                logger.exception("could not thin old metric points")
-
-        self._compacting = self.supervisor.background(compact(), "compact-metrics")
 
     async def readopt_after_partition(self) -> None:
         """This host was declared dead while its runagentd lived (cut off from the database):
@@ -533,6 +513,7 @@ class Daemon:
 
     async def shutdown(self) -> None:
         self.on_stopping()
+        self.compaction.stop()
         if self.supervisor is not None:
             await self.supervisor.shutdown(self.settings.shutdown_grace)
             forkserver.stop()

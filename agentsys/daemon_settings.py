@@ -22,7 +22,7 @@ class DaemonSettings:
     allowed_classes: frozenset[str] = frozenset()
     forkserver_preload: tuple[str, ...] = ()
     claim_batch: int = 20
-    scheduler_policy: str = "fifo"
+    scheduler_policy: str = "backfill"
     memory_factory: str = ""  # "module:attr"; empty = agents run without memory
     run_port_factory: str = ""  # "module:attr"; empty = agents reach no Run rows
     default_workdir: str = ""  # where executors run when their config names no workdir

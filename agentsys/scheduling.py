@@ -8,6 +8,10 @@ tested without a database; scheduler_app applies their decisions under row locks
 - `reserve`: the oldest request that can ever run on this host holds the GPUs as they free
   up; nothing younger starts on this host until it has run, except on GPUs it cannot use.
   No starvation, at the price of GPUs idling while the head waits for enough of them.
+- `backfill` (agentsys.backfill): the blocked head keeps a reservation on the host expected
+  to free its GPUs first; a later request starts ahead of it only where it cannot delay it.
+
+agentsys.policies names them (AGENTSYS_SCHEDULER_POLICY).
 """
 
 from __future__ import annotations
@@ -23,19 +27,21 @@ class QueuedRequest:
     id: str
     gpu_required: int
     requires: dict = field(default_factory=dict)  # host labels it needs (see host_meets)
+    time_limit: float | None = None  # seconds: its wall_seconds stop rule (agentsys.backfill)
 
 
 @dataclass(frozen=True)
 class Placement:
     request_id: str
     gpu_indices: tuple[int, ...]
+    note: str = ""  # why it started ahead of an older request (agentsys.backfill)
 
 
 class SchedulingPolicy(Protocol):
     name: str
 
     def select(
-        self, queue: Sequence[QueuedRequest], free: Sequence[int], host_total: int
+        self, queue: Sequence[QueuedRequest], free: Sequence[int], host_total: int, context=None
     ) -> list[Placement]: ...
 
 
@@ -48,7 +54,7 @@ def _take(free: list[int], count: int) -> tuple[int, ...]:
 class FifoFirstFit:
     name = "fifo"
 
-    def select(self, queue, free, host_total):
+    def select(self, queue, free, host_total, context=None):
         free = sorted(free)
         placements = []
         for request in queue:
@@ -60,7 +66,7 @@ class FifoFirstFit:
 class HeadReservation:
     name = "reserve"
 
-    def select(self, queue, free, host_total):
+    def select(self, queue, free, host_total, context=None):
         free = sorted(free)
         placements = []
         for request in queue:
@@ -83,19 +89,6 @@ def _after(queue, request):
         if seen:
             yield item
         seen = seen or item is request
-
-
-POLICIES: dict[str, SchedulingPolicy] = {p.name: p for p in (FifoFirstFit(), HeadReservation())}
-DEFAULT_POLICY = "fifo"
-
-
-def policy_named(name: str) -> SchedulingPolicy:
-    try:
-        return POLICIES[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown scheduling policy {name!r}; choose one of {', '.join(POLICIES)}"
-        ) from None
 
 
 # -- host labels and what a request requires of them --------------------------------------------

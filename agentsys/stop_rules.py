@@ -148,6 +148,22 @@ def whole_number(value: Any, name: str, *, least: int) -> int:
     return value
 
 
+def time_limit(rules: Any) -> float | None:
+    """A run's time limit in seconds: its smallest wall_seconds rule, which its executor
+    enforces, so the queue may plan around it (agentsys.backfill); None without one. Reads
+    stored rules leniently: what is not a usable rule is no limit."""
+    limits = [
+        rule["wall_seconds"]
+        for rule in (rules if isinstance(rules, list) else [])
+        if isinstance(rule, dict)
+        and isinstance(rule.get("wall_seconds"), int | float)
+        and not isinstance(rule["wall_seconds"], bool)
+        and math.isfinite(rule["wall_seconds"])
+        and rule["wall_seconds"] > 0
+    ]
+    return float(min(limits)) if limits else None
+
+
 class StopRules:
     """The rules of one run, fed its rows as they are read (`feed`) and asked about time
     (`check_time`). Rows come from several sources, so steps may repeat or go back; a row

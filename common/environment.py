@@ -68,8 +68,9 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "come from its GPUs unless named here)",
     ),
     "AGENTSYS_SCHEDULER_POLICY": (
-        "fifo",
-        "GPU queue policy: fifo (first fit) or reserve (no starvation)",
+        "backfill",
+        "GPU queue policy: backfill (the blocked head keeps a reservation; later runs start "
+        "where they cannot delay it), fifo (first fit) or reserve (the head holds every host)",
     ),
     "AGENTSYS_FOREIGN_GPU_MIN_MB": (
         "256",
@@ -323,7 +324,7 @@ def load(environment: dict[str, str] | None = None) -> Config:
         gpus=_gpus(env),
         host_labels=_host_labels(env),
         extra_agent_classes=frozenset(_list(env, "AGENTSYS_AGENT_CLASSES")),
-        scheduler_policy=_choice(env, "AGENTSYS_SCHEDULER_POLICY", {"fifo", "reserve"}),
+        scheduler_policy=_choice(env, "AGENTSYS_SCHEDULER_POLICY", {"backfill", "fifo", "reserve"}),
         foreign_gpu_min_mb=_int(env, "AGENTSYS_FOREIGN_GPU_MIN_MB", low=0, high=10**7),
         run_backend=_choice(env, "AGENTSYS_RUN_BACKEND", {"subprocess", "slurm"}),
         slurm=_choice(env, "AGENTSYS_SLURM", {"auto", "on", "off"}),

@@ -16,8 +16,8 @@ from django.utils import timezone
 from accounts_app.services import revoke_agent_tokens
 from agents_app.models import Agent, AgentCommand, CommandStatus
 from agents_app.services import create_agent
+from agentsys.policies import policy_named
 from agentsys.run_dir import run_dir_of
-from agentsys.scheduling import policy_named
 from agentsys.slurm.job import job_state_of_event
 from agentsys.store import AgentRecord, CommandRecord
 from agentsys.types import (
@@ -130,15 +130,17 @@ class DjangoRuntimeStore:
     def mark_host_offline(self, *, host_id: int) -> None:
         host_services.mark_host_offline(host_id=host_id)
 
-    def compact_old_metrics(self, *, older_than_days: float) -> str:
+    def compact_old_metrics(self, *, older_than_days: float, stop=None) -> str:
         """Old metric points thinned (scheduler_app.metrics.compaction); what was done, in
-        words. On the calling thread's own connection, closed after: a pass comes once a day."""
+        words. On the calling thread's own connection, closed after: a pass comes once a day.
+        `stop` set: the pass ends after the series it is on."""
         before = timezone.now() - timedelta(days=older_than_days)
         try:
-            done = compact_old_points(before=before, stretches=DEFAULT_STRETCHES)
+            done = compact_old_points(before=before, stretches=DEFAULT_STRETCHES, stop=stop)
         finally:
             connection.close()
-        return done.skipped or f"{done.deleted} points of {done.series} series"
+        words = f"{done.deleted} points of {done.series} series"
+        return f"{words} ({done.skipped})" if done.skipped else words
 
     @transaction.atomic
     def declare_dead_hosts(self, *, stale_after: float) -> list[dict]:

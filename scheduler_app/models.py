@@ -110,6 +110,12 @@ class ScheduleRequest(models.Model):
         Host, null=True, blank=True, on_delete=models.SET_NULL, related_name="requests"
     )
     gpu_indices = ArrayField(models.PositiveSmallIntegerField(), default=list, blank=True)
+    placement_note = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="Why it started ahead of an older request, e.g. 'backfilled: ends before "
+        "gpu-c frees 8 GPUs at 14:05' (agentsys.backfill)",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -9,10 +9,13 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from agentsys.stop_rules import time_limit
 from agentsys.types import RequestStatus
 from scheduler_app.hosts.board import HostCard, host_cards
 from scheduler_app.models import Run, RunStatus, ScheduleRequest
+from scheduler_app.queue.backfill_reasons import BackfillReasons
 from scheduler_app.queue.claims import SLURM
+from scheduler_app.queue.cluster import online_hosts
 from scheduler_app.queue.wait_reasons import goes_first, wait_reason
 
 QUEUE_SHOWN = 200  # the page lists this many; the count says how many more wait
@@ -44,9 +47,12 @@ def queue_rows(hosts: list[HostCard], *, limit: int = QUEUE_SHOWN, now=None) -> 
     )
     runs = _runs_of(queued)
     policy = settings.AGENTSYS.scheduler_policy
+    backfill = BackfillReasons(online_hosts(), now.timestamp()) if policy == "backfill" else None
     rows, ahead = [], 0
     for n, request in enumerate(queued, 1):
         reason = wait_reason(request, hosts, ahead=ahead)
+        if backfill is not None:
+            reason = backfill.reason(request, reason)
         ahead += goes_first(request, hosts, policy=policy)
         rows.append(
             QueueRow(
@@ -70,6 +76,15 @@ def in_slurm_queue():
     )
 
 
+def _ends_at(request: ScheduleRequest):
+    """When its time limit (its wall_seconds stop rule) ends it, or None."""
+    config = request.config if isinstance(request.config, dict) else {}
+    limit = time_limit(config.get("stop_when"))
+    if limit is None or request.started_at is None:
+        return None
+    return request.started_at + timedelta(seconds=limit)
+
+
 def queue_board() -> dict:
     now = timezone.now()
     hosts = host_cards(now=now)
@@ -87,6 +102,7 @@ def queue_board() -> dict:
     for request in running:
         request.run = runs.get(request.agent_id)
         request.ran_for = now - request.started_at if request.started_at else None
+        request.ends_at = _ends_at(request)
     queue = queue_rows(hosts, now=now)
     return {
         "hosts": hosts,

@@ -133,6 +133,10 @@ class RequestOut(Schema):
     gpu_indices: list[int]
     host: str | None
     rejection_reason: str
+    placement_note: str = Field(
+        description="Why it started ahead of an older request (backfill), e.g. 'backfilled: "
+        "ends before gpu-c frees 8 GPUs at 14:05 UTC'"
+    )
     config: dict[str, Any]
     created_at: datetime
     started_at: datetime | None

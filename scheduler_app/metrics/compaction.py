@@ -71,12 +71,13 @@ WHERE point.id = ranked.id
 class Compaction:
     series: int  # series thinned
     deleted: int  # points deleted
-    skipped: str = ""  # why nothing was done ("" when the pass ran)
+    skipped: str = ""  # why it did nothing, or stopped early ("" when the pass ran through)
 
 
-def compact_old_points(*, before: datetime, stretches: int) -> Compaction:
+def compact_old_points(*, before: datetime, stretches: int, stop=None) -> Compaction:
     """Thin the points stored before `before` (see the module docstring). Series with at most
-    `stretches` x 4 points in all are not looked at: there is nothing to gain."""
+    `stretches` x 4 points in all are not looked at: there is nothing to gain. `stop` (a
+    threading.Event) set: the pass ends after the series it is on (a stopping runagentd)."""
     if stretches < 1:
         raise ValueError(f"stretches must be at least 1, got {stretches}")
     with connection.cursor() as cursor:
@@ -87,6 +88,8 @@ def compact_old_points(*, before: datetime, stretches: int) -> Compaction:
         thinned = deleted = 0
         candidates = MetricSeries.objects.filter(points__gt=stretches * KEPT_PER_STRETCH)
         for series_id in candidates.order_by("pk").values_list("pk", flat=True).iterator():
+            if stop is not None and stop.is_set():
+                return Compaction(thinned, deleted, "stopped: runagentd is stopping")
             gone = _thin(series_id, before, stretches)
             thinned += bool(gone)
             deleted += gone

@@ -8,6 +8,7 @@ lock the host's free GPU rows and the queued requests they consider. A NOTIFY on
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from agents_app.models import Agent
+from agentsys.backfill import ClaimContext
 from agentsys.listen import QUEUE_CHANNEL
 from agentsys.scheduling import (
     InvalidLabels,
@@ -26,10 +28,12 @@ from agentsys.scheduling import (
     host_meets,
     validate_requires,
 )
+from agentsys.stop_rules import time_limit
 from agentsys.types import AgentStatus, RequestStatus
 from common.ids import create_with_unique_id
 from hosts_app.models import Host, HostStatus
 from scheduler_app.models import GPU, Run, RunStatus, ScheduleRequest, new_request_id
+from scheduler_app.queue.cluster import online_hosts
 
 FIRST_WINDOW = 64  # queued requests a claim reads first, oldest first...
 CLAIM_WINDOW = 500  # ...and at most, when the first window leaves GPUs idle
@@ -221,11 +225,13 @@ def claim(
             return []
         cursor.execute(_LOCK_FREE_GPUS, {"host": host_id}, prepare=True)
         free = {index: gpu_id for gpu_id, index in cursor.fetchall()}
-        placements = policy.select(window, list(free), host_total)
+        # A backfilling policy reads the other hosts only if a request does not fit here.
+        context = ClaimContext(host_id, time.time(), lambda: online_hosts(cursor))
+        placements = policy.select(window, list(free), host_total, context)
         # Look further down the queue only if the first window left free GPUs unused.
         if read == FIRST_WINDOW and sum(len(p.gpu_indices) for p in placements) < len(free):
             window, _, _ = _queue_window(cursor, host_id, CLAIM_WINDOW)
-            placements = policy.select(window, list(free), host_total)
+            placements = policy.select(window, list(free), host_total, context)
         if not placements:
             return []
         cursor.execute(
@@ -235,6 +241,7 @@ def claim(
                 "now": timezone.now(),
                 "ids": [p.request_id for p in placements],
                 "gpus": ["{" + ",".join(map(str, p.gpu_indices)) + "}" for p in placements],
+                "notes": [p.note for p in placements],
                 "pid": started_pid,
                 "local": sorted(started_classes) if started_pid else [],
             },
@@ -272,14 +279,16 @@ def _queue_window(cursor, host_id: int, size: int) -> tuple[list[QueuedRequest],
     rows = cursor.fetchall()
     labels = _json(rows[0][5]) if rows else {}
     window = []
-    for request_id, gpus, _, agent_id, requires, _, held in rows:
+    for request_id, gpus, _, agent_id, requires, _, held, stop_when in rows:
         requires = _json(requires) if requires not in ("{}", {}) else {}
         # A request this host has not the labels for can never run here: it holds nothing.
         # Nor does one held by its paused parent (a research loop): it waits for the resume.
         if agent_id is None or held:
             continue
         if not requires or host_meets(labels, requires):
-            window.append(QueuedRequest(request_id, gpus, requires))
+            rules = json.loads(stop_when) if isinstance(stop_when, str) else stop_when
+            limit = time_limit(rules)
+            window.append(QueuedRequest(request_id, gpus, requires, limit))
     return window, (rows[0][2] if rows else 0), len(rows)
 
 
@@ -301,7 +310,8 @@ _QUEUE_WINDOW = """
            (SELECT labels FROM scheduler_app_host WHERE id = %(host)s),
            EXISTS (SELECT 1 FROM agents_app_agent AS child
                    JOIN agents_app_agent AS parent ON parent.id = child.parent_id
-                   WHERE child.id = r.agent_id AND parent.status = 'paused')
+                   WHERE child.id = r.agent_id AND parent.status = 'paused'),
+           config -> 'stop_when'
     FROM scheduler_app_schedulerequest AS r
     WHERE status = 'queued' AND backend <> 'slurm'
     ORDER BY created_at, id
@@ -321,7 +331,8 @@ _LOCK_FREE_GPUS = """
 _PLACE = """
     WITH wanted AS (
         SELECT unnest(%(ids)s::varchar[]) AS id,
-               unnest(%(gpus)s::varchar[])::smallint[] AS gpus
+               unnest(%(gpus)s::varchar[])::smallint[] AS gpus,
+               unnest(%(notes)s::varchar[]) AS note
     ), chosen AS (
         SELECT r.id FROM scheduler_app_schedulerequest AS r
         WHERE r.id = ANY(%(ids)s::varchar[]) AND r.status = 'queued'
@@ -333,7 +344,7 @@ _PLACE = """
     ), placed AS (
         UPDATE scheduler_app_schedulerequest AS r
         SET status = 'running', host_id = %(host)s, started_at = %(now)s,
-            gpu_indices = wanted.gpus
+            gpu_indices = wanted.gpus, placement_note = wanted.note
         FROM wanted JOIN chosen ON chosen.id = wanted.id
         WHERE r.id = wanted.id
         RETURNING r.id, r.agent_id, r.gpu_indices

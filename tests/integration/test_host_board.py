@@ -23,6 +23,13 @@ H100 = "NVIDIA H100 80GB HBM3"
 PYTHON_ELSEWHERE = {"pid": 4242, "name": "python", "used_mb": 3000}
 
 
+@pytest.fixture(autouse=True)
+def _first_fit(agentsys_config):
+    """The reasons here are first fit's and reserve's; backfill's own (the default) are in
+    test_backfill_reasons."""
+    agentsys_config(scheduler_policy="fifo")
+
+
 def a_host(name, gpus=2, *, status=HostStatus.ONLINE, beat_ago=1.0, memory_mb=81559) -> Host:
     beat = timezone.now() - timedelta(seconds=beat_ago) if beat_ago is not None else None
     host = Host.objects.create(name=name, status=status, last_heartbeat=beat, daemon_pid=1)

@@ -185,6 +185,6 @@ def test_a_host_cut_off_past_the_bound_gets_its_runs_back_when_it_beats_again(ho
 
 
 def _fifo():
-    from agentsys.scheduling import policy_named
+    from agentsys.policies import policy_named
 
     return policy_named("fifo")

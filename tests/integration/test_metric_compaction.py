@@ -82,6 +82,19 @@ def test_a_series_all_old_keeps_its_newest_point_and_a_short_one_is_left():
     assert len(_points(short)) == 150  # 150 points: not more than 40 stretches x 4
 
 
+def test_a_stopping_runagentd_ends_the_pass_after_the_series_it_is_on():
+    first, second = (_run_with_history(old=3000, recent=0) for _ in range(2))
+    cut = datetime.fromtimestamp(NOW - DAY, tz=UTC)
+
+    class StopAfterFirst:  # a threading.Event set as the first series is done
+        def is_set(self):
+            return len(_points(first)) < 3000
+
+    done = compact_old_points(before=cut, stretches=40, stop=StopAfterFirst())
+    assert (done.series, done.skipped) == (1, "stopped: runagentd is stopping")
+    assert len(_points(first)) < 3000 and len(_points(second)) == 3000
+
+
 def test_one_pass_at_a_time_and_the_command_says_what_it_did(capsys):
     from django.db import connections
 

@@ -92,6 +92,7 @@ def test_the_overview_says_when_no_daemon_runs(browser):
 
 
 def test_the_queue_shows_holders_positions_and_why_each_waits(browser, agentsys_config):
+    agentsys_config(scheduler_policy="fifo")
     host = a_host()
     a_running_run(host, name="holder run")
     first = a_queued_run("needs two", gpus=2)
@@ -107,6 +108,13 @@ def test_the_queue_shows_holders_positions_and_why_each_waits(browser, agentsys_
     agentsys_config(scheduler_policy="reserve")
     reserved = browser.get("/queue/").content.decode()
     assert _reasons(reserved)[1] == "Behind 1 earlier run"
+    agentsys_config(scheduler_policy="backfill")  # the default
+    assert _reasons(browser.get("/queue/").content.decode()) == [
+        "No host with 2 free GPUs; largest has 1 free (gpu-box: 1 free of 2); kept for it: "
+        "gpu-box frees 2 GPUs when its runs end",
+        "Would delay the reservation (gpu-box frees 2 GPUs when its runs end); no run there has "
+        "a time limit, so nothing may start before it",
+    ]
     board = browser.get("/queue/", HTTP_HX_REQUEST="true").content.decode()
     assert "<html" not in board and "needs two" in board
     request_id = ScheduleRequest.objects.get(agent_id=first.agent_id).pk

@@ -2,7 +2,8 @@
 
 import pytest
 
-from agentsys.scheduling import FifoFirstFit, HeadReservation, QueuedRequest, policy_named
+from agentsys.policies import policy_named
+from agentsys.scheduling import FifoFirstFit, HeadReservation, QueuedRequest
 
 
 def q(*specs):
