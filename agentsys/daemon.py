@@ -316,6 +316,7 @@ class Daemon:
             self.store.claim_queue,
             host_id=self.host_id,
             policy=self.settings.scheduler_policy,
+            shares=self.settings.queue_shares,
             slurm_slots=self._slurm_slots(),
             # Agents that run in this process are started with their claim (issue 25).
             started_pid=os.getpid(),

@@ -23,6 +23,7 @@ class DaemonSettings:
     forkserver_preload: tuple[str, ...] = ()
     claim_batch: int = 20
     scheduler_policy: str = "backfill"
+    queue_shares: dict = field(default_factory=dict)  # agentsys.fair_share, by account
     memory_factory: str = ""  # "module:attr"; empty = agents run without memory
     run_port_factory: str = ""  # "module:attr"; empty = agents reach no Run rows
     default_workdir: str = ""  # where executors run when their config names no workdir

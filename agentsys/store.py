@@ -87,6 +87,7 @@ class RuntimeStore(Protocol):
         *,
         host_id: int,
         policy: str,
+        shares: dict | None = None,
         slurm_slots: int = 0,
         started_pid: int | None = None,
         started_classes: frozenset[str] = frozenset(),

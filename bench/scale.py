@@ -13,29 +13,34 @@ runs in the same run of this script:
 - backfill_gpu_utilisation: busy GPU time over all GPU time while runs wait (≥ 0.95).
 - largest_run_wait_vs_fifo: the 8-GPU runs' mean wait under backfill over under FIFO (≤ 2).
 - small_person_wait_ratio: the small person's median wait over the big person's (≤ 0.1).
-Also fifo_gpu_utilisation and first_fit_* for comparison.
+Also fifo_gpu_utilisation and first_fit_* for comparison. The backfill run takes the queue in
+fair-share turns between the two people (agentsys.fair_share), as the product does; FIFO and
+first fit in arrival order.
+
+And, on a real PostgreSQL: claims_per_s_64_hosts (≥ 2000), 64 host claimers at once.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import random
 import statistics
 import sys
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentsys.backfill import Backfill, Busy, ClaimContext, HostState
+from agentsys.fair_share import fair_order
 from agentsys.scheduling import FifoFirstFit, HeadReservation, QueuedRequest
 from bench._report import report
 
 HOSTS, GPUS_PER_HOST = 64, 8
-RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+RUNS = 100_000
 SIZES, SIZE_WEIGHTS = (1, 2, 4, 8), (0.5, 0.25, 0.15, 0.10)
 BIG_SHARE_OF_RUNS = 0.9
 FIRST_WINDOW, CLAIM_WINDOW = 64, 500  # scheduler_app.queue.claims
@@ -50,14 +55,18 @@ class SimRun:
     limit: float
     seq: int
     started: float | None = None
+    ask: QueuedRequest | None = None  # as a claim reads it
+
+    def __post_init__(self):
+        self.ask = QueuedRequest(self.id, self.gpus, {}, self.limit)
 
 
-def make_runs(seed: int = 1) -> list[SimRun]:
+def make_runs(count: int, seed: int = 1) -> list[SimRun]:
     """Lognormal durations (median 15 min, a tail to days); submission order interleaves the
     two people at random, 90/10."""
     rng = random.Random(seed)
     runs = []
-    for n in range(RUNS):
+    for n in range(count):
         gpus = rng.choices(SIZES, SIZE_WEIGHTS)[0]
         duration = min(7 * 86400.0, math.exp(rng.gauss(math.log(900), 1.3)))
         limit = math.ceil(duration * rng.uniform(1.2, 3.0))
@@ -91,75 +100,87 @@ class Cluster:
 
 
 class Queue:
-    """Queued runs in arrival order; `window(size)` the oldest not yet started."""
+    """Queued runs, oldest first, in one line (`fair` False) or one per person; a window is
+    the first `size` not yet started, taken in turns between people (agentsys.fair_share)
+    when fair."""
 
-    def __init__(self, runs: list[SimRun]):
-        self.waiting = deque(runs)
-        self.started: set[str] = set()
+    def __init__(self, runs: list[SimRun], *, fair: bool):
+        self.fair = fair
+        self.lines: dict[str, list[SimRun]] = {}
+        for run in runs:
+            self.lines.setdefault(run.person if fair else "", []).append(run)
+        self.next = dict.fromkeys(self.lines, 0)  # each line's first run not yet started
+        self.in_use: dict[str, int] = {}
+        self.left = len(runs)
 
-    def __bool__(self) -> bool:
-        self._drop_started()
-        return bool(self.waiting)
+    def window(self, size: int) -> list[QueuedRequest]:
+        heads = {}
+        for name, line in self.lines.items():
+            position = self.next[name]
+            while position < len(line) and line[position].started is not None:
+                position += 1
+            self.next[name] = position
+            heads[name] = [run.ask for run in itertools.islice(self._waiting(line, position), size)]
+        if not self.fair:
+            return heads.get("", [])
+        return fair_order(heads, self.in_use, {}, size)
 
-    def _drop_started(self) -> None:
-        while self.waiting and self.waiting[0].id in self.started:
-            self.waiting.popleft()
-
-    def window(self, size: int) -> list[SimRun]:
-        self._drop_started()
-        out = []
-        for run in self.waiting:
-            if run.id not in self.started:
-                out.append(run)
-                if len(out) == size:
-                    break
-        return out
+    @staticmethod
+    def _waiting(line: list[SimRun], position: int):
+        return (run for run in itertools.islice(line, position, None) if run.started is None)
 
 
-def simulate(policy, runs: list[SimRun]) -> dict:
+def simulate(policy, runs: list[SimRun], *, fair: bool = False) -> dict:
     for run in runs:
         run.started = None
-    cluster, queue, by_id = Cluster(), Queue(list(runs)), {run.id: run for run in runs}
+    cluster, queue, by_id = Cluster(), Queue(runs, fair=fair), {run.id: run for run in runs}
     ends: list[tuple[float, int, str]] = []
     now, busy_gpu_seconds, last, waiting_until = 0.0, 0.0, 0.0, 0.0
     busy_gpus = 0
 
-    def claim(host: int) -> None:
+    def claim(host: int) -> int:
+        """The product's claim on `host`: how many runs it started."""
         nonlocal busy_gpus
         free = cluster.free[host]
-        if not free or not queue:
-            return
+        if not free or not queue.left:
+            return 0
         context = ClaimContext(host, now, cluster.states)
         window = queue.window(FIRST_WINDOW)
-        placements = policy.select(_asks(window), list(free), GPUS_PER_HOST, context)
-        if len(window) == FIRST_WINDOW and sum(len(p.gpu_indices) for p in placements) < len(free):
+        placements = policy.select(window, list(free), GPUS_PER_HOST, context)
+        taken = sum(len(p.gpu_indices) for p in placements)
+        if len(window) == FIRST_WINDOW and taken < len(free):
             window = queue.window(CLAIM_WINDOW)
-            placements = policy.select(_asks(window), list(free), GPUS_PER_HOST, context)
+            placements = policy.select(window, list(free), GPUS_PER_HOST, context)
         for placement in placements:
             run = by_id[placement.request_id]
             run.started = now
-            queue.started.add(run.id)
+            queue.left -= 1
+            queue.in_use[run.person] = queue.in_use.get(run.person, 0) + run.gpus
             for index in placement.gpu_indices:
                 free.remove(index)
             cluster.running[host][run.id] = (run, placement.gpu_indices)
             busy_gpus += run.gpus
             heapq.heappush(ends, (now + run.duration, host, run.id))
+        return len(placements)
 
     for host in range(HOSTS):
         claim(host)
     while ends:
         at, host, run_id = heapq.heappop(ends)
-        if queue:  # GPU time counts while runs wait
+        if queue.left:  # GPU time counts while runs wait
             busy_gpu_seconds += busy_gpus * (at - last)
             waiting_until = at
         last, now = at, at
         run, indices = cluster.running[host].pop(run_id)
         cluster.free[host].extend(indices)
         busy_gpus -= run.gpus
-        claim(host)
-        for other in range(HOSTS):
-            if other != host and cluster.free[other]:
-                claim(other)
+        queue.in_use[run.person] -= run.gpus
+        # Every runagentd claims at the NOTIFY; only the freed host's claim can differ unless
+        # it changed the queue (its claim started something).
+        if claim(host):
+            for other in range(HOSTS):
+                if other != host and cluster.free[other]:
+                    claim(other)
     waits = {run.id: run.started for run in runs}
     return {
         "utilisation": busy_gpu_seconds / (HOSTS * GPUS_PER_HOST * waiting_until),
@@ -171,20 +192,28 @@ def simulate(policy, runs: list[SimRun]) -> dict:
     }
 
 
-def _asks(window: list[SimRun]) -> list[QueuedRequest]:
-    return [QueuedRequest(run.id, run.gpus, {}, run.limit) for run in window]
+def claims_per_s_64_hosts() -> float:
+    """64 processes, each a host's claimer with 8 GPUs as runagentd runs it (backfill, fair
+    share between two people, one with 90 % of the requests), claim 1-GPU requests from one
+    queue on PostgreSQL at once (bench/scheduler.py's claims_per_second_hosts)."""
+    from bench.harness import BenchSystem
+    from bench.scheduler import claims_per_second_hosts
+
+    BenchSystem()
+    people = ("big",) * 9 + ("small",)
+    return claims_per_second_hosts(64, 8, queued=12_800, policy="backfill", accounts=people)
 
 
-def main() -> None:
-    runs = make_runs()
+def simulation(count: int) -> None:
+    runs = make_runs(count)
     results = {}
-    for name, policy in (
-        ("fifo", HeadReservation()),
-        ("first_fit", FifoFirstFit()),
-        ("backfill", Backfill()),
+    for name, policy, fair in (
+        ("fifo", HeadReservation(), False),
+        ("first_fit", FifoFirstFit(), False),
+        ("backfill", Backfill(), True),
     ):
         started = time.perf_counter()
-        results[name] = simulate(policy, runs)
+        results[name] = simulate(policy, runs, fair=fair)
         print(f"# {name}: simulated in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     backfill, fifo, first_fit = results["backfill"], results["fifo"], results["first_fit"]
     report("backfill_gpu_utilisation", backfill["utilisation"], "ratio")
@@ -205,6 +234,15 @@ def main() -> None:
         backfill["median_wait"]["small"] / backfill["median_wait"]["big"],
         "ratio",
     )
+
+
+def main() -> None:
+    """Every figure; `python bench/scale.py sim [N]`: the simulation alone (N runs, default
+    10^5); `... claims`: the claims figure alone."""
+    if sys.argv[1:2] != ["claims"]:
+        simulation(int(sys.argv[2]) if sys.argv[1:2] == ["sim"] and sys.argv[2:] else RUNS)
+    if sys.argv[1:2] != ["sim"]:
+        report("claims_per_s_64_hosts", claims_per_s_64_hosts(), "claims/s")
 
 
 if __name__ == "__main__":

@@ -95,8 +95,9 @@ def _host_with_gpus(name: str, gpus: int):
     return host
 
 
-def _queue_one_gpu_requests(prefix: str, count: int) -> None:
-    """`count` queued 1-GPU requests, each with its executor agent row."""
+def _queue_one_gpu_requests(prefix: str, count: int, accounts: tuple[str, ...] = ("",)) -> None:
+    """`count` queued 1-GPU requests, each with its executor agent row, their accounts
+    taken in turn from `accounts`."""
     from agents_app.models import Agent
     from scheduler_app.models import ScheduleRequest
 
@@ -105,27 +106,41 @@ def _queue_one_gpu_requests(prefix: str, count: int) -> None:
         for i in range(count)
     )
     ScheduleRequest.objects.bulk_create(
-        ScheduleRequest(id=f"sched-{prefix}{i:06d}", agent=a, agent_cls_path="x", gpu_required=1)
+        ScheduleRequest(
+            id=f"sched-{prefix}{i:06d}",
+            agent=a,
+            agent_cls_path="x",
+            gpu_required=1,
+            account=accounts[i % len(accounts)],
+        )
         for i, a in enumerate(agents)
     )
 
 
-def claims_per_second_hosts(hosts: int = 4, gpus: int = 8, queued: int = 4000) -> float:
-    """`hosts` processes, each a host's claimer as runagentd runs it, claim 1-GPU requests
-    from one queue at once, each releasing what it took before claiming again (as runs end);
-    claims made / wall time until the queue is empty, releases included."""
+def claims_per_second_hosts(
+    hosts: int = 4,
+    gpus: int = 8,
+    queued: int = 4000,
+    policy: str = "fifo",
+    accounts: tuple[str, ...] = ("",),
+) -> float:
+    """`hosts` processes, each a host's claimer as runagentd runs it (`policy`), claim 1-GPU
+    requests of `accounts` from one queue at once, each releasing what it took before
+    claiming again (as runs end); claims made / wall time until the queue is empty, releases
+    included."""
     import multiprocessing
 
     from django.db import connections
 
     host_ids = [_host_with_gpus(f"claim-bench-host-{n}", gpus).pk for n in range(hosts)]
-    _queue_one_gpu_requests(f"h{hosts}x", queued)
+    _queue_one_gpu_requests(f"h{hosts}x", queued, accounts)
     _settle()
     connections.close_all()  # each claimer opens its own, as each runagentd does
     context = multiprocessing.get_context("fork")
     go, results = context.Event(), context.Queue()
     claimers = [
-        context.Process(target=_claimer, args=(host_id, go, results)) for host_id in host_ids
+        context.Process(target=_claimer, args=(host_id, policy, go, results))
+        for host_id in host_ids
     ]
     for claimer in claimers:
         claimer.start()
@@ -141,16 +156,16 @@ def claims_per_second_hosts(hosts: int = 4, gpus: int = 8, queued: int = 4000) -
     return claimed / (max(end for _, end in ends) - started)
 
 
-def _claimer(host_id: int, go, results) -> None:
+def _claimer(host_id: int, policy_name: str, go, results) -> None:
     from django.db import connection, transaction
 
-    from agentsys.scheduling import FifoFirstFit
+    from agentsys.policies import policy_named
     from agentsys.types import AgentStatus
     from scheduler_app.models import ScheduleRequest
     from scheduler_app.queue import claims as queue
     from scheduler_app.queue import lifecycle
 
-    policy, claimed = FifoFirstFit(), 0
+    policy, claimed = policy_named(policy_name), 0
     connection.ensure_connection()  # connecting is not timed
     go.wait()
     while True:

@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 
 import environ
 
+from agentsys.fair_share import InvalidShares, parse_shares
 from agentsys.scheduling import InvalidLabels, parse_labels
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -71,6 +72,10 @@ VARIABLES: dict[str, tuple[str, str]] = {
         "backfill",
         "GPU queue policy: backfill (the blocked head keeps a reservation; later runs start "
         "where they cannot delay it), fifo (first fit) or reserve (the head holds every host)",
+    ),
+    "AGENTSYS_QUEUE_SHARES": (
+        "",
+        "Fair share of the GPU queue per person: username=share,... (unnamed: 1 each)",
     ),
     "AGENTSYS_FOREIGN_GPU_MIN_MB": (
         "256",
@@ -147,6 +152,7 @@ class Config:
     host_labels: dict
     extra_agent_classes: frozenset[str]
     scheduler_policy: str
+    queue_shares: dict
     foreign_gpu_min_mb: int
     run_backend: str
     slurm: str
@@ -242,6 +248,13 @@ def _gpus(env: environ.Env) -> list[int] | None:
     return sorted(indices)
 
 
+def _queue_shares(env: environ.Env) -> dict:
+    try:
+        return parse_shares(_raw(env, "AGENTSYS_QUEUE_SHARES"))
+    except InvalidShares as error:
+        raise ConfigError(f"AGENTSYS_QUEUE_SHARES: {error}") from None
+
+
 def _host_labels(env: environ.Env) -> dict:
     try:
         return parse_labels(_raw(env, "AGENTSYS_HOST_LABELS"))
@@ -325,6 +338,7 @@ def load(environment: dict[str, str] | None = None) -> Config:
         host_labels=_host_labels(env),
         extra_agent_classes=frozenset(_list(env, "AGENTSYS_AGENT_CLASSES")),
         scheduler_policy=_choice(env, "AGENTSYS_SCHEDULER_POLICY", {"backfill", "fifo", "reserve"}),
+        queue_shares=_queue_shares(env),
         foreign_gpu_min_mb=_int(env, "AGENTSYS_FOREIGN_GPU_MIN_MB", low=0, high=10**7),
         run_backend=_choice(env, "AGENTSYS_RUN_BACKEND", {"subprocess", "slurm"}),
         slurm=_choice(env, "AGENTSYS_SLURM", {"auto", "on", "off"}),

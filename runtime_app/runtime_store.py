@@ -410,6 +410,7 @@ class DjangoRuntimeStore:
         *,
         host_id: int,
         policy: str,
+        shares: dict | None = None,
         slurm_slots: int = 0,
         started_pid: int | None = None,
         started_classes: frozenset[str] = frozenset(),
@@ -422,6 +423,7 @@ class DjangoRuntimeStore:
         placed = queue.claim(
             host_id=host_id,
             policy=policy_named(policy),
+            shares=shares,
             started_pid=started_pid,
             started_classes=started_classes,
         )

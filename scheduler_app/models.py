@@ -110,6 +110,9 @@ class ScheduleRequest(models.Model):
         Host, null=True, blank=True, on_delete=models.SET_NULL, related_name="requests"
     )
     gpu_indices = ArrayField(models.PositiveSmallIntegerField(), default=list, blank=True)
+    # Whose it is, for fair share (agentsys.fair_share): the username of the person who made
+    # its run or the run's sweep; "" for a script's or an agent's own.
+    account = models.CharField(max_length=150, blank=True, default="")
     placement_note = models.CharField(
         max_length=300,
         blank=True,
@@ -128,6 +131,12 @@ class ScheduleRequest(models.Model):
                 fields=["created_at", "id"],
                 condition=Q(status="queued"),
                 name="sched_queue_fifo_idx",
+            ),
+            # The claim's fair share: each account's oldest queued requests.
+            models.Index(
+                fields=["account", "created_at", "id"],
+                condition=Q(status="queued"),
+                name="sched_queue_account_idx",
             ),
             # GET /api/scheduler/queue?status=..., and stats by_status.
             models.Index(fields=["status", "-created_at"], name="sched_status_idx"),
@@ -294,6 +303,15 @@ class Run(models.Model):
         editable=False,
         help_text="The agent whose API token made it (a research loop's MCP tools); empty: a "
         "person or a script",
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        editable=False,
+        on_delete=models.SET_NULL,
+        related_name="runs_made",
+        help_text="The person whose login or token made it; a loop's run is its sweep's person's",
     )
     auto_start = models.BooleanField(default=False)
     run_dir = models.CharField(max_length=1000, blank=True)

@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+import psycopg
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from agentsys.stop_rules import time_limit
@@ -17,6 +19,7 @@ from scheduler_app.queue.backfill_reasons import BackfillReasons
 from scheduler_app.queue.claims import SLURM
 from scheduler_app.queue.cluster import online_hosts
 from scheduler_app.queue.wait_reasons import goes_first, wait_reason
+from scheduler_app.queue.window import read_window
 
 QUEUE_SHOWN = 200  # the page lists this many; the count says how many more wait
 
@@ -35,16 +38,26 @@ def _runs_of(requests: list[ScheduleRequest]) -> dict[str, Run]:
     return {run.agent_id: run for run in Run.objects.filter(agent_id__in=agent_ids)}
 
 
+def queued_in_turn(limit: int) -> list[ScheduleRequest]:
+    """The queued requests in the order claims take them (fair share between people), then
+    those no claim takes now (held by a paused loop), oldest first."""
+    connection.ensure_connection()  # the claim's own statement, on a cursor that can run it
+    with psycopg.Cursor(connection.connection) as cursor:
+        window = read_window(cursor, None, limit, settings.AGENTSYS.queue_shares)
+    ids = [request.id for request in window.requests]
+    queued = ScheduleRequest.objects.filter(status=RequestStatus.QUEUED)
+    rows = queued.in_bulk(ids)
+    in_turn = [rows[pk] for pk in ids if pk in rows]
+    rest = queued.exclude(pk__in=ids).order_by("created_at", "id")[: limit - len(in_turn)]
+    return in_turn + list(rest)
+
+
 def queue_rows(hosts: list[HostCard], *, limit: int = QUEUE_SHOWN, now=None) -> list[QueueRow]:
     """The head of the queue in claim order, each with why it waits. Its place in line
     counts only the requests before it that the policy places first (wait_reasons.goes_first):
     one needing no GPU, going to SLURM or (under fifo) not fitting now takes nothing from it."""
     now = now or timezone.now()
-    queued = list(
-        ScheduleRequest.objects.filter(status=RequestStatus.QUEUED).order_by("created_at", "id")[
-            :limit
-        ]
-    )
+    queued = queued_in_turn(limit)
     runs = _runs_of(queued)
     policy = settings.AGENTSYS.scheduler_policy
     backfill = BackfillReasons(online_hosts(), now.timestamp()) if policy == "backfill" else None

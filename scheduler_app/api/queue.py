@@ -133,6 +133,10 @@ class RequestOut(Schema):
     gpu_indices: list[int]
     host: str | None
     rejection_reason: str
+    account: str = Field(
+        description="Whose it is for fair share: the username of the person who made its run "
+        "or the run's sweep; empty for a run no person made"
+    )
     placement_note: str = Field(
         description="Why it started ahead of an older request (backfill), e.g. 'backfilled: "
         "ends before gpu-c frees 8 GPUs at 14:05 UTC'"

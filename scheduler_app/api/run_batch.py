@@ -22,6 +22,7 @@ from agentsys.run_env import check_env, check_venv
 from scheduler_app import loop_scope
 from scheduler_app.api.run_input import EXECUTOR_OPTIONS, STOP_WHEN_HELP, RunIn, check_stop_when
 from scheduler_app.api.runs import RunOut
+from scheduler_app.queue.accounts import person_of
 from scheduler_app.runs import batch as run_batch
 
 router = Router()
@@ -97,7 +98,10 @@ def create_runs(request, payload: RunBatchIn):
     try:
         if bad:  # what no schema sees of the others too, so that one answer lists all
             raise run_batch.BatchRefused(bad + run_batch.check_runs(items))
-        made = run_batch.create_runs([f for _, f in items], created_by_agent=agent_id)
+        person = person_of(request)
+        made = run_batch.create_runs(
+            [{**f, "created_by": person} for _, f in items], created_by_agent=agent_id
+        )
     except run_batch.BatchRefused as refused:
         return Status(422, _refusal(refused.bad, len(payload.runs)))
     return Status(201, made)

@@ -19,6 +19,7 @@ from scheduler_app import loop_scope, services
 from scheduler_app.api.run_input import EXECUTOR_OPTIONS, RunIn
 from scheduler_app.models import Alert, AlertStatus, Run, RunStatus
 from scheduler_app.queue import claims as queue
+from scheduler_app.queue.accounts import person_of
 from scheduler_app.runs import code as run_code
 from scheduler_app.runs import launch as runs
 from scheduler_app.runs import log_reader as run_log_reader
@@ -140,6 +141,7 @@ def create_run(request, payload: RunIn):
             **fields,
             executor_options=payload.executor_options(),
             created_by_agent=agent_id,
+            created_by=person_of(request),
         )
     except queue.InvalidRequest as error:
         return Status(422, {"detail": str(error)})

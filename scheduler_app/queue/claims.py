@@ -7,9 +7,8 @@ lock the host's free GPU rows and the queued requests they consider. A NOTIFY on
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import psycopg
@@ -22,18 +21,18 @@ from agentsys.backfill import ClaimContext
 from agentsys.listen import QUEUE_CHANNEL
 from agentsys.scheduling import (
     InvalidLabels,
-    QueuedRequest,
     SchedulingPolicy,
     describe_requires,
     host_meets,
     validate_requires,
 )
-from agentsys.stop_rules import time_limit
 from agentsys.types import AgentStatus, RequestStatus
 from common.ids import create_with_unique_id
 from hosts_app.models import Host, HostStatus
 from scheduler_app.models import GPU, Run, RunStatus, ScheduleRequest, new_request_id
+from scheduler_app.queue.accounts import accounts_of
 from scheduler_app.queue.cluster import online_hosts
+from scheduler_app.queue.window import read_window
 
 FIRST_WINDOW = 64  # queued requests a claim reads first, oldest first...
 CLAIM_WINDOW = 500  # ...and at most, when the first window leaves GPUs idle
@@ -178,6 +177,11 @@ def submit(*, agent: Agent, gpu_required, config: dict | None = None) -> Schedul
         finished_at=now if reason else None,
     )
     runs = Run.objects.filter(agent_id=agent.pk)
+    if not reason:
+        found = list(runs.only("pk", "created_by_id", "sweep_id"))
+        ScheduleRequest.objects.filter(pk=request.pk).update(
+            account=next(iter(accounts_of(found).values()), "")
+        )
     if reason:
         Agent.objects.filter(pk=agent.pk).update(
             status=AgentStatus.REJECTED, error=reason, finished_at=now
@@ -205,10 +209,12 @@ def claim(
     *,
     host_id: int,
     policy: SchedulingPolicy,
+    shares: Mapping[str, float] | None = None,
     started_pid: int | None = None,
     started_classes: Collection[str] = (),
 ) -> list[Claimed]:
-    """Start what fits on this host now; returns the requests it took, oldest first.
+    """Start what fits on this host now; returns the requests it took, in the order the queue
+    took them (scheduler_app.queue.window: fair share between accounts, `shares` by account).
     `started_pid`: the claimer runs the agents of `started_classes` in its own process (pid),
     so those are marked running here, in the same statement, not in a transaction of their
     own after it.
@@ -220,18 +226,19 @@ def claim(
     took in the meantime is dropped, and its GPUs stay free for the next round. Locking the
     whole window instead would cost a row lock per queued request on every claim."""
     with _prepared_cursor() as cursor:
-        window, host_total, read = _queue_window(cursor, host_id, FIRST_WINDOW)
-        if not read:
+        window = read_window(cursor, host_id, FIRST_WINDOW, shares)
+        if not window.read:
             return []
         cursor.execute(_LOCK_FREE_GPUS, {"host": host_id}, prepare=True)
         free = {index: gpu_id for gpu_id, index in cursor.fetchall()}
         # A backfilling policy reads the other hosts only if a request does not fit here.
         context = ClaimContext(host_id, time.time(), lambda: online_hosts(cursor))
-        placements = policy.select(window, list(free), host_total, context)
+        total = window.host_total
+        placements = policy.select(window.requests, list(free), total, context)
         # Look further down the queue only if the first window left free GPUs unused.
-        if read == FIRST_WINDOW and sum(len(p.gpu_indices) for p in placements) < len(free):
-            window, _, _ = _queue_window(cursor, host_id, CLAIM_WINDOW)
-            placements = policy.select(window, list(free), host_total, context)
+        if window.more and sum(len(p.gpu_indices) for p in placements) < len(free):
+            window = read_window(cursor, host_id, CLAIM_WINDOW, shares)
+            placements = policy.select(window.requests, list(free), total, context)
         if not placements:
             return []
         cursor.execute(
@@ -269,54 +276,6 @@ def _prepared_cursor() -> psycopg.Cursor:
         raw.execute("SET plan_cache_mode = force_generic_plan")
     return psycopg.Cursor(raw)
 
-
-def _queue_window(cursor, host_id: int, size: int) -> tuple[list[QueuedRequest], int, int]:
-    """The oldest queued requests, (in the same round trip) the host's GPU count, and how
-    many rows were read. A
-    request whose agent row was deleted cannot start; it is skipped here (filtering it in
-    SQL would steer the planner off the FIFO index) and cancelled at heartbeat."""
-    cursor.execute(_QUEUE_WINDOW, {"host": host_id, "size": size}, prepare=True)
-    rows = cursor.fetchall()
-    labels = _json(rows[0][5]) if rows else {}
-    window = []
-    for request_id, gpus, _, agent_id, requires, _, held, stop_when in rows:
-        requires = _json(requires) if requires not in ("{}", {}) else {}
-        # A request this host has not the labels for can never run here: it holds nothing.
-        # Nor does one held by its paused parent (a research loop): it waits for the resume.
-        if agent_id is None or held:
-            continue
-        if not requires or host_meets(labels, requires):
-            rules = json.loads(stop_when) if isinstance(stop_when, str) else stop_when
-            limit = time_limit(rules)
-            window.append(QueuedRequest(request_id, gpus, requires, limit))
-    return window, (rows[0][2] if rows else 0), len(rows)
-
-
-def _json(value) -> dict:
-    """A jsonb column read through Django's connection arrives as text (Django loads JSON
-    itself); anything but an object counts as none."""
-    value = json.loads(value) if isinstance(value, str) else value
-    return value if isinstance(value, dict) else {}
-
-
-# A request whose agent's parent is paused (a research loop paused while its experiments
-# queued) is held: nothing of a paused loop starts. Read per row in the window (no filter
-# there, which would steer the planner off the FIFO index) and rechecked under the lock in
-# _PLACE and _CLAIM_SLURM (the EXISTS on `parent.status = 'paused'`).
-_QUEUE_WINDOW = """
-    SELECT id, gpu_required,
-           (SELECT count(*) FROM scheduler_app_gpu WHERE host_id = %(host)s AND enabled),
-           agent_id, requires,
-           (SELECT labels FROM scheduler_app_host WHERE id = %(host)s),
-           EXISTS (SELECT 1 FROM agents_app_agent AS child
-                   JOIN agents_app_agent AS parent ON parent.id = child.parent_id
-                   WHERE child.id = r.agent_id AND parent.status = 'paused'),
-           config -> 'stop_when'
-    FROM scheduler_app_schedulerequest AS r
-    WHERE status = 'queued' AND backend <> 'slurm'
-    ORDER BY created_at, id
-    LIMIT %(size)s
-"""
 
 _LOCK_FREE_GPUS = """
     SELECT id, index FROM scheduler_app_gpu

@@ -37,6 +37,7 @@ from scheduler_app.models import (
     new_run_id,
 )
 from scheduler_app.queue import claims as queue
+from scheduler_app.queue.accounts import accounts_of
 from scheduler_app.runs import code as run_code
 from scheduler_app.runs.executor import executor_of, inherit_options, sweep_options
 
@@ -174,6 +175,7 @@ def insert_runs(
             chat_session_id=item.get("chat_session_id"),
             auto_start=bool(item.get("auto_start")),
             created_by_agent=created_by_agent,
+            created_by=item.get("created_by"),
             **stored[id(code)],
         )
         for run_id, item, code in zip(
@@ -200,6 +202,7 @@ def _submit(started: list[Run], agents: list[Agent]) -> list[ScheduleRequest]:
     reasons: dict[tuple, str | None] = {}
     requests, rejected = [], {}
     request_ids = fresh_ids(ScheduleRequest, [new_request_id] * len(started))
+    accounts = accounts_of(started)
     for run, agent, request_id in zip(started, agents, request_ids, strict=True):
         backend, requires = queue.route(agent.config)
         kind = (run.gpu_required, backend, json.dumps(requires, sort_keys=True))
@@ -223,6 +226,7 @@ def _submit(started: list[Run], agents: list[Agent]) -> list[ScheduleRequest]:
                 gpu_required=run.gpu_required,
                 requires=requires,
                 backend=backend,
+                account=accounts[run.pk],
                 status=RequestStatus.REJECTED if reason else RequestStatus.QUEUED,
                 rejection_reason=reason or "",
                 finished_at=now if reason else None,

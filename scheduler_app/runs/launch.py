@@ -48,6 +48,7 @@ def create_run(
     auto_start: bool = False,
     executor_options: dict | None = None,
     created_by_agent: str = "",
+    created_by=None,
     code: dict | None = None,
     code_fallback: run_code.RecordedCode = run_code.NOTHING,
 ) -> Run:
@@ -75,6 +76,7 @@ def create_run(
         "chat_session_id": chat_session_id,
         "auto_start": auto_start,
         "executor_options": executor_options,
+        "created_by": created_by,
     }
 
     # The batch's insert: the rows start_run would leave, in half its round trips (issue 25).
@@ -180,6 +182,7 @@ def rerun(*, run_id: str, created_by_agent: str = "") -> Run:
         chat_session_id=old.chat_session_id,
         auto_start=True,
         created_by_agent=created_by_agent,
+        created_by=old.created_by,
         code_fallback=run_code.carried_over(old),
     )
 

@@ -70,7 +70,8 @@ def test_overview_and_queue_show_holders_waits_and_cancel_live(site, daemon, tmp
     row = page.locator("table.queue tbody tr").first
     expect(row).to_contain_text("waiting vit")
     expect(row.locator("td.reason")).to_have_text(
-        "No host with 1 free GPU; largest has 0 free (ui-host: 0 free of 1)"
+        "No host with 1 free GPU; largest has 0 free (ui-host: 0 free of 1); "
+        "kept for it: ui-host frees 1 GPU when its runs end"
     )
     expect(page.locator("li.gpu.busy")).to_contain_text("holder resnet")
     screenshot(page, "queue")

@@ -108,6 +108,7 @@ class Command(BaseCommand):
                 allowed_classes=settings.AGENTSYS.extra_agent_classes,
                 forkserver_preload=("runtime_app.worker_boot",),
                 scheduler_policy=settings.AGENTSYS.scheduler_policy,
+                queue_shares=settings.AGENTSYS.queue_shares,
                 foreign_gpu_min_mb=settings.AGENTSYS.foreign_gpu_min_mb,
                 memory_factory="runtime_app.agent_ports:memory_view",
                 run_port_factory="runtime_app.agent_ports:run_port",
