@@ -5,8 +5,9 @@ Simulated time, real decisions: every claim is the product's own policy (agentsy
 agentsys.scheduling) choosing from the head of the queue and the host's free GPUs, as
 runagentd's claim does (a first window of 64 requests, 500 when that leaves GPUs idle). Each
 run's time limit (its wall_seconds stop rule) is its true duration times 1.2 to 3, as people
-overestimate; it ends at its true duration. When a run ends, its host claims, then every host
-with free GPUs (the NOTIFY wakes every runagentd).
+overestimate; it ends at its true duration. When a run ends, its host claims, then, if that
+started something, every host with free GPUs (the NOTIFY wakes every runagentd; a host whose
+GPUs and queue did not change would decide the same). A submission wakes every host.
 
 Prints, with the strict FIFO baseline (`reserve`: nothing passes the head) from the same
 runs in the same run of this script:
@@ -15,13 +16,16 @@ runs in the same run of this script:
 - small_person_wait_ratio: the small person's median wait over the big person's (≤ 0.1).
 Also fifo_gpu_utilisation and first_fit_* for comparison. The backfill run takes the queue in
 fair-share turns between the two people (agentsys.fair_share), as the product does; FIFO and
-first fit in arrival order.
+first fit in arrival order. Every run is queued at the start; the `*_arrivals` figures (on a
+tenth as many runs) have the small person submit one run at a time, evenly over the time the
+work takes, while the big person's sweep waits.
 
 And, on a real PostgreSQL: claims_per_s_64_hosts (≥ 2000), 64 host claimers at once.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
@@ -54,6 +58,7 @@ class SimRun:
     duration: float
     limit: float
     seq: int
+    arrives: float = 0.0  # when it is submitted
     started: float | None = None
     ask: QueuedRequest | None = None  # as a claim reads it
 
@@ -61,9 +66,10 @@ class SimRun:
         self.ask = QueuedRequest(self.id, self.gpus, {}, self.limit)
 
 
-def make_runs(count: int, seed: int = 1) -> list[SimRun]:
-    """Lognormal durations (median 15 min, a tail to days); submission order interleaves the
-    two people at random, 90/10."""
+def make_runs(count: int, *, seed: int = 1, spread: bool = True) -> list[SimRun]:
+    """Lognormal durations (median 15 min, a tail to days); 90 % of the runs are the big
+    person's sweep, submitted at once. The small person's runs come one at a time, evenly over
+    the time the cluster needs for all the work (`spread`), or all at once too."""
     rng = random.Random(seed)
     runs = []
     for n in range(count):
@@ -72,7 +78,12 @@ def make_runs(count: int, seed: int = 1) -> list[SimRun]:
         limit = math.ceil(duration * rng.uniform(1.2, 3.0))
         person = "big" if rng.random() < BIG_SHARE_OF_RUNS else "small"
         runs.append(SimRun(f"r{n}", person, gpus, duration, limit, n))
-    return runs
+    if spread:
+        horizon = sum(r.gpus * r.duration for r in runs) / (HOSTS * GPUS_PER_HOST)
+        small = [run for run in runs if run.person == "small"]
+        for k, run in enumerate(small):
+            run.arrives = horizon * k / len(small)
+    return sorted(runs, key=lambda run: (run.arrives, run.seq))
 
 
 @dataclass
@@ -86,7 +97,15 @@ class Cluster:
         default_factory=lambda: [{} for _ in range(HOSTS)]
     )
 
+    version: int = 0  # bumped at each start and end
+    _cached: tuple[int, list[HostState]] = (-1, [])
+
     def states(self) -> list[HostState]:
+        if self._cached[0] != self.version:
+            self._cached = (self.version, self._states())
+        return self._cached[1]
+
+    def _states(self) -> list[HostState]:
         return [
             HostState(
                 id=h,
@@ -100,18 +119,26 @@ class Cluster:
 
 
 class Queue:
-    """Queued runs, oldest first, in one line (`fair` False) or one per person; a window is
-    the first `size` not yet started, taken in turns between people (agentsys.fair_share)
-    when fair."""
+    """Submitted runs, in submission order, in one line (`fair` False) or one per person; a
+    window is the first `size` submitted and not yet started, taken in turns between people
+    (agentsys.fair_share) when fair."""
 
     def __init__(self, runs: list[SimRun], *, fair: bool):
         self.fair = fair
         self.lines: dict[str, list[SimRun]] = {}
-        for run in runs:
+        for run in runs:  # in submission order
             self.lines.setdefault(run.person if fair else "", []).append(run)
         self.next = dict.fromkeys(self.lines, 0)  # each line's first run not yet started
         self.in_use: dict[str, int] = {}
         self.left = len(runs)
+        self.now = 0.0
+        self.arrival_times = sorted(run.arrives for run in runs)
+
+    def waiting(self) -> bool:
+        """Whether a submitted run waits (runs start in no particular order, so: submitted
+        so far more than started)."""
+        submitted = bisect.bisect_right(self.arrival_times, self.now)
+        return submitted > len(self.arrival_times) - self.left
 
     def window(self, size: int) -> list[QueuedRequest]:
         heads = {}
@@ -125,9 +152,12 @@ class Queue:
             return heads.get("", [])
         return fair_order(heads, self.in_use, {}, size)
 
-    @staticmethod
-    def _waiting(line: list[SimRun], position: int):
-        return (run for run in itertools.islice(line, position, None) if run.started is None)
+    def _waiting(self, line: list[SimRun], position: int):
+        for run in itertools.islice(line, position, None):
+            if run.arrives > self.now:
+                return
+            if run.started is None:
+                yield run
 
 
 def simulate(policy, runs: list[SimRun], *, fair: bool = False) -> dict:
@@ -135,8 +165,8 @@ def simulate(policy, runs: list[SimRun], *, fair: bool = False) -> dict:
         run.started = None
     cluster, queue, by_id = Cluster(), Queue(runs, fair=fair), {run.id: run for run in runs}
     ends: list[tuple[float, int, str]] = []
-    now, busy_gpu_seconds, last, waiting_until = 0.0, 0.0, 0.0, 0.0
-    busy_gpus = 0
+    arrivals = sorted({run.arrives for run in runs})
+    busy_gpu_seconds, last, waited, busy_gpus = 0.0, 0.0, 0.0, 0
 
     def claim(host: int) -> int:
         """The product's claim on `host`: how many runs it started."""
@@ -144,7 +174,7 @@ def simulate(policy, runs: list[SimRun], *, fair: bool = False) -> dict:
         free = cluster.free[host]
         if not free or not queue.left:
             return 0
-        context = ClaimContext(host, now, cluster.states)
+        context = ClaimContext(host, queue.now, cluster.states)
         window = queue.window(FIRST_WINDOW)
         placements = policy.select(window, list(free), GPUS_PER_HOST, context)
         taken = sum(len(p.gpu_indices) for p in placements)
@@ -153,37 +183,50 @@ def simulate(policy, runs: list[SimRun], *, fair: bool = False) -> dict:
             placements = policy.select(window, list(free), GPUS_PER_HOST, context)
         for placement in placements:
             run = by_id[placement.request_id]
-            run.started = now
+            run.started = queue.now
             queue.left -= 1
             queue.in_use[run.person] = queue.in_use.get(run.person, 0) + run.gpus
             for index in placement.gpu_indices:
                 free.remove(index)
             cluster.running[host][run.id] = (run, placement.gpu_indices)
+            cluster.version += 1
             busy_gpus += run.gpus
-            heapq.heappush(ends, (now + run.duration, host, run.id))
+            heapq.heappush(ends, (queue.now + run.duration, host, run.id))
         return len(placements)
 
-    for host in range(HOSTS):
-        claim(host)
-    while ends:
-        at, host, run_id = heapq.heappop(ends)
-        if queue.left:  # GPU time counts while runs wait
-            busy_gpu_seconds += busy_gpus * (at - last)
-            waiting_until = at
-        last, now = at, at
-        run, indices = cluster.running[host].pop(run_id)
-        cluster.free[host].extend(indices)
-        busy_gpus -= run.gpus
-        queue.in_use[run.person] -= run.gpus
+    def claim_everywhere(first: int | None = None) -> None:
         # Every runagentd claims at the NOTIFY; only the freed host's claim can differ unless
         # it changed the queue (its claim started something).
-        if claim(host):
-            for other in range(HOSTS):
-                if other != host and cluster.free[other]:
-                    claim(other)
-    waits = {run.id: run.started for run in runs}
+        if first is not None and not claim(first):
+            return
+        for host in range(HOSTS):
+            if host != first and cluster.free[host]:
+                claim(host)
+
+    next_arrival = 0
+    while ends or next_arrival < len(arrivals):
+        arriving = next_arrival < len(arrivals) and (
+            not ends or arrivals[next_arrival] <= ends[0][0]
+        )
+        at = arrivals[next_arrival] if arriving else ends[0][0]
+        if queue.waiting():  # GPU time counts while submitted runs wait
+            busy_gpu_seconds += busy_gpus * (at - last)
+            waited += at - last
+        last = queue.now = at
+        if arriving:
+            next_arrival += 1
+            claim_everywhere()
+            continue
+        _, host, run_id = heapq.heappop(ends)
+        run, indices = cluster.running[host].pop(run_id)
+        cluster.free[host].extend(indices)
+        cluster.version += 1
+        busy_gpus -= run.gpus
+        queue.in_use[run.person] -= run.gpus
+        claim_everywhere(host)
+    waits = {run.id: run.started - run.arrives for run in runs}
     return {
-        "utilisation": busy_gpu_seconds / (HOSTS * GPUS_PER_HOST * waiting_until),
+        "utilisation": busy_gpu_seconds / (HOSTS * GPUS_PER_HOST * waited),
         "largest_mean_wait": statistics.mean(waits[r.id] for r in runs if r.gpus == max(SIZES)),
         "median_wait": {
             person: statistics.median(waits[r.id] for r in runs if r.person == person)
@@ -205,7 +248,30 @@ def claims_per_s_64_hosts() -> float:
 
 
 def simulation(count: int) -> None:
-    runs = make_runs(count)
+    """The figures with every run queued at the start (`count` of them), FIFO and first fit
+    from the same runs; then, on a tenth as many, the small person's runs submitted one at a
+    time while the big person's sweep waits (`*_arrivals`)."""
+    results = _under_each_policy(make_runs(count, spread=False))
+    backfill, fifo, first_fit = results["backfill"], results["fifo"], results["first_fit"]
+    report("backfill_gpu_utilisation", backfill["utilisation"], "ratio")
+    report("fifo_gpu_utilisation", fifo["utilisation"], "ratio")
+    report("first_fit_gpu_utilisation", first_fit["utilisation"], "ratio")
+    largest = backfill["largest_mean_wait"] / fifo["largest_mean_wait"]
+    report("largest_run_wait_vs_fifo", largest, "ratio")
+    ratio = first_fit["largest_mean_wait"] / fifo["largest_mean_wait"]
+    report("first_fit_largest_run_wait_vs_fifo", ratio, "ratio")
+    report("small_person_wait_ratio", _small_over_big(backfill), "ratio")
+    report("fifo_small_person_wait_ratio", _small_over_big(fifo), "ratio")
+    results = _under_each_policy(make_runs(max(1000, count // 10), spread=True))
+    backfill, fifo = results["backfill"], results["fifo"]
+    report("backfill_gpu_utilisation_arrivals", backfill["utilisation"], "ratio")
+    report("first_fit_gpu_utilisation_arrivals", results["first_fit"]["utilisation"], "ratio")
+    largest = backfill["largest_mean_wait"] / fifo["largest_mean_wait"]
+    report("largest_run_wait_vs_fifo_arrivals", largest, "ratio")
+    report("small_person_wait_ratio_arrivals", _small_over_big(backfill), "ratio")
+
+
+def _under_each_policy(runs: list[SimRun]) -> dict[str, dict]:
     results = {}
     for name, policy, fair in (
         ("fifo", HeadReservation(), False),
@@ -215,25 +281,11 @@ def simulation(count: int) -> None:
         started = time.perf_counter()
         results[name] = simulate(policy, runs, fair=fair)
         print(f"# {name}: simulated in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    backfill, fifo, first_fit = results["backfill"], results["fifo"], results["first_fit"]
-    report("backfill_gpu_utilisation", backfill["utilisation"], "ratio")
-    report("fifo_gpu_utilisation", fifo["utilisation"], "ratio")
-    report("first_fit_gpu_utilisation", first_fit["utilisation"], "ratio")
-    report(
-        "largest_run_wait_vs_fifo",
-        backfill["largest_mean_wait"] / fifo["largest_mean_wait"],
-        "ratio",
-    )
-    report(
-        "first_fit_largest_run_wait_vs_fifo",
-        first_fit["largest_mean_wait"] / fifo["largest_mean_wait"],
-        "ratio",
-    )
-    report(
-        "small_person_wait_ratio",
-        backfill["median_wait"]["small"] / backfill["median_wait"]["big"],
-        "ratio",
-    )
+    return results
+
+
+def _small_over_big(result: dict) -> float:
+    return result["median_wait"]["small"] / result["median_wait"]["big"]
 
 
 def main() -> None:

@@ -161,6 +161,8 @@ def submit(*, agent: Agent, gpu_required, config: dict | None = None) -> Schedul
     backend, requires = route(config)
     reason = rejection_reason(gpu_required, backend, requires)
     now = timezone.now()
+    runs = Run.objects.filter(agent_id=agent.pk)
+    made = list(runs.only("pk", "created_by_id", "sweep_id"))
     request = create_with_unique_id(
         ScheduleRequest,
         new_request_id,
@@ -172,16 +174,11 @@ def submit(*, agent: Agent, gpu_required, config: dict | None = None) -> Schedul
         gpu_required=gpu_required,
         requires=requires,
         backend=backend,
+        account=next(iter(accounts_of(made).values()), ""),  # fair share: whose it is
         status=RequestStatus.REJECTED if reason else RequestStatus.QUEUED,
         rejection_reason=reason or "",
         finished_at=now if reason else None,
     )
-    runs = Run.objects.filter(agent_id=agent.pk)
-    if not reason:
-        found = list(runs.only("pk", "created_by_id", "sweep_id"))
-        ScheduleRequest.objects.filter(pk=request.pk).update(
-            account=next(iter(accounts_of(found).values()), "")
-        )
     if reason:
         Agent.objects.filter(pk=agent.pk).update(
             status=AgentStatus.REJECTED, error=reason, finished_at=now
