@@ -135,6 +135,7 @@ class Backfill:
         placements: list[Placement] = []
         started: list[Busy] = []  # placed by this claim, on this host
         reservation: Reservation | None = None
+        blocked: list[QueuedRequest] = []  # fit nowhere here, before any that fits here
         spare = 0
         for request in queue:
             need = request.gpu_required
@@ -142,10 +143,15 @@ class Backfill:
                 placements.append(Placement(request.id, ()))
                 continue
             if need > len(free):
-                if reservation is None and context is not None and need <= _largest(context):
-                    reservation = _blocked(request, context, len(free), started)
-                    spare = reservation.spare if reservation else 0
+                if reservation is None and context is not None:
+                    blocked.append(request)
                 continue
+            # Whether an older request is the blocked head matters only now that a younger
+            # one could start here: the other hosts are read then, not on every claim.
+            if reservation is None and blocked:
+                reservation = _first_reservation(blocked, context, len(free), started)
+                spare = reservation.spare if reservation else 0
+                blocked.clear()
             note = ""
             if reservation is not None and context is not None:
                 if reservation.host_id != context.host_id:
@@ -163,6 +169,20 @@ class Backfill:
             started.append(Busy(need, ends))
             placements.append(Placement(request.id, taken, note))
         return placements
+
+
+def _first_reservation(
+    blocked: list[QueuedRequest], context: ClaimContext, free_here: int, started: list[Busy]
+) -> Reservation | None:
+    """The reservation of the first of `blocked` (in the queue's order) that fits on no
+    online host now but can run on one; None if none is such a head."""
+    largest = _largest(context)
+    for request in blocked:
+        if request.gpu_required <= largest:
+            reservation = _blocked(request, context, free_here, started)
+            if reservation is not None:
+                return reservation
+    return None
 
 
 def _largest(context: ClaimContext) -> int:

@@ -153,7 +153,8 @@ class Queue:
         return fair_order(heads, self.in_use, {}, size)
 
     def _waiting(self, line: list[SimRun], position: int):
-        for run in itertools.islice(line, position, None):
+        for index in range(position, len(line)):  # not islice: it walks from the start
+            run = line[index]
             if run.arrives > self.now:
                 return
             if run.started is None:

@@ -36,15 +36,19 @@ _WINDOW = """
                 WHERE r.status = 'queued' AND r.account > a.account
                 ORDER BY r.account LIMIT 1)
         FROM accounts AS a WHERE a.account IS NOT NULL
+    ), in_use AS (
+        SELECT a.account, coalesce(sum(cardinality(u.gpu_indices)), 0) AS gpus
+        FROM accounts AS a
+        LEFT JOIN scheduler_app_schedulerequest AS u
+               ON u.status = 'running' AND u.account = a.account
+        WHERE a.account IS NOT NULL
+        GROUP BY a.account
     )
-    SELECT a.account,
-           (SELECT coalesce(sum(cardinality(u.gpu_indices)), 0)
-            FROM scheduler_app_schedulerequest AS u
-            WHERE u.status = 'running' AND u.account = a.account),
+    SELECT a.account, a.gpus,
            (SELECT count(*) FROM scheduler_app_gpu WHERE host_id = %(host)s AND enabled),
            (SELECT labels FROM scheduler_app_host WHERE id = %(host)s),
            w.id, w.gpu_required, w.agent_id, w.requires, w.held, w.stop_when
-    FROM accounts AS a
+    FROM in_use AS a
     CROSS JOIN LATERAL (
         SELECT r.id, r.gpu_required, r.agent_id, r.requires, r.created_at,
                EXISTS (SELECT 1 FROM agents_app_agent AS child
@@ -56,7 +60,6 @@ _WINDOW = """
         ORDER BY r.created_at, r.id
         LIMIT %(size)s
     ) AS w
-    WHERE a.account IS NOT NULL
     ORDER BY a.account, w.created_at, w.id
 """
 

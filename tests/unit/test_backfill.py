@@ -99,6 +99,9 @@ def test_a_claim_whose_requests_fit_never_reads_the_cluster():
     context = ClaimContext(1, NOW, cluster)
     placed = Backfill().select([_req("a", 1), _req("b", 0)], [0, 1], 2, context)
     assert [p.request_id for p in placed] == ["a", "b"]
+    # Nor one on a full host: no younger request could start here, so no head is looked for.
+    placed = Backfill().select([_req("a", 2), _req("b", 1), _req("c", 0)], [], 2, context)
+    assert [p.request_id for p in placed] == ["c"]
 
 
 @pytest.mark.parametrize(
