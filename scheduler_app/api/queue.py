@@ -14,6 +14,7 @@ from scheduler_app import services
 from scheduler_app.hosts.board import GPU_LESS_SHOWN, HostCard, host_cards
 from scheduler_app.models import ScheduleRequest
 from scheduler_app.queue import claims as queue_service
+from scheduler_app.queue_board import QUEUE_SHOWN, queue_rows
 
 router = Router()
 
@@ -178,6 +179,42 @@ def list_requests(
     if parent_id:
         requests = requests.filter(parent_id=parent_id)
     return {"count": requests.count(), "items": list(requests[offset : offset + limit])}
+
+
+class WaitingOut(Schema):
+    position: int = Field(description="1 = the next a claim takes, in fair-share turns")
+    request_id: str
+    run_id: str | None
+    name: str = Field(description="Its run's name, else the request's goal")
+    account: str
+    gpu_required: int
+    waited_s: float
+    reason: str = Field(
+        description="Why it waits, as the queue page says it: 'No host with 2 free GPUs; ... "
+        "kept for it: gpu-c frees 2 GPUs at 14:05 UTC', 'Would delay the reservation (...)'"
+    )
+
+
+@router.get(
+    "/scheduler/waiting",
+    response=list[WaitingOut],
+    summary="The queued requests in the order claims take them, each with why it waits",
+    tags=["scheduler"],
+)
+def list_waiting(request, limit: int = Query(50, ge=1, le=QUEUE_SHOWN)):
+    return [
+        WaitingOut(
+            position=row.position,
+            request_id=row.request.pk,
+            run_id=row.run.pk if row.run else None,
+            name=row.run.name if row.run else row.request.goal,
+            account=row.request.account,
+            gpu_required=row.request.gpu_required,
+            waited_s=round(row.waited.total_seconds(), 3),
+            reason=row.reason,
+        )
+        for row in queue_rows(host_cards(), limit=limit)
+    ]
 
 
 @router.get(

@@ -18,6 +18,7 @@ FIELDS = (
     "started_at",
     "sweep_id",
     "chat_session_id",
+    "created_by_id",
     "sweep__created_by_id",
     "chat_session__owner_id",
     "agent__parent_id",
@@ -50,7 +51,10 @@ def record_run_ends(
             sweep_id=run["sweep_id"] or "",
             loop_id=parent if run["agent__parent__role"] == AgentRole.RESEARCH else "",
             chat_session_id=run["chat_session_id"] or "",
-            user_id=run["sweep__created_by_id"] or run["chat_session__owner_id"],
+            # Whose it is, as fair share reads it (queue.accounts): its maker, else its sweep's.
+            user_id=run["created_by_id"]
+            or run["sweep__created_by_id"]
+            or run["chat_session__owner_id"],
         )
 
 

@@ -63,6 +63,14 @@ def test_the_head_holds_a_reservation_and_later_runs_say_whether_they_wait_on_it
     page = client.get("/queue/").content.decode()
     assert f"kept for it: gpu-fast frees 2 GPUs at {at}" in page
     assert "policy <code>backfill</code>" in page
+    # A script reads the same reasons, in the order claims take the queue.
+    waiting = client.get("/api/scheduler/waiting").json()
+    assert [w["name"] for w in waiting] == ["head", "no limit", "short", "long"]
+    assert [w["position"] for w in waiting] == [1, 2, 3, 4]
+    assert waiting[0]["reason"].endswith(f"kept for it: gpu-fast frees 2 GPUs at {at}")
+    assert waiting[0]["gpu_required"] == 2 and waiting[0]["run_id"].startswith("run-")
+    assert waiting[3]["reason"] == said["long"]
+    assert client.get("/api/scheduler/waiting?limit=0").status_code == 422
 
 
 def test_with_no_time_limit_known_the_head_holds_the_host_with_most_free(agentsys_config):

@@ -95,6 +95,25 @@ def test_a_run_end_records_its_gpu_seconds_and_host_once():
     )
 
 
+def test_a_run_a_person_made_spends_in_their_name(django_user_model):
+    """A run made through the API is its maker's (as fair share counts it), so the spend page
+    lists its GPU time under that person, not under "no person"."""
+    person = django_user_model.objects.create_user("ada", password="x" * 12)
+    host = Host.objects.create(name="gpu-box", status=HostStatus.ONLINE)
+    GPU.objects.create(host=host, index=0, source="declared")
+    agent = Agent.objects.create(id=new_agent_id("executor"), role="executor", cls_path="x")
+    run = Run.objects.create(name="r", command="true", agent=agent, gpu_required=1)
+    Run.objects.filter(pk=run.pk).update(created_by=person)
+    queue.submit(agent=agent, gpu_required=1)
+    from agentsys.scheduling import FifoFirstFit
+
+    [_claimed] = queue.claim(host_id=host.pk, policy=FifoFirstFit())
+    with transaction.atomic():
+        lifecycle.follow_agent(agent_id=agent.pk, status=AgentStatus.DONE)
+    [entry] = SpendEntry.objects.filter(kind="gpu")
+    assert entry.user_id == person.pk
+
+
 def _spread() -> list[Agent]:
     loops = [loop_agent(), loop_agent()]
     record_llm_steps(steps=[step("a1", usd=0.1), step("a2", usd=0.2)], agent_id=loops[0].pk)
