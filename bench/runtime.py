@@ -35,9 +35,10 @@ def spawn_latencies() -> list[float]:
     return latencies
 
 
-async def ws_latencies(port: int, clients: int) -> list[float]:
-    """Connect `clients` sockets, have an agent in a worker emit EVENTS stamped events, and
-    measure emit → received on every socket (same machine, same clock)."""
+async def ws_latencies(port: int, clients: int, interval: float = 0.02) -> list[float]:
+    """Connect `clients` sockets, have an agent in a worker emit EVENTS stamped events
+    `interval` seconds apart, and measure emit → received on every socket (same machine, same
+    clock). Raises if any socket misses an event or gets one twice."""
     from websockets.asyncio.client import connect
 
     from agents_app.services import request_agent_start
@@ -54,11 +55,14 @@ async def ws_latencies(port: int, clients: int) -> list[float]:
     ]
 
     async def collect(ws) -> list[float]:
-        samples = []
+        samples, seen = [], set()
         while len(samples) < EVENTS:
             frame = json.loads(await asyncio.wait_for(ws.recv(), 30))
             if frame["kind"] == "bench":
                 samples.append((time.time() - frame["payload"]["t"]) * 1000)
+                seen.add(frame["payload"]["i"])
+        if seen != set(range(EVENTS)):
+            raise RuntimeError(f"a socket got {len(seen)} distinct events of {EVENTS}")
         return samples
 
     try:
@@ -67,7 +71,7 @@ async def ws_latencies(port: int, clients: int) -> list[float]:
             cls_path="bench.agents.Emitter",
             goal="bench",
             project="bench",
-            config={"count": EVENTS, "interval": 0.02, "delay": 0.5},
+            config={"count": EVENTS, "interval": interval, "delay": 0.5},
         )
         results = await asyncio.gather(*(collect(ws) for ws in sockets))
     finally:

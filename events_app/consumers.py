@@ -32,6 +32,7 @@ from common.db_outage import DATABASE_ERRORS
 from events_app import selectors
 from events_app.events import AGENTS_STREAM
 from events_app.feed import parse_resume_point
+from events_app.live_hub import message_text
 from events_app.steady_feed import follow_steadily
 
 logger = logging.getLogger(__name__)
@@ -112,7 +113,7 @@ class AgentEventsConsumer(AsyncJsonWebsocketConsumer):
             async with contextlib.aclosing(follow_steadily(self.stream, after)) as feed:
                 async for message in feed:
                     if message is not None:  # keepalives: daphne pings the socket itself
-                        await self.send_json(message)
+                        await self.send(text_data=message_text(message))
             # The feed ends only when the web process stops (common.draining).
             await self.close(code=CLOSE_SERVER_STOPPING, reason="server stopping")
         except asyncio.CancelledError:

@@ -13,7 +13,6 @@ database is down gets a 503. When the web server stops, the stream ends cleanly.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator
 
@@ -26,6 +25,7 @@ from events_app import selectors
 from events_app.consumers import api_token
 from events_app.events import AGENTS_STREAM
 from events_app.feed import parse_resume_point
+from events_app.live_hub import message_text
 from events_app.steady_feed import follow_steadily
 
 logger = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ def _resume_point(request: HttpRequest) -> int | None:
 def sse_frame(message: dict) -> bytes:
     # Whitespace in the kind collapsed: a line break in it would end the `event:` field.
     kind = " ".join(str(message["kind"]).split()) or "message"
-    data = json.dumps(message, separators=(",", ":"))  # JSON escapes line breaks: one line
+    data = message_text(message)  # JSON escapes line breaks: one line
     return f"id: {message['id']}\nevent: {kind}\ndata: {data}\n\n".encode()
 
 

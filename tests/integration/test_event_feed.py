@@ -16,7 +16,7 @@ from django.conf import settings
 from django.test import Client
 
 from events_app import feed as feed_module
-from events_app import sse
+from events_app import live_hub, sse
 from events_app.events import AGENTS_STREAM, MESSAGE_TYPE, group_for, record_event
 from events_app.feed import follow_stream
 from events_app.models import Event
@@ -72,6 +72,26 @@ async def test_feed_replays_after_the_resume_point_then_follows_live():
     assert live["stream"] == AGENTS_STREAM
     await feed.aclose()
     assert await GroupChannel.objects.acount() == 0  # left the group on close
+
+
+async def test_many_followers_in_a_process_share_one_subscription():
+    """The layer stores and notifies an event once per channel in its group: 50 clients of one
+    web process are one channel there, not 50, and each still gets every event once."""
+    feeds = [follow_stream(AGENTS_STREAM, 0, keepalive=WAIT) for _ in range(50)]
+    await record(n=0)
+    assert [(await next_of(feed))["id"] for feed in feeds] == [1] * 50
+    assert await GroupChannel.objects.acount() == 1
+    assert live_hub.subscriptions() == 1
+    await record(n=1)
+    assert [(await next_of(feed))["payload"] for feed in feeds] == [{"n": 1}] * 50
+    for feed in feeds[:49]:
+        await feed.aclose()
+    assert await GroupChannel.objects.acount() == 1  # the last one still follows
+    await record(n=2)
+    assert (await next_of(feeds[49]))["id"] == 3
+    await feeds[49].aclose()
+    assert await GroupChannel.objects.acount() == 0  # the last to leave left the group
+    assert live_hub.subscriptions() == 0
 
 
 async def test_an_event_sent_before_the_layer_listens_is_read_from_the_table(

@@ -1,0 +1,49 @@
+"""Viewers at a lab's scale (issue 40 §2): 200 and 1,000 WebSocket clients on the live agent
+feed (what the agent tree and the run pages follow), against the web as `make run` starts it
+and a runagentd whose worker emits the events.
+
+- ws_200_clients_p99_ms: 200 sockets, 100 events 20 ms apart (50 a second, 10,000 frames a
+  second in all): emit in the worker → received by the client, p99 (goal ≤ 50).
+- ws_1000_clients_p99_ms: 1,000 sockets, 100 events 100 ms apart (10 a second, as a run's
+  metrics come; 10,000 frames a second in all), p99 (goal ≤ 250). Every socket must get every
+  event once (bench.runtime.ws_latencies raises otherwise): nothing dropped.
+
+The clients run in this one process on the same 2 cores as the web, the daemon and
+PostgreSQL, so the figures include the clients' own queueing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._report import percentile, report
+from bench.harness import BenchSystem
+from bench.runtime import ws_latencies
+
+CASES = ((200, 0.02), (1000, 0.1))
+
+
+def viewers() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    system = BenchSystem(port=port)
+    try:
+        system.start_daemon()
+        system.start_web()
+        asyncio.run(ws_latencies(port, 2))  # warm-up: first fork, first connections
+        for clients, interval in CASES:
+            samples = asyncio.run(ws_latencies(port, clients, interval))
+            report(f"ws_{clients}_clients_p50_ms", percentile(samples, 50), "ms")
+            report(f"ws_{clients}_clients_p99_ms", percentile(samples, 99), "ms")
+    finally:
+        system.close()
+
+
+if __name__ == "__main__":
+    viewers()
