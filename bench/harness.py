@@ -87,6 +87,11 @@ class BenchSystem:
             process.kill()
         self.processes.remove(process)
 
+    def collect_static(self) -> None:
+        """The static files the web serves (its manifest), collected as `make run` does."""
+        argv = [sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"]
+        subprocess.run(argv, cwd=REPO, env=self.env, check=True)
+
     def start_web(self) -> None:
         """The web as `make run` starts it: AGENTSYS_WEB_PROCESSES processes on the port."""
         import socket

@@ -20,7 +20,11 @@ first fit in arrival order. Every run is queued at the start; the `*_arrivals` f
 tenth as many runs) have the small person submit one run at a time, evenly over the time the
 work takes, while the big person's sweep waits.
 
-And, on a real PostgreSQL: claims_per_s_64_hosts (≥ 2000), 64 host claimers at once.
+And, on a real PostgreSQL: claims_per_s_64_hosts (≥ 2000), 64 host claimers at once. Then
+the viewers' figures (bench/scale_viewers.py: ws_200_clients_p99_ms, ws_1000_clients_p99_ms)
+and the stored history's (bench/scale_history.py: context_p95_ms_1e7,
+sweep_table_api_100000_runs_ms, runs_list_1e6_ms, event_replay_1e7_p99_ms and more), each on
+a throw-away AgentSys of its own.
 """
 
 from __future__ import annotations
@@ -291,11 +295,22 @@ def _small_over_big(result: dict) -> float:
 
 def main() -> None:
     """Every figure; `python bench/scale.py sim [N]`: the simulation alone (N runs, default
-    10^5); `... claims`: the claims figure alone."""
-    if sys.argv[1:2] != ["claims"]:
-        simulation(int(sys.argv[2]) if sys.argv[1:2] == ["sim"] and sys.argv[2:] else RUNS)
-    if sys.argv[1:2] != ["sim"]:
+    10^5); `... claims`: the claims figure alone; `... viewers`: the WebSocket figures
+    (bench/scale_viewers.py); `... history [memory|sweep|runs|events]`: the stored-history
+    figures (bench/scale_history.py)."""
+    part, rest = (sys.argv[1:2] or ["all"])[0], sys.argv[2:]
+    if part in ("all", "sim"):
+        simulation(int(rest[0]) if part == "sim" and rest else RUNS)
+    if part in ("all", "claims"):
         report("claims_per_s_64_hosts", claims_per_s_64_hosts(), "claims/s")
+    if part in ("all", "viewers"):
+        from bench.scale_viewers import viewers
+
+        viewers()
+    if part in ("all", "history"):
+        from bench.scale_history import history
+
+        history(rest if part == "history" else [])
 
 
 if __name__ == "__main__":

@@ -9,11 +9,13 @@ inotify (goal: p50 <= 1,000 ms on this 2-core machine); stop_rule_latency_poll_p
 with the fallback a network filesystem gets (AGENTSYS_METRICS_WATCH=poll: a stat of the files
 every 0.2 s); stop_rule_latency_timer_p50_ms and _p90_ms forced back onto the timer
 (AGENTSYS_METRICS_WATCH=timer: a look a second, as before issue 39). Run by
-`python bench/stop_rules.py latency`."""
+`python bench/stop_rules.py latency`. Each run's two instants are its StopPoints
+(tests/integration/test_bench_stop_rule_points.py checks they are these)."""
 
 import random
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -47,39 +49,60 @@ time.sleep(120)
 """
 
 
+@dataclass(frozen=True)
+class StopPoints:
+    """One run's two instants, each noted by its own script (time.time())."""
+
+    agent_id: str
+    written: float  # just before it wrote the row that meets the rule
+    signalled: float  # in its SIGTERM handler: the stop reached its process
+
+
+def stop_rule_latency_ms(points: StopPoints) -> float:
+    return (points.signalled - points.written) * 1000
+
+
 def latencies(system: BenchSystem, mode: str) -> list[float]:
     """ms from the row written to SIGTERM, one a run, with runagentd watching as `mode`."""
-    from scheduler_app.models import Run, RunStatus
-    from scheduler_app.runs import launch as runs
-
     watch = "" if mode == "change" else mode
     daemon = system.start_daemon(f"stop-{mode}", AGENTSYS_METRICS_WATCH=watch)
-    workdir = Path(system.env["AGENTSYS_WORKDIR"])
-    (workdir / "diverges.py").write_text(SCRIPT)
-    samples: list[float] = []
     try:
-        for _ in range(RUNS // GROUP):
-            group = [
-                runs.create_run(
-                    name="stop-bench",
-                    command=f"{sys.executable} diverges.py {random.uniform(0, 3):.3f}",
-                    workdir=str(workdir),
-                    gpu_required=0,
-                    auto_start=True,
-                    executor_options={"stop_when": [RULE]},
-                )
-                for _ in range(GROUP)
-            ]
-            for run in group:
-                ended = _ended(Run, RunStatus, run)
-                if ended.status != RunStatus.STOPPED or not ended.stopped_by:
-                    raise SystemExit(f"{run.id} ended {ended.status}, not by its rule")
-                run_dir = workdir / ".agents" / "runs" / run.agent_id
-                written = float((run_dir / "written.txt").read_text())
-                signalled = float((run_dir / "sigterm.txt").read_text())
-                samples.append((signalled - written) * 1000)
+        points = stop_points(Path(system.env["AGENTSYS_WORKDIR"]))
     finally:
         system.stop_process(daemon)
+    return [stop_rule_latency_ms(run) for run in points]
+
+
+def stop_points(
+    workdir: Path, runs: int = RUNS, group: int = GROUP, spread: float = 3.0
+) -> list[StopPoints]:
+    """`runs` runs of the script in `workdir`, `group` at a time, each waiting a random part
+    of `spread` seconds before its row that meets the rule, on the runagentd running now."""
+    from scheduler_app.models import Run, RunStatus
+    from scheduler_app.runs import launch
+
+    (workdir / "diverges.py").write_text(SCRIPT)
+    samples: list[StopPoints] = []
+    for _ in range(runs // group):
+        made = [
+            launch.create_run(
+                name="stop-bench",
+                command=f"{sys.executable} diverges.py {random.uniform(0, spread):.3f}",
+                workdir=str(workdir),
+                gpu_required=0,
+                auto_start=True,
+                executor_options={"stop_when": [RULE]},
+            )
+            for _ in range(group)
+        ]
+        for run in made:
+            ended = _ended(Run, RunStatus, run)
+            if ended.status != RunStatus.STOPPED or not ended.stopped_by:
+                raise SystemExit(f"{run.id} ended {ended.status}, not by its rule")
+            run_dir = workdir / ".agents" / "runs" / run.agent_id
+            written = float((run_dir / "written.txt").read_text())
+            signalled = float((run_dir / "sigterm.txt").read_text())
+            samples.append(StopPoints(run.agent_id, written, signalled))
     return samples
 
 

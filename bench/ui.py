@@ -84,8 +84,8 @@ def _sweep_params(i: int) -> dict:
 BIG_SWEEP_RUNS = 10_000
 
 
-def sweep_api_figure(base: str, sweep_id: str) -> list[float]:
-    """GET /api/sweeps/{id}/table of BIG_SWEEP_RUNS runs, sorted by a metric and filtered by
+def sweep_api_figure(base: str, sweep_id: str, runs: int = BIG_SWEEP_RUNS) -> list[float]:
+    """GET /api/sweeps/{id}/table of `runs` runs, sorted by a metric and filtered by
     a range (every run read, sorted and filtered; the first 100 rows sent), per round."""
     import httpx
 
@@ -99,7 +99,7 @@ def sweep_api_figure(base: str, sweep_id: str) -> list[float]:
         response = httpx.get(url, params=query, headers={"X-Auth-Token": TOKEN}, timeout=60)
         response.raise_for_status()
         times.append((time.perf_counter() - started) * 1000)
-        assert response.json()["run_count"] == BIG_SWEEP_RUNS
+        assert response.json()["run_count"] == runs
     return times[1:]
 
 
@@ -286,22 +286,16 @@ UNITS = {
 
 
 def main(sweeps_only: bool = False) -> None:
-    import subprocess
 
     from django.contrib.auth import get_user_model
     from playwright.sync_api import sync_playwright
 
-    from bench.harness import REPO, BenchSystem
+    from bench.harness import BenchSystem
 
     system = BenchSystem(port=free_port())
     figures: dict[str, float] = {}
     try:
-        subprocess.run(
-            [sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
-            cwd=REPO,
-            env=system.env,
-            check=True,
-        )
+        system.collect_static()
         get_user_model().objects.create_user(USER, password=PASSWORD)
         if not sweeps_only:
             chat_id, run_id = seed()
