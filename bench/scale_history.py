@@ -15,7 +15,10 @@ tables are filled inside PostgreSQL (generate_series over a template row the pro
   events stored: the first batch read (events_app.selectors.events_after, as the WebSocket
   and SSE replay read it), p99 (≤ 50).
 
-`python bench/scale.py history [memory|sweep|runs|events]`: one part, or all (about 15 min;
+- events_per_s_one_writer, metric_points_per_s_one_writer, memory_writes_per_s_one_writer:
+  what one writer gets from one PostgreSQL (docs/scaling.md reasons from them).
+
+`python bench/scale.py history [writes|memory|sweep|runs|events]`: one part, or all (about 25 min;
 10^8 points take most of it).
 """
 
@@ -209,6 +212,19 @@ def seed_runs_and_points() -> str:
     return big.pk
 
 
+def _report_sizes(table: str, name: str) -> None:
+    """The table's rows and its indexes on disk, in GB (what a day of writes adds)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_table_size(%s::regclass), pg_indexes_size(%s::regclass)", [table, table]
+        )
+        rows, indexes = cursor.fetchone()
+    report(f"{name}_table_gb", rows / 1e9, "GB")
+    report(f"{name}_indexes_gb", indexes / 1e9, "GB")
+
+
 def runs_figures(base: str) -> None:
     import httpx
 
@@ -217,6 +233,7 @@ def runs_figures(base: str) -> None:
     started = time.monotonic()
     big_run = seed_runs_and_points()
     report("populate_1e6_runs_1e8_points_s", time.monotonic() - started, "s")
+    _report_sizes("scheduler_app_metricpoint", "metric_points_1e8")
     with _browser(base) as page:
         cookies = {c["name"]: c["value"] for c in page.context.cookies()}
     with httpx.Client(base_url=base, cookies=cookies, timeout=60) as client:
@@ -268,15 +285,42 @@ def event_figures() -> None:
     report("event_replay_1e7_p99_ms", percentile(_timed(replay, SAMPLES), 99), "ms")
 
 
+def write_figures() -> None:
+    """What one PostgreSQL takes from one writer, one statement's worth at a time (the
+    ceilings docs/scaling.md reasons from): events recorded one by one, metric rows stored in
+    batches of 1,000 as an executor stores what it read, memory entries written one by one."""
+    from events_app.events import AGENTS_STREAM, record_event
+    from memory_app.services import write_entry
+    from scheduler_app.metrics.series import record_rows
+    from scheduler_app.models import Run
+
+    started = time.perf_counter()
+    for i in range(2000):
+        record_event(stream=AGENTS_STREAM, kind="note", agent_id="executor-w", payload={"i": i})
+    report("events_per_s_one_writer", 2000 / (time.perf_counter() - started), "events/s")
+    run = Run.objects.create(name="writes", command="python train.py", status="running")
+    started = time.perf_counter()
+    for batch in range(20):
+        rows = [{"_step": batch * 1000 + i, "loss": 1.0 / (1 + i)} for i in range(1000)]
+        record_rows(agent_id="executor-w", run_id=run.pk, rows=rows)
+    report("metric_points_per_s_one_writer", 20_000 / (time.perf_counter() - started), "points/s")
+    started = time.perf_counter()
+    for i in range(1000):
+        write_entry(type="context", project="p", agent_id="executor-w", data={"i": i})
+    report("memory_writes_per_s_one_writer", 1000 / (time.perf_counter() - started), "writes/s")
+
+
 def history(parts: list[str]) -> None:
     from django.contrib.auth import get_user_model
 
     from bench import ui
     from bench.harness import BenchSystem
 
-    parts = parts or ["memory", "sweep", "runs", "events"]
+    parts = parts or ["writes", "memory", "sweep", "runs", "events"]
     system = BenchSystem(port=ui.free_port())
     try:
+        if "writes" in parts:
+            write_figures()
         if "memory" in parts:
             memory_figures()
         if "events" in parts:
@@ -292,7 +336,3 @@ def history(parts: list[str]) -> None:
                 runs_figures(base)
     finally:
         system.close()
-
-
-if __name__ == "__main__":
-    history(sys.argv[1:])

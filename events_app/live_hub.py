@@ -64,6 +64,7 @@ class _Subscription:
         self.followers: set[Follower] = set()
         self.channel: str | None = None
         self.failed = False
+        self.loop = asyncio.get_running_loop()
         self._reader: asyncio.Task | None = None
         self.started = asyncio.ensure_future(self._start())
 
@@ -116,9 +117,11 @@ _subscriptions: dict[tuple[int, int, str], _Subscription] = {}
 async def following(layer, group: str) -> AsyncIterator[Follower]:
     """A follower of `group`'s live messages for as long as the block runs, on this process's
     one subscription to it (made by the first follower, left by the last)."""
-    key = (id(asyncio.get_running_loop()), id(layer), group)
+    loop = asyncio.get_running_loop()
+    key = (id(loop), id(layer), group)
     subscription = _subscriptions.get(key)
-    if subscription is None or subscription.failed:
+    # A loop's id may be a closed loop's, whose subscription no follower left (a test's).
+    if subscription is None or subscription.failed or subscription.loop is not loop:
         subscription = _subscriptions[key] = _Subscription(layer, group)
     follower = Follower()
     subscription.followers.add(follower)
