@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._report import percentile, report
+from bench.memory import _timed
 
 SAMPLES = 200
 RUNS_1E6 = 1_000_000
@@ -40,15 +41,6 @@ POINTS_1E8 = 100_000_000
 CHART_POINTS = 1_000_000
 EVENTS_1E7 = 10_000_000
 SWEEP_1E5 = 100_000
-
-
-def _timed(fn, samples: int) -> list[float]:
-    spent = []
-    for _ in range(samples):
-        started = time.perf_counter()
-        fn()
-        spent.append((time.perf_counter() - started) * 1000)
-    return spent
 
 
 def clone_rows(table: str, key: str, template, n: int, values: dict[str, str]) -> None:

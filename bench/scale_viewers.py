@@ -17,7 +17,6 @@ PostgreSQL, so the figures include the clients' own queueing.
 from __future__ import annotations
 
 import asyncio
-import socket
 import sys
 from pathlib import Path
 
@@ -26,15 +25,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._report import percentile, report
 from bench.harness import BenchSystem
 from bench.runtime import ws_latencies
+from bench.ui import free_port
 
 CASES = (("ws_200_clients", 200, 0.1), ("ws_200_clients_50_per_s", 200, 0.02))
 CASES += (("ws_1000_clients", 1000, 0.1),)
 
 
 def viewers() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     system = BenchSystem(port=port)
     try:
         system.start_daemon()
