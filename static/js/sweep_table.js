@@ -235,7 +235,7 @@
   // A run a stop rule ended says which, with the value that met it.
   function stoppedBy(row) {
     if (!row.stopped_by) return "";
-    return `<span class="stopped-by-cell" title="Stopped by its rule: ${esc(row.stopped_by)}">${esc(row.stopped_by)}</span>`;
+    return `<span class="stopped-by-cell" title="Stopped: ${esc(row.stopped_by)}">${esc(row.stopped_by)}</span>`;
   }
 
   function cell(row, c, start) {

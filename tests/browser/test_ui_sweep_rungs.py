@@ -73,6 +73,14 @@ def test_the_rungs_card_says_who_went_on_and_what_was_saved(site):
     expect(rows.first).to_contain_text("9")  # those that went furthest first
     shot(page, "sweep-rungs")
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    # In the runs table, why a run stopped wraps inside its status cell, not over the next.
+    said = page.locator("#sweep-table .stopped-by-cell:visible").first
+    expect(said).to_contain_text("ASHA rung 1:")
+    assert said.evaluate("e => e.scrollWidth <= e.clientWidth + 1")  # no text past its box
+    right, cell_right = said.evaluate(
+        "e => [e.getBoundingClientRect().right, e.closest('td').getBoundingClientRect().right]"
+    )
+    assert right <= cell_right + 1
 
     page.set_viewport_size({"width": 390, "height": 844})
     expect(first.locator(".rung-dot")).to_have_count(9)
