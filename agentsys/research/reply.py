@@ -217,7 +217,21 @@ def _fallback_summary(text: str) -> str:
             pos = end.end()
         text = "".join(kept) + text[pos:]
     bare = re.sub(r"<\s*/?\s*\w+[^<>]*>", "", text)
-    return " ".join(bare.split())[:SUMMARY_FALLBACK_CHARS]
+    return _cut(" ".join(bare.split()), SUMMARY_FALLBACK_CHARS)
+
+
+def _cut(text: str, limit: int) -> str:
+    """At most `limit` characters, ending at a word, before any bracket it would leave open,
+    with "…" where text was left out: a summary cut at "(run", as a loop's page showed one,
+    read as if the page was broken."""
+    if len(text) <= limit:
+        return text
+    kept = text[: limit - 1]
+    if (space := kept.rfind(" ")) > limit // 2:
+        kept = kept[:space]
+    if kept.count("(") > kept.count(")") and (bracket := kept.rfind("(")) > limit // 2:
+        kept = kept[:bracket]
+    return kept.rstrip(" ,;:([{-") + "…"
 
 
 def parse_memories(block: str) -> list[tuple[str, str]]:

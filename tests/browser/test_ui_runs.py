@@ -10,8 +10,10 @@ import sys
 import pytest
 from playwright.sync_api import expect
 
+from agents_app.models import Agent
+from hosts_app.models import Host
 from scheduler_app.metrics.series import record_rows
-from scheduler_app.models import Run, RunStatus
+from scheduler_app.models import Run, RunStatus, ScheduleRequest
 from tests.chromium import screenshot
 from tests.helpers import launch_run, run_ended, wait_until
 
@@ -96,6 +98,31 @@ def test_two_runs_overlay_on_one_chart(site):
     for run in runs:
         expect(legend).to_contain_text(run.name)
     screenshot(page, "compare")
+
+
+def test_a_hosts_name_stays_on_one_line_in_the_runs_list(site):
+    # Seen from outside: "gpu-c" broke after its hyphen, one letter on a line of its own.
+    url, page = site
+    host = Host.objects.create(name="gpu-node-c")
+    agent = Agent.objects.create(id="executor-wrap", role="executor", cls_path="x", project="p")
+    ScheduleRequest.objects.create(
+        id="sched-wrap", agent=agent, agent_cls_path="x", host=host, status="done", gpu_indices=[0]
+    )
+    Run.objects.create(
+        name="show metrics logged as TensorBoard event files (not compared)",
+        command="true",
+        status=RunStatus.DONE,
+        agent=agent,
+    )
+    page.goto(f"{url}/runs/")
+    name = page.locator('td[data-label="Host"] bdi')
+    expect(name).to_have_text("gpu-node-c")
+    line = page.evaluate(
+        "e => parseFloat(getComputedStyle(e).lineHeight) || e.getClientRects()[0].height",
+        name.element_handle(),
+    )
+    assert name.bounding_box()["height"] < 1.5 * line, "the host's name wrapped"
+    screenshot(page, "runs-host")
 
 
 def test_a_queued_run_is_cancelled_from_its_page(site, daemon, tmp_path):

@@ -107,7 +107,18 @@ def test_a_prompt_echo_followed_by_the_real_answer_takes_the_real_answer():
 def test_summary_falls_back_to_the_first_300_characters_without_tags():
     text = "<promise>CONTINUE</promise>" + "word " * 200
     summary = parse_reply(text).summary
-    assert len(summary) == 300 and "promise" not in summary and summary.startswith("word word")
+    assert len(summary) <= 300 and "promise" not in summary and summary.startswith("word word")
+    assert summary.endswith("word…")  # cut between words, and said to be cut
+
+
+def test_a_cut_summary_ends_at_a_word_not_inside_a_bracket():
+    # As a real reflection ran on: a list of results, each naming its run in brackets.
+    text = "Every rate ran: " + "lr=0.01: loss 0.3869 (run run-9f180db9), " * 12
+    summary = parse_reply(text).summary
+    assert summary.endswith("…") and not summary[:-1].endswith(("(", "(run", ","))
+    assert text.startswith(summary[:-1]) and len(summary) <= 300
+    short = "Ran the baseline; loss 0.31."
+    assert parse_reply(short).summary == short  # nothing cut, nothing added
 
 
 def test_an_unclosed_tag_is_a_problem_not_an_exception():
