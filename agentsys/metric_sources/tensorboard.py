@@ -273,7 +273,9 @@ class TensorBoardSource(TailedFiles):
                 event_file.stuck_since = None
                 break  # the end of what is written
             except _tb().errors.DataLossError as exc:
-                if "crc" not in str(exc):  # "has truncated record": still being written
+                # A record still being written is "truncated record in <part>", and the part
+                # may be a CRC ("header crc"): only a failed check is damage.
+                if "truncated record" in str(exc):
                     if not capped:  # (or only cut by our chunk: the rest is read next time)
                         self._cut_short(event_file, start, size)
                     break
