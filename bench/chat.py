@@ -19,6 +19,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -30,12 +31,48 @@ SESSIONS = 5
 WORDS = 200  # ~40 deltas a reply (the scripted model streams a few words per chunk)
 CHUNK_DELAY = 0.03
 ROUNDS = 3
+REPLAYED = 1000
+REPLAYS = 7
 
 
-def script() -> dict:
-    words = " ".join(f"w{i:03d}" for i in range(WORDS))
-    turn = {"match": "chat-auto", "steps": [{"chunk_delay": CHUNK_DELAY}, {"text": words}]}
-    return {"turns": [turn] * (SESSIONS * (ROUNDS + 1))}
+@dataclass(frozen=True)
+class Relay:
+    """One delta's two instants (time.time())."""
+
+    part: str
+    end: int  # how far into its part's text the delta ends
+    direct: float  # its line of OpenCode's /global/event read by a client of that stream
+    relayed: float  # the WebSocket frame carrying its text (maybe merged) read by the browser
+
+
+def relay_ms(relay: Relay) -> float:
+    return (relay.relayed - relay.direct) * 1000
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One replay's instants (time.time()) and what it read."""
+
+    sent: float  # the GET about to be sent
+    last_line: float  # the last line of its answer read
+    lines: int
+
+
+def replay_ms(replay: Replay) -> float:
+    return (replay.last_line - replay.sent) * 1000
+
+
+def script(sessions: int = SESSIONS, rounds: int = ROUNDS, words: int = WORDS) -> dict:
+    text = " ".join(f"w{i:03d}" for i in range(words))
+    turn = {"match": "chat-auto", "steps": [{"chunk_delay": CHUNK_DELAY}, {"text": text}]}
+    return {"turns": [turn] * (sessions * (rounds + 1))}
+
+
+def _arrived(arrivals: dict, part: str, delta: str) -> None:
+    """(end offset, time.time()) of a delta, in its part's list of `arrivals`."""
+    of_part = arrivals.setdefault(part, [])
+    end = (of_part[-1][0] if of_part else 0) + len(delta)
+    of_part.append((end, time.time()))
 
 
 async def opencode_deltas(url: str, password: str, seen: dict, ready: asyncio.Event):
@@ -55,9 +92,7 @@ async def opencode_deltas(url: str, password: str, seen: dict, ready: asyncio.Ev
             event = parse_sse_line(line)
             if event and event.get("type") == "message.part.delta":
                 props = event["properties"]
-                arrivals = seen.setdefault(props["partID"], [])
-                end = (arrivals[-1][0] if arrivals else 0) + len(props["delta"])
-                arrivals.append((end, time.monotonic()))
+                _arrived(seen, props["partID"], props["delta"])
 
 
 async def one_chat(port: int, token: str, session_id: str, seen: dict) -> None:
@@ -81,15 +116,14 @@ async def one_chat(port: int, token: str, session_id: str, seen: dict) -> None:
                 event = json.loads(message)
                 payload = event["payload"]
                 if event["kind"] == "part_delta":
-                    arrivals = seen.setdefault(payload["id"], [])
-                    end = (arrivals[-1][0] if arrivals else 0) + len(payload["delta"])
-                    arrivals.append((end, time.monotonic()))
+                    _arrived(seen, payload["id"], payload["delta"])
                 if event["kind"] == "session_status":
                     break
             await response.aread()
 
 
-def overheads(direct: dict, relayed: dict) -> list[float]:
+def relays(direct: dict, relayed: dict) -> list[Relay]:
+    """Each delta OpenCode streamed, paired with the first relayed one that carries its end."""
     samples = []
     for part, arrivals in direct.items():
         through = relayed.get(part)
@@ -98,11 +132,18 @@ def overheads(direct: dict, relayed: dict) -> list[float]:
         for end, at in arrivals:
             reached = next((t for e, t in through if e >= end), None)
             if reached is not None:
-                samples.append((reached - at) * 1000)
+                samples.append(Relay(part, end, at, reached))
     return samples
 
 
-async def measure(port: int, token: str, session_ids: list[str], oc_url: str, password: str):
+async def measure(
+    port: int,
+    token: str,
+    session_ids: list[str],
+    oc_url: str,
+    password: str,
+    rounds: int = ROUNDS,
+) -> list[Relay]:
     direct, relayed = {}, {}
     ready = asyncio.Event()
     reader = asyncio.create_task(opencode_deltas(oc_url, password, direct, ready))
@@ -111,39 +152,45 @@ async def measure(port: int, token: str, session_ids: list[str], oc_url: str, pa
     # session); the figures are the steady state of the rounds after it.
     await asyncio.gather(*(one_chat(port, token, s, {}) for s in session_ids))
     direct.clear()
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         await asyncio.gather(*(one_chat(port, token, s, relayed) for s in session_ids))
     reader.cancel()
-    return overheads(direct, relayed)
+    return relays(direct, relayed)
 
 
-def replay_ms(port: int, token: str) -> float:
-    import httpx
-
+def stored_session(events: int = REPLAYED) -> str:
+    """A chat session with `events` stored deltas (none of them published)."""
     from events_app.events import chat_stream, record_event
     from sessions_app.services import create_session
 
     session = create_session(title="bench replay")
-    for n in range(1000):
+    for n in range(events):
         record_event(
             stream=chat_stream(session.pk),
             kind="part_delta",
             payload={"turn_id": "t", "id": "p", "ptype": "text", "delta": f"token {n} "},
             publish_live=False,
         )
+    return session.pk
+
+
+def replays(port: int, token: str, session_id: str, count: int = REPLAYS) -> list[Replay]:
+    """`count` replays of the session's stream, one after the other, by a client made before
+    the first: building one (its SSL context, ~20 ms) is the client's, not the replay's."""
+    import httpx
+
     samples = []
-    for _ in range(7):
-        started = time.monotonic()
-        with httpx.stream(
-            "GET",
-            f"http://127.0.0.1:{port}/api/sessions/{session.pk}/stream?after=0",
-            headers={"X-Auth-Token": token},
-            timeout=60,
-        ) as response:
-            lines = sum(1 for line in response.iter_lines() if line.strip())
-        samples.append((time.monotonic() - started) * 1000)
-        assert lines == 1000, lines
-    return percentile(samples, 50)
+    headers = {"X-Auth-Token": token}
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=60) as client:
+        for _ in range(count):
+            lines, last_line = 0, 0.0
+            sent = time.time()
+            with client.stream("GET", f"/api/sessions/{session_id}/stream?after=0") as response:
+                for line in response.iter_lines():
+                    if line.strip():
+                        lines, last_line = lines + 1, time.time()
+            samples.append(Replay(sent, last_line, lines))
+    return samples
 
 
 def main() -> None:
@@ -180,15 +227,18 @@ def main() -> None:
         from sessions_app.services import create_session
 
         sessions = [create_session(title=f"bench {n}").pk for n in range(SESSIONS)]
-        samples = asyncio.run(
+        measured = asyncio.run(
             measure(system.port, TOKEN, sessions, opencode.url, opencode.password)
         )
+        samples = [relay_ms(relay) for relay in measured]
         if len(samples) < SESSIONS * ROUNDS * 5:
             raise RuntimeError(f"only {len(samples)} deltas matched")
         print(f"({len(samples)} deltas in {SESSIONS} concurrent chats x {ROUNDS} rounds)")
         report("relay_overhead_p50_ms", percentile(samples, 50), "ms")
         report("relay_overhead_p99_ms", percentile(samples, 99), "ms")
-        report("replay_1000_events_ms", replay_ms(system.port, TOKEN), "ms")
+        replayed = replays(system.port, TOKEN, stored_session())
+        assert all(replay.lines == REPLAYED for replay in replayed), replayed
+        report("replay_1000_events_ms", percentile([replay_ms(r) for r in replayed], 50), "ms")
     finally:
         system.close()
         opencode.stop()

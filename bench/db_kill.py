@@ -8,6 +8,10 @@ PostgreSQL's postmaster.
 - db_kill_runs_started_twice: how many ran their command more than once (0).
 - db_kill_loop_going_at_the_kill: 1 when the loop had not ended when the postmaster died.
 - db_kill_loop_done: 1 when the research loop ran to `done` through it all.
+
+The counts are read from the rows of the runs the bench made and of its loop, through the API
+(and the runs' own notes of each start), by the functions below that
+tests/integration/test_bench_db_kill_points.py checks.
 """
 
 import os
@@ -25,10 +29,12 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agentsys.types import TERMINAL_AGENT_STATUSES
 from bench._report import report
 from bench.harness import REPO
 
 RUNS = 50
+OPEN = ("queued", "running", "paused")  # a run not ended yet (scheduler_app's RunStatus.open())
 TOKEN = "bench-db-kill"  # noqa: S105 (a bench's own)
 PYTHON = sys.executable
 
@@ -79,7 +85,37 @@ def created(client: httpx.Client, body: dict) -> str | None:
 
 def ended(client: httpx.Client, ids: list[str]) -> list[dict] | None:
     runs = [client.get(f"/api/runs/{run_id}").json() for run_id in ids]
-    return runs if all(run.get("status") not in ("queued", "running") for run in runs) else None
+    return runs if all(run.get("status") not in OPEN for run in runs) else None
+
+
+def chaos_run(starts: Path, index: int, seconds: float = 3) -> dict:
+    """The body of run `index`: each start of its command adds a line to starts/<index>."""
+    return {
+        "name": "chaos",
+        "command": f"echo x >> {starts}/{index}; sleep {seconds:g}",
+        "auto_start": True,
+    }
+
+
+def runs_not_done(runs: list[dict]) -> int:
+    """Of `runs` (the bench's, as GET /api/runs/{id} answers each), those not `done`."""
+    return sum(run["status"] != "done" for run in runs)
+
+
+def started_twice(starts: Path) -> int:
+    """Runs whose command wrote more than one line in its file of `starts`."""
+    return sum(path.read_text().count("x") > 1 for path in starts.iterdir())
+
+
+def loop_id_of(console: Console) -> str:
+    """The id `manage.py research start` said it started."""
+    found = [line.split()[2] for line in console.lines if line.startswith("research loop ")]
+    return found[0]
+
+
+def loop_status(client: httpx.Client, loop_id: str) -> str:
+    """The loop's status, from its row (GET /api/research/{id})."""
+    return client.get(f"/api/research/{loop_id}").json()["status"]
 
 
 def chaos(home: Path, port: int, starts: Path) -> None:
@@ -100,21 +136,12 @@ def chaos(home: Path, port: int, starts: Path) -> None:
         client = httpx.Client(
             base_url=f"http://127.0.0.1:{port}", headers={"X-Auth-Token": TOKEN}, timeout=60
         )
-        ids = [
-            created(
-                client,
-                {
-                    "name": "chaos",
-                    "command": f"echo x >> {starts}/{i}; sleep 3",
-                    "auto_start": True,
-                },
-            )
-            for i in range(RUNS)
-        ]
+        ids = [created(client, chaos_run(starts, i)) for i in range(RUNS)]
         assert all(ids), ids
         wait(lambda: len(list(starts.iterdir())) >= 10, 120, "runs to start")
         pid = int((home / "pgdata" / "postmaster.pid").read_text().split()[0])
-        going = loop.poll() is None and not loop_console.has(": done")
+        loop_id = loop_id_of(loop_console)
+        going = loop_status(client, loop_id) not in TERMINAL_AGENT_STATUSES  # just before the kill
         os.kill(pid, signal.SIGKILL)
         killed = time.monotonic()
         report("db_kill_loop_going_at_the_kill", float(going), "bool")
@@ -129,11 +156,10 @@ def chaos(home: Path, port: int, starts: Path) -> None:
             if "PostgreSQL" in line or "database" in line:
                 print(line, file=sys.stderr)
         runs = wait(lambda: ended(client, [*ids, after]), 600, "every run to end", 1.0)
-        report("db_kill_runs_not_done", sum(run["status"] != "done" for run in runs), "runs")
-        twice = sum(path.read_text().count("x") > 1 for path in starts.iterdir())
-        report("db_kill_runs_started_twice", twice, "runs")
-        loop.wait(900)
-        report("db_kill_loop_done", float(loop.returncode == 0), "bool")
+        report("db_kill_runs_not_done", runs_not_done(runs), "runs")
+        report("db_kill_runs_started_twice", started_twice(starts), "runs")
+        loop.wait(900)  # its follower ends with the loop (or its own timeout)
+        report("db_kill_loop_done", float(loop_status(client, loop_id) == "done"), "bool")
         if loop.returncode != 0:
             print("\n".join(loop_console.lines[-20:]), file=sys.stderr)
     finally:

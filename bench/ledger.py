@@ -6,10 +6,12 @@ of their own), and GET /api/ledger?group_by=loop over
 the query and the JSON (it sums ledger_app.SpendDay, the per-day sums that triggers keep
 beside the entries). The entries are written in one INSERT … SELECT generate_series: 1,000
 loops, 60 days, one in ten a run's GPU time. `python bench/ledger.py write` measures
-the writes alone."""
+the writes alone. Each figure is read between the instants of a Write or a Get
+(tests/integration/test_bench_ledger_points.py checks they are the ones named)."""
 
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -29,11 +31,44 @@ def step(key: str) -> dict:
     }
 
 
-def write_ms(samples: int = 300) -> dict[str, list[float]]:
+@dataclass(frozen=True)
+class Write:
+    """One timed ledger write's instants (time.time(), so that they compare with the calls a
+    test watches: tests/integration/test_bench_ledger_points.py)."""
+
+    began: float  # just before the caller's transaction opened
+    written: float  # the ledger's call returned, its transaction still open
+    committed: float  # that transaction committed
+
+
+def in_transaction_ms(write: Write) -> float:
+    return (write.written - write.began) * 1000
+
+
+def committed_ms(write: Write) -> float:
+    return (write.committed - write.began) * 1000
+
+
+def write_figures(writes: dict[str, list[Write]]) -> dict[str, float]:
+    """The four write figures, by name, from write_ms's writes."""
+    return {
+        "ledger_write_p50_ms": percentile([in_transaction_ms(w) for w in writes["step"]], 50),
+        "ledger_write_run_end_p50_ms": percentile(
+            [in_transaction_ms(w) for w in writes["end"]], 50
+        ),
+        "ledger_write_committed_p50_ms": percentile([committed_ms(w) for w in writes["step"]], 50),
+        "ledger_write_run_end_committed_p50_ms": percentile(
+            [committed_ms(w) for w in writes["end"]], 50
+        ),
+    }
+
+
+def write_ms(samples: int = 300) -> dict[str, list[Write]]:
     """Per model step (record_llm_steps for a research loop's agent, which reads the loop's
-    sweep and person) and per run end (record_run_gpu): the write inside the caller's
-    transaction, which is what the ledger adds (the loop's saved state and the run's end
-    commit anyway), and the same with a commit of its own (its fsync included)."""
+    sweep and person) and per run end (record_run_gpu), each in a transaction of its own: up
+    to the write's return is what the ledger adds inside the caller's transaction (the loop's
+    saved state and the run's end commit anyway); up to the commit, what it costs with a
+    commit of its own (its fsync included)."""
     from datetime import timedelta
 
     from django.db import transaction
@@ -43,14 +78,14 @@ def write_ms(samples: int = 300) -> dict[str, list[float]]:
     from ledger_app.services import record_llm_steps, record_run_gpu
 
     loop = Agent.objects.create(id="research-bench", role="research", cls_path="x", project="b")
-    timings = {"step": [], "step_committed": [], "end": [], "end_committed": []}
+    writes: dict[str, list[Write]] = {"step": [], "end": []}
 
     def timed(name: str, write) -> None:
-        started = time.perf_counter()
+        began = time.time()
         with transaction.atomic():
             write()
-            timings[name].append((time.perf_counter() - started) * 1000)
-        timings[f"{name}_committed"].append((time.perf_counter() - started) * 1000)
+            written = time.time()
+        writes[name].append(Write(began, written, time.time()))
 
     for i in range(samples):
         timed("step", lambda i=i: record_llm_steps(steps=[step(f"prt_b{i}")], agent_id=loop.pk))
@@ -66,7 +101,7 @@ def write_ms(samples: int = 300) -> dict[str, list[float]]:
                 loop_id=loop.pk,
             ),
         )
-    return timings
+    return writes
 
 
 def fill(count: int = ENTRIES) -> None:
@@ -99,31 +134,42 @@ def fill(count: int = ENTRIES) -> None:
         cursor.execute("VACUUM ANALYZE ledger_app_spendentry, ledger_app_spendday")
 
 
-def by_loop_ms(samples: int = 9) -> list[float]:
+@dataclass(frozen=True)
+class Get:
+    """One GET /api/ledger?group_by=loop, timed at the client (time.time())."""
+
+    sent: float  # just before the client sent it
+    answered: float  # its whole answer back: the view, the query and the JSON
+    entries: int  # the entries its total counts
+
+
+def get_ms(get: Get) -> float:
+    return (get.answered - get.sent) * 1000
+
+
+def by_loop(samples: int = 9, entries: int = ENTRIES) -> list[Get]:
     from django.test import Client
 
     client = Client(HTTP_HOST="localhost", HTTP_X_AUTH_TOKEN=TOKEN)
-    timings = []
+    gets = []
     for _ in range(samples):
-        started = time.perf_counter()
+        sent = time.time()
         answer = client.get("/api/ledger?group_by=loop")
-        timings.append((time.perf_counter() - started) * 1000)
+        answered = time.time()
         assert answer.status_code == 200, answer.content[:300]
-        assert answer.json()["total"]["entries"] >= ENTRIES
-    return timings
+        gets.append(Get(sent, answered, answer.json()["total"]["entries"]))
+        assert gets[-1].entries >= entries
+    return gets
 
 
 def main() -> None:
     BenchSystem()
-    timings = write_ms()
-    report("ledger_write_p50_ms", percentile(timings["step"], 50), "ms")
-    report("ledger_write_run_end_p50_ms", percentile(timings["end"], 50), "ms")
-    report("ledger_write_committed_p50_ms", percentile(timings["step_committed"], 50), "ms")
-    report("ledger_write_run_end_committed_p50_ms", percentile(timings["end_committed"], 50), "ms")
+    for name, value in write_figures(write_ms()).items():
+        report(name, value, "ms")
     if sys.argv[1:] == ["write"]:
         return
     fill()
-    report("ledger_by_loop_1e6_entries_ms", percentile(by_loop_ms(), 50), "ms")
+    report("ledger_by_loop_1e6_entries_ms", percentile([get_ms(g) for g in by_loop()], 50), "ms")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ project's scripted model:
   server. The tool part's own time (OpenCode's start → end of the call) is printed too.
 - mcp_list_directory_10000_files_ms: list_directory of a folder of 10^4 files, first page
   (1,000 entries), through FastMCP's Client over stdio, p50 of LISTINGS.
+
+The first two are read between the instants of Spans and Roundtrips (time.time(), so that they
+compare with the calls a test watches: tests/integration/test_bench_mcp_points.py).
 """
 
 import asyncio
@@ -23,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 # Run as a script, this file's folder leads sys.path, and this file (bench/mcp.py) would then be
@@ -33,12 +37,40 @@ sys.path.insert(0, str(_HERE.parent))
 
 from bench._report import percentile, report  # noqa: E402  (after the sys.path fix)
 from bench.harness import REPO  # noqa: E402
+from bench.spans import Span, span_ms  # noqa: E402
 
 OVERHEAD_SAMPLES = 200
 WARMUP = 20
 ROUNDTRIPS = 15
 FILES = 10_000
 LISTINGS = 30
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """The timed samples, alternating after the warm-up: get_run through the MCP server, the
+    two REST calls it makes made directly, and the one GET /api/runs/{id}."""
+
+    mcp: list[Span]
+    rest: list[Span]
+    single: list[Span]
+
+
+def tool_overhead_ms(overhead: Overhead) -> float:
+    """p50 of get_run through MCP minus p50 of its two REST calls made directly."""
+    through = percentile([span_ms(span) for span in overhead.mcp], 50)
+    return through - percentile([span_ms(span) for span in overhead.rest], 50)
+
+
+@dataclass(frozen=True)
+class Roundtrip:
+    sent: float  # the prompt handed to OpenCode's client (time.time())
+    completed: float  # OpenCode's event saying the tool part completed, read
+    tool_time: dict  # OpenCode's own {"start", "end"} of the tool part (epoch ms)
+
+
+def roundtrip_ms(roundtrip: Roundtrip) -> float:
+    return (roundtrip.completed - roundtrip.sent) * 1000
 
 
 def stdio_server(workdir: Path, env: dict[str, str]):
@@ -55,8 +87,10 @@ def stdio_server(workdir: Path, env: dict[str, str]):
     return Client(transport)
 
 
-async def overhead(url: str, token: str, workdir: Path) -> tuple[list, list, list]:
-    """(get_run through MCP, the same two REST calls, the one GET) in ms, alternating."""
+async def overhead(
+    url: str, token: str, workdir: Path, samples: int = OVERHEAD_SAMPLES, warmup: int = WARMUP
+) -> Overhead:
+    """get_run through MCP, the same two REST calls, the one GET: alternating."""
     import httpx
 
     headers = {"X-Auth-Token": token}
@@ -65,34 +99,38 @@ async def overhead(url: str, token: str, workdir: Path) -> tuple[list, list, lis
         assert made.status_code == 201, made.text
         run_id = made.json()["id"]
 
-        async def direct() -> float:
-            start = time.perf_counter()
+        async def direct() -> Span:
+            began = time.time()
             run = await http.get(f"/api/runs/{run_id}")
             metrics = await http.get(f"/api/runs/{run_id}/metrics", params={"max_points": 2})
+            ended = time.time()
             assert run.status_code == metrics.status_code == 200
-            return (time.perf_counter() - start) * 1000
+            return Span(began, ended)
 
-        async def one_get() -> float:
-            start = time.perf_counter()
-            assert (await http.get(f"/api/runs/{run_id}")).status_code == 200
-            return (time.perf_counter() - start) * 1000
+        async def one_get() -> Span:
+            began = time.time()
+            answer = await http.get(f"/api/runs/{run_id}")
+            ended = time.time()
+            assert answer.status_code == 200
+            return Span(began, ended)
 
         env = {"AGENTSYS_URL": url, "AGENTSYS_API_TOKEN": token}
         async with stdio_server(workdir, env) as client:
 
-            async def through_mcp() -> float:
-                start = time.perf_counter()
+            async def through_mcp() -> Span:
+                began = time.time()
                 result = await client.call_tool("get_run", {"run_id": run_id})
+                ended = time.time()
                 assert result.structured_content["id"] == run_id
-                return (time.perf_counter() - start) * 1000
+                return Span(began, ended)
 
-            mcp, rest, single = [], [], []
-            for n in range(WARMUP + OVERHEAD_SAMPLES):
-                samples = (await through_mcp(), await direct(), await one_get())
-                if n >= WARMUP:
-                    for kept, value in zip((mcp, rest, single), samples, strict=True):
-                        kept.append(value)
-    return mcp, rest, single
+            kept = Overhead([], [], [])
+            for n in range(warmup + samples):
+                timed = (await through_mcp(), await direct(), await one_get())
+                if n >= warmup:
+                    for spans, span in zip((kept.mcp, kept.rest, kept.single), timed, strict=True):
+                        spans.append(span)
+    return kept
 
 
 async def listing(workdir: Path) -> list[float]:
@@ -111,49 +149,61 @@ async def listing(workdir: Path) -> list[float]:
     return times[1:]  # the first lists a cold directory
 
 
-def roundtrips(root: Path) -> tuple[list[float], list[float]]:
-    """(prompt → tool part completed, the tool part's own start → end), in ms."""
+def roundtrip_script(count: int = ROUNDTRIPS) -> dict:
+    """The model calls quick_bash("true"), then says ok: once a prompt, warm-up included."""
+    call = {"tool_call": {"name": "research-agent_quick_bash", "arguments": {"command": "true"}}}
+    turns = [{"match": "bench", "steps": [call]}, {"match": "bench", "steps": [{"text": "ok"}]}]
+    return {"turns": turns * (count + 1)}
+
+
+def tools_workdir(work: Path) -> Path:
+    """`work`, made, with an opencode.json naming AgentSys's research-agent MCP server."""
     from agentsys.mcp.opencode_config import merge_servers, server_entries
+
+    work.mkdir()
+    merge_servers(work, server_entries(work, slurm=False))
+    return work
+
+
+async def timed_roundtrips(opencode, work: Path, count: int = ROUNDTRIPS) -> list[Roundtrip]:
+    """`count` prompts of roundtrip_script through `opencode` (its url and password), in one
+    session, after a first that starts the MCP server (not kept)."""
     from agentsys.opencode.client import OpenCodeClient
+
+    client = OpenCodeClient(opencode.url, password=opencode.password, directory=str(work))
+    session = await client.create_session()
+    kept = []
+    try:
+        for _ in range(count + 1):
+            done = {}
+
+            def on_part(update, done=done):
+                if update["kind"] == "tool" and update["status"] == "completed":
+                    done.setdefault("at", time.time())
+                    done["time"] = update["time"]
+                    done["output"] = update["output"]
+
+            sent = time.time()
+            await client.prompt(
+                session, "bench", provider="demo", model="demo-research", on_part=on_part
+            )
+            assert json.loads(done["output"])["exit_code"] == 0, done
+            kept.append(Roundtrip(sent, done["at"], done["time"]))
+    finally:
+        await client.aclose()
+    return kept[1:]  # the first prompt starts the MCP server
+
+
+def roundtrips(root: Path) -> list[Roundtrip]:
     from agentsys.scripted_llm import ScriptedLLM
     from tests.mcp_opencode import start_opencode
 
-    work = root / "opencode-work"
-    work.mkdir()
-    merge_servers(work, server_entries(work, slurm=False))
-    call = {"tool_call": {"name": "research-agent_quick_bash", "arguments": {"command": "true"}}}
-    turns = [{"match": "bench", "steps": [call]}, {"match": "bench", "steps": [{"text": "ok"}]}]
-    llm = ScriptedLLM({"turns": turns * (ROUNDTRIPS + 1)})
+    work = tools_workdir(root / "opencode-work")
+    llm = ScriptedLLM(roundtrip_script())
     llm.serve_in_thread()
     opencode = start_opencode(llm, root / "opencode")
-
-    async def measure() -> tuple[list[float], list[float]]:
-        client = OpenCodeClient(opencode.url, password=opencode.password, directory=str(work))
-        session = await client.create_session()
-        whole, own = [], []
-        try:
-            for _ in range(ROUNDTRIPS + 1):
-                done = {}
-
-                def on_part(update, done=done):
-                    if update["kind"] == "tool" and update["status"] == "completed":
-                        done.setdefault("at", time.perf_counter())
-                        done["time"] = update["time"]
-                        done["output"] = update["output"]
-
-                start = time.perf_counter()
-                await client.prompt(
-                    session, "bench", provider="demo", model="demo-research", on_part=on_part
-                )
-                assert json.loads(done["output"])["exit_code"] == 0, done
-                whole.append((done["at"] - start) * 1000)
-                own.append(done["time"]["end"] - done["time"]["start"])
-        finally:
-            await client.aclose()
-        return whole[1:], own[1:]  # the first prompt starts the MCP server
-
     try:
-        return asyncio.run(measure())
+        return asyncio.run(timed_roundtrips(opencode, work))
     finally:
         opencode.stop()
         llm.stop()
@@ -169,15 +219,20 @@ def main() -> None:
     try:
         system.start_web()
         url = f"http://127.0.0.1:{system.port}"
-        mcp, rest, single = asyncio.run(overhead(url, TOKEN, root))
+        timed = asyncio.run(overhead(url, TOKEN, root))
+        mcp, rest, single = (
+            [span_ms(span) for span in spans] for spans in (timed.mcp, timed.rest, timed.single)
+        )
         print(
             f"(get_run through MCP p50 {statistics.median(mcp):.2f} ms; its two REST calls "
             f"p50 {statistics.median(rest):.2f} ms; GET /api/runs/{{id}} alone p50 "
             f"{statistics.median(single):.2f} ms; {len(mcp)} samples each)"
         )
-        report("mcp_tool_overhead_p50_ms", percentile(mcp, 50) - percentile(rest, 50), "ms")
-        whole, own = roundtrips(root)
+        report("mcp_tool_overhead_p50_ms", tool_overhead_ms(timed), "ms")
+        timed_trips = roundtrips(root)
+        own = [trip.tool_time["end"] - trip.tool_time["start"] for trip in timed_trips]
         print(f"(the tool part's own time p50 {statistics.median(own):.1f} ms)")
+        whole = [roundtrip_ms(trip) for trip in timed_trips]
         report("mcp_quick_bash_true_roundtrip_ms", percentile(whole, 50), "ms")
         report(
             "mcp_list_directory_10000_files_ms", percentile(asyncio.run(listing(root)), 50), "ms"

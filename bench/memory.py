@@ -1,12 +1,23 @@
 """Memory figures (issue 5): query, context assembly and write latency at 10^6 entries
 spread over many projects, sessions, sweeps and runs; and context assembly at 10^4 and 10^5
-entries against a re-implementation of the original one-JSON-file-per-entry store."""
+entries against a re-implementation of the original one-JSON-file-per-entry store.
+
+- populate_1e6_entries_s: the table emptied, filled (bench.memory_data, one statement) and
+  analysed: from before the TRUNCATE to the ANALYZE done, each statement committed as it ends.
+- assemble_context_p95_ms: memory_app.context.assemble_context for a run's executor (token
+  budget 4,000), from just before the call to its return; after 10 untimed ones.
+- write_p95_ms: memory_app.services.write_entry of a metrics row, from just before the call to
+  its return (the entry committed, visible to every reader).
+
+Each figure is read from Spans (time.time(), so that they compare with the calls a test
+watches: tests/integration/test_bench_memory_points.py); bench/scale_history.py times the same
+at 10^7 entries."""
 
 import random
 import sys
 import tempfile
-import time
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -14,25 +25,50 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._report import percentile, report
 from bench.harness import BenchSystem
 from bench.memory_data import World
+from bench.spans import Span, percentile_ms, span_ms, span_s, spanned, timed_spans
 
 
 def _timed(fn, samples: int) -> list[float]:
-    spent = []
-    for _ in range(samples):
-        started = time.perf_counter()
-        fn()
-        spent.append((time.perf_counter() - started) * 1000)
-    return spent
+    return [span_ms(span) for span in timed_spans(fn, samples)]
 
 
-def _fresh_table(world: World) -> float:
+def fresh_table(world: World) -> Span:
+    """The memory table emptied and filled with `world`, each statement committed as it
+    ends (autocommit): from before the TRUNCATE to the ANALYZE done."""
     from django.db import connection
 
-    started = time.monotonic()
-    with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE memory_app_memoryentry")
-        world.populate(cursor)
-    return time.monotonic() - started
+    def fill() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("TRUNCATE memory_app_memoryentry")
+            world.populate(cursor)
+
+    return spanned(fill)[1]
+
+
+def context_spans(world: World, rng: random.Random, samples: int, warm: int) -> list[Span]:
+    """assemble_context for a run's executor picked by `rng`, `warm` times untimed (the
+    cache), then `samples` times, each timed from just before the call to its return."""
+    from memory_app.context import assemble_context
+
+    def spans(count: int) -> list[Span]:
+        agents = [world.run_agent(rng) for _ in range(count)]
+        return [
+            spanned(partial(assemble_context, agent_id=agent_id, scope=scope, token_budget=4000))[1]
+            for agent_id, scope in agents
+        ]
+
+    spans(warm)
+    return spans(samples)
+
+
+def write_spans(world: World, rng: random.Random, samples: int) -> list[Span]:
+    """write_entry of a metrics row for a run's executor picked by `rng`, each timed from
+    just before the call to its return: the entry committed, visible to every reader."""
+    from memory_app.services import write_entry
+
+    agents = [world.run_agent(rng) for _ in range(samples)]
+    metrics = partial(write_entry, type="metrics", role="executor", data={"loss": 1.0})
+    return [spanned(partial(metrics, agent_id=agent_id, **scope))[1] for agent_id, scope in agents]
 
 
 def _export_to_filestore(root: Path):
@@ -67,7 +103,7 @@ def compare_with_filestore(size: int, db_samples: int = 100, file_samples: int =
 
     # One busy project that grows: the original's scans are per project.
     world = World(size, sessions_per_project=10**9)
-    _fresh_table(world)
+    fresh_table(world)
     with tempfile.TemporaryDirectory(prefix="agentsys-filestore-") as root:
         store = _export_to_filestore(Path(root))
         rng = random.Random(size)
@@ -100,11 +136,9 @@ def at_a_million(samples: int = 200) -> None:
 
     from agentsys.memory import EntryQuery
     from memory_app import selectors
-    from memory_app.context import assemble_context
-    from memory_app.services import write_entry
 
     world = World(1_000_000)
-    report("populate_1e6_entries_s", _fresh_table(world), "s")
+    report("populate_1e6_entries_s", span_s(fresh_table(world)), "s")
     rng = random.Random(6)
     now = timezone.now()
 
@@ -145,19 +179,9 @@ def at_a_million(samples: int = 200) -> None:
     for name, fn in kinds.items():
         _timed(fn, 10)  # warm the cache
         report(f"query_p95_ms_{name}", percentile(_timed(fn, samples), 95), "ms")
-
-    def assemble():
-        agent_id, scope = run_scope()
-        assemble_context(agent_id=agent_id, scope=scope, token_budget=4000)
-
-    _timed(assemble, 10)
-    report("assemble_context_p95_ms", percentile(_timed(assemble, samples), 95), "ms")
-
-    def write():
-        agent_id, scope = run_scope()
-        write_entry(type="metrics", agent_id=agent_id, role="executor", data={"loss": 1.0}, **scope)
-
-    report("write_p95_ms", percentile(_timed(write, samples), 95), "ms")
+    assembled = context_spans(world, rng, samples, warm=10)
+    report("assemble_context_p95_ms", percentile_ms(assembled, 95), "ms")
+    report("write_p95_ms", percentile_ms(write_spans(world, rng, samples), 95), "ms")
 
 
 def main() -> None:

@@ -8,7 +8,10 @@ with final=True after the writer has exited).
 
 The figure is the CPU time of this process (getrusage RUSAGE_SELF: the writer, a child, is
 not in it) over the wall time from the writer's first point to the end of the last read,
-times 100. Every point written must have been read, or the bench stops."""
+times 100: the writer, once started up, waits for this process to start its clocks before
+it writes its first point. Every point written must have been read, or the bench stops. The
+window is a Tailing's instants (tests/integration/test_bench_metrics_sources_points.py checks
+they are these)."""
 
 import asyncio
 import importlib.util
@@ -19,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from agentsys.agents.executor import ExecutorAgent
@@ -31,20 +35,28 @@ RATE = 1000  # points/s: loss and lr, so 500 steps/s
 DURATION = 6.0  # seconds of writing: two watchdog reads while it writes, then the last
 MONITOR_INTERVAL = ExecutorAgent.monitor_interval  # 3 s, the executor's
 STEPS = int(RATE / 2 * DURATION)
+READY, GO = "ready", "go"  # in the writer's workdir: it is up; this process's clocks started
 
-# Each writer touches argv[1] just before its first point (so wandb's and mlflow's start-up
-# is not in the window), then logs STEPS steps, paced to RATE against the clock, and writes
-# there how long that took (its teardown, wandb's finish, comes after: still in the window).
+# Each writer, started up (wandb's and mlflow's start-up is not in the window), touches
+# argv[1] and waits for argv[2], made once this process has started its clocks; then it logs
+# `steps` steps, paced to RATE against the clock, and writes into argv[1] when it was up, its
+# first and last points came (time.time()) and how long the logging took (its teardown,
+# wandb's finish, comes after: still in the window).
 PACED_LOOP = """
-import math, pathlib, sys, time
-pathlib.Path(sys.argv[1]).touch()
-start = time.monotonic()
+import json, math, pathlib, sys, time
+ready, go = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+up = time.time()
+ready.touch()
+while not go.exists():
+    time.sleep(0.001)
+first, start = time.time(), time.monotonic()
 for step in range(1, {steps} + 1):
     loss = 2.5 * math.exp(-step / 20000)
     {log}
     if step % 10 == 0:
         time.sleep(max(0.0, start + step / {steps_per_s} - time.monotonic()))
-pathlib.Path(sys.argv[1]).write_text(str(time.monotonic() - start))  # the writing's seconds
+seconds, last = time.monotonic() - start, time.time()
+ready.write_text(json.dumps({{"up": up, "first": first, "last": last, "seconds": seconds}}))
 """
 
 # source: (its setup, the line that logs a step, its teardown), as a training script has them
@@ -81,9 +93,9 @@ WRITERS = {
 }
 
 
-def writer_script(source: str) -> str:
+def writer_script(source: str, steps: int = STEPS) -> str:
     setup, log, teardown = WRITERS[source]
-    loop = PACED_LOOP.format(steps=STEPS, steps_per_s=RATE // 2, log=log)
+    loop = PACED_LOOP.format(steps=steps, steps_per_s=RATE // 2, log=log)
     return setup + loop + teardown
 
 
@@ -106,12 +118,13 @@ def run_environment(run_dir: Path, run_id: str) -> dict[str, str]:
     return env
 
 
-async def start_writer(source: str, workdir: Path, run_dir: Path, go: Path):
+async def start_writer(source: str, workdir: Path, run_dir: Path, steps: int = STEPS):
     """As the executor starts a command: its own session (the TensorBoard source finds the
     run's event files by it), job.pid written, stdout and stderr into run.log."""
+    script = writer_script(source, steps)
     with (run_dir / LOG_FILE).open("ab") as log:
         process = await asyncio.create_subprocess_exec(
-            *[sys.executable, "-c", writer_script(source), str(go)],
+            *[sys.executable, "-c", script, str(workdir / READY), str(workdir / GO)],
             cwd=workdir,
             env=run_environment(run_dir, run_dir.name),
             stdout=log,
@@ -135,42 +148,63 @@ class Counter:
         self.points[source] = self.points.get(source, 0) + count
 
 
-async def tail_while_writing(source: str, workdir: Path) -> tuple[float, float, dict]:
-    """(reading CPU seconds, wall seconds, points read by source) of one run: a read every
-    MONITOR_INTERVAL while the writer runs and the last one as soon as it has exited, as
-    the executor's watchdog and its end of run do."""
+@dataclass(frozen=True)
+class Tailing:
+    """One run's window (time.time()) and what this process did in it."""
+
+    started: float  # the clocks started, the writer up and waiting to write its first point
+    ended: float  # the last read (final=True, once the writer had exited) returned
+    cpu_s: float  # this process's CPU seconds between the two
+    points: int  # the points of the source read in it
+
+
+def cpu_percent(tailing: Tailing) -> float:
+    return 100 * tailing.cpu_s / (tailing.ended - tailing.started)
+
+
+async def tail_while_writing(
+    source: str, workdir: Path, steps: int = STEPS, interval: float = MONITOR_INTERVAL
+) -> Tailing:
+    """One run read as the executor's watchdog reads it, `interval` apart while the writer
+    runs, and the last read as soon as it has exited, as at the end of a run."""
     run_dir = run_dir_of(workdir, f"bench-{source}")
     run_dir.mkdir(parents=True)
     watch = MetricsWatch(metric_sources_for(run_dir, {}), run_dir / METRICS_POSITION_FILE)
-    store, go = Counter(), workdir / "go"
-    process = await start_writer(source, workdir, run_dir, go)
+    store = Counter()
+    process = await start_writer(source, workdir, run_dir, steps)
     exited = asyncio.ensure_future(process.wait())
     try:
-        while not go.exists() and not exited.done():  # its start-up is not in the window
+        while not (workdir / READY).exists() and not exited.done():
             await asyncio.sleep(0.02)
-        cpu_start, wall_start = _cpu_seconds(), time.monotonic()
-        while not (await asyncio.wait([exited], timeout=MONITOR_INTERVAL))[0]:
+        cpu_start, started = _cpu_seconds(), time.time()
+        (workdir / GO).touch()
+        while not (await asyncio.wait([exited], timeout=interval))[0]:
             await watch.collect(store)
         await watch.collect(store, final=True)
-        cpu, wall = _cpu_seconds() - cpu_start, time.monotonic() - wall_start
+        cpu, ended = _cpu_seconds() - cpu_start, time.time()
     finally:
         if not exited.done():
             process.kill()
         await exited
-    check_run(source, run_dir, process.returncode, go, store.points, watch.problems())
-    return cpu, wall, store.points
+    check_run(source, run_dir, process.returncode, workdir / READY, steps)
+    check_read(source, store.points, steps, watch.problems())
+    return Tailing(started, ended, cpu, store.points[source])
 
 
-def check_run(source, run_dir, code, go: Path, points: dict, problems: list) -> None:
-    """Stop the bench unless the writer wrote at RATE and every point of it was read."""
+def check_run(source, run_dir, code, note: Path, steps: int) -> None:
+    """Stop the bench unless the writer ran through and wrote at RATE."""
     if code != 0:
         log = (run_dir / LOG_FILE).read_text(errors="replace")[-2000:]
         raise SystemExit(f"{source}: the writer failed ({code}):\n{log}")
-    written_per_s = 2 * STEPS / float(go.read_text())
+    written_per_s = 2 * steps / json.loads(note.read_text())["seconds"]
     if written_per_s < 0.9 * RATE:
         raise SystemExit(f"{source}: the writer wrote {written_per_s:.0f} points/s, not {RATE}")
-    if points.get(source) != 2 * STEPS or problems:
-        raise SystemExit(f"{source}: read {points} of {2 * STEPS} points, {problems}")
+
+
+def check_read(source, points: dict, steps: int, problems: list) -> None:
+    """Stop the bench unless every point written was read."""
+    if points.get(source) != 2 * steps or problems:
+        raise SystemExit(f"{source}: read {points} of {2 * steps} points, {problems}")
 
 
 def _cpu_seconds() -> float:
@@ -181,9 +215,10 @@ def _cpu_seconds() -> float:
 def tailing_cpu_percent(source: str) -> tuple[float, int]:
     """(CPU % of the reading process, points read) while a run of `source` writes RATE."""
     with tempfile.TemporaryDirectory(prefix=f"agentsys-bench-tail-{source}-") as tmp:
-        cpu, wall, points = asyncio.run(tail_while_writing(source, Path(tmp)))
-    print(json.dumps({"source": source, "cpu_s": cpu, "wall_s": wall}), file=sys.stderr)
-    return 100 * cpu / wall, points[source]
+        tailing = asyncio.run(tail_while_writing(source, Path(tmp)))
+    wall = tailing.ended - tailing.started
+    print(json.dumps({"source": source, "cpu_s": tailing.cpu_s, "wall_s": wall}), file=sys.stderr)
+    return cpu_percent(tailing), tailing.points
 
 
 def missing_library(source: str) -> str | None:

@@ -1,11 +1,16 @@
 """Agent runtime figures: spawn latency (request → worker reported STARTED) and, across
-processes, event → WebSocket client latency for 10 and 50 clients."""
+processes, event → WebSocket client latency for 10 and 50 clients.
+
+Each spawn is read between the two instants of a Spawn, each event on each socket between
+those of a Receipt (tests/integration/test_bench_viewers_points.py checks they are these)."""
 
 import asyncio
 import json
 import socket
 import sys
 import time
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -17,13 +22,27 @@ SPAWNS = 60
 EVENTS = 100
 
 
-def spawn_latencies() -> list[float]:
+@dataclass(frozen=True)
+class Spawn:
+    """One agent's two instants, as the product wrote them."""
+
+    agent_id: str
+    requested: datetime  # its row's created_at, written by request_agent_start
+    started: datetime  # its "started" event's: runagentd recording its worker's STARTED
+
+
+def spawn_ready_ms(spawn: Spawn) -> float:
+    return (spawn.started - spawn.requested).total_seconds() * 1000
+
+
+def spawns(count: int = SPAWNS) -> list[Spawn]:
+    """`count` Quick agents requested one after the other, each once its worker started."""
     from agents_app.models import Agent
     from agents_app.services import request_agent_start
     from events_app.models import Event
 
-    latencies = []
-    for _ in range(SPAWNS):
+    found = []
+    for _ in range(count):
         agent = request_agent_start(cls_path="bench.agents.Quick", goal="bench", project="bench")
         deadline = time.monotonic() + 30
         while not (started := Event.objects.filter(agent_id=agent.id, kind="started").first()):
@@ -31,17 +50,59 @@ def spawn_latencies() -> list[float]:
                 raise RuntimeError(f"{agent.id} never started")
             time.sleep(0.005)
         created = Agent.objects.values_list("created_at", flat=True).get(pk=agent.id)
-        latencies.append((started.created_at - created).total_seconds() * 1000)
-    return latencies
+        found.append(Spawn(agent.id, created, started.created_at))
+    return found
 
 
-async def ws_latencies(port: int, clients: int, interval: float = 0.02) -> list[float]:
-    """Connect `clients` sockets, have an agent in a worker emit EVENTS stamped events
-    `interval` seconds apart, and measure emit → received on every socket (same machine, same
-    clock). Raises if any socket misses an event or gets one twice."""
-    from websockets.asyncio.client import connect
+@dataclass(frozen=True)
+class Receipt:
+    """One event on one socket: its two instants (time.time(), one machine's clock)."""
+
+    client: int  # which of the sockets
+    seq: int  # the event's id on the feed
+    index: int  # its number in the emitter's count
+    emitted: float  # the emitter's clock as it called emit_event (the payload's "t")
+    received: float  # the frame read off this socket
+
+
+def receipt_ms(receipt: Receipt) -> float:
+    return (receipt.received - receipt.emitted) * 1000
+
+
+def _start_emitter(events: int, interval: float) -> str:
+    from django.db import connections
 
     from agents_app.services import request_agent_start
+
+    config = {"count": events, "interval": interval, "delay": 0.5}
+    agent = request_agent_start(
+        cls_path="bench.agents.Emitter", goal="bench", project="bench", config=config
+    )
+    connections.close_all()  # the thread ends; so does its connection
+    return agent.id
+
+
+async def _collect(ws, client: int, agent_id: str, events: int) -> list[Receipt]:
+    receipts = []
+    while len(receipts) < events:
+        text = await asyncio.wait_for(ws.recv(), 30)
+        received = time.time()
+        frame = json.loads(text)
+        if frame["kind"] == "bench" and frame["agent_id"] == agent_id:
+            payload = frame["payload"]
+            receipts.append(Receipt(client, frame["id"], payload["i"], payload["t"], received))
+    if sorted(receipt.index for receipt in receipts) != list(range(events)):
+        raise RuntimeError(f"socket {client} did not get each of the {events} events once")
+    return receipts
+
+
+async def ws_receipts(
+    port: int, clients: int, interval: float = 0.02, events: int = EVENTS
+) -> list[Receipt]:
+    """Connect `clients` sockets, have an agent in a worker emit `events` stamped events
+    `interval` seconds apart, and note each one's receipt on every socket (same machine, same
+    clock). Raises if any socket misses an event or gets one twice."""
+    from websockets.asyncio.client import connect
 
     url = f"ws://127.0.0.1:{port}/ws/agents/events/"
     sockets = [
@@ -53,31 +114,20 @@ async def ws_latencies(port: int, clients: int, interval: float = 0.02) -> list[
         )
         for _ in range(clients)
     ]
-
-    async def collect(ws) -> list[float]:
-        samples, seen = [], set()
-        while len(samples) < EVENTS:
-            frame = json.loads(await asyncio.wait_for(ws.recv(), 30))
-            if frame["kind"] == "bench":
-                samples.append((time.time() - frame["payload"]["t"]) * 1000)
-                seen.add(frame["payload"]["i"])
-        if seen != set(range(EVENTS)):
-            raise RuntimeError(f"a socket got {len(seen)} distinct events of {EVENTS}")
-        return samples
-
     try:
-        await asyncio.to_thread(
-            request_agent_start,
-            cls_path="bench.agents.Emitter",
-            goal="bench",
-            project="bench",
-            config={"count": EVENTS, "interval": interval, "delay": 0.5},
+        agent_id = await asyncio.to_thread(_start_emitter, events, interval)
+        results = await asyncio.gather(
+            *(_collect(ws, i, agent_id, events) for i, ws in enumerate(sockets))
         )
-        results = await asyncio.gather(*(collect(ws) for ws in sockets))
     finally:
         for ws in sockets:
             await ws.close()
-    return [sample for samples in results for sample in samples]
+    return [receipt for receipts in results for receipt in receipts]
+
+
+async def ws_latencies(port: int, clients: int, interval: float = 0.02) -> list[float]:
+    """emit → received, ms, for every event on every socket (ws_receipts)."""
+    return [receipt_ms(receipt) for receipt in await ws_receipts(port, clients, interval)]
 
 
 def main() -> None:
@@ -87,8 +137,8 @@ def main() -> None:
     system = BenchSystem(port=port)
     try:
         system.start_daemon()
-        spawn_latencies()[:5]  # warm-up: first forks, first connections
-        samples = spawn_latencies()
+        spawns(5)  # warm-up: first forks, first connections
+        samples = [spawn_ready_ms(spawn) for spawn in spawns()]
         report("spawn_ready_p50_ms", percentile(samples, 50), "ms")
         report("spawn_ready_p99_ms", percentile(samples, 99), "ms")
         system.start_web()

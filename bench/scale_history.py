@@ -16,10 +16,15 @@ tables are filled inside PostgreSQL (generate_series over a template row the pro
   and SSE replay read it), p99 (≤ 50).
 
 - events_per_s_one_writer, metric_points_per_s_one_writer, memory_writes_per_s_one_writer:
-  what one writer gets from one PostgreSQL (docs/scaling.md reasons from them).
+  what one writer gets from one PostgreSQL (docs/scaling.md reasons from them), in
+  bench/scale_writes.py.
 
 `python bench/scale.py history [writes|memory|sweep|runs|events]`: one part, or all (about 25 min;
 10^8 points take most of it).
+
+Each figure is read from instants taken with time.time() (bench.memory's Span; a page's own
+clock for the page figure), so that they compare with the calls a test watches:
+tests/integration/test_bench_history_points.py checks each is the one its name says.
 """
 
 from __future__ import annotations
@@ -27,13 +32,14 @@ from __future__ import annotations
 import random
 import statistics
 import sys
-import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._report import percentile, report
-from bench.memory import _timed
+from bench._report import report
+from bench.memory import context_spans, fresh_table, write_spans
+from bench.spans import Span, median_ms, percentile_ms, span_s, spanned, timed_spans
 
 SAMPLES = 200
 RUNS_1E6 = 1_000_000
@@ -64,46 +70,58 @@ def clone_rows(table: str, key: str, template, n: int, values: dict[str, str]) -
         )
 
 
-def memory_figures() -> None:
-    from bench.memory import _fresh_table
+def memory_figures(entries: int = 10_000_000) -> None:
     from bench.memory_data import World
-    from memory_app.context import assemble_context
-    from memory_app.services import write_entry
 
-    world = World(10_000_000)
-    report("populate_1e7_entries_s", _fresh_table(world), "s")
+    world = World(entries)
+    report("populate_1e7_entries_s", span_s(fresh_table(world)), "s")
     rng = random.Random(7)
-
-    def assemble():
-        agent_id, scope = world.run_agent(rng)
-        assemble_context(agent_id=agent_id, scope=scope, token_budget=4000)
-
-    def write():
-        agent_id, scope = world.run_agent(rng)
-        write_entry(type="metrics", agent_id=agent_id, role="executor", data={"loss": 1.0}, **scope)
-
-    _timed(assemble, 20)  # warm the cache
-    report("context_p95_ms_1e7", percentile(_timed(assemble, SAMPLES), 95), "ms")
-    report("memory_write_p50_ms_1e7", percentile(_timed(write, SAMPLES), 50), "ms")
+    assembled = context_spans(world, rng, SAMPLES, warm=20)
+    report("context_p95_ms_1e7", percentile_ms(assembled, 95), "ms")
+    report("memory_write_p50_ms_1e7", percentile_ms(write_spans(world, rng, SAMPLES), 50), "ms")
 
 
-def sweep_figures(system, base: str) -> None:
+def seed_sweep(runs: int) -> str:
+    """bench.ui's sweep of `runs` runs, analysed as autovacuum would after so many new runs."""
     from django.db import connection
 
     from bench import ui
 
-    sweep_id = ui.seed_sweep(SWEEP_1E5)
-    with connection.cursor() as cursor:  # as autovacuum would after 10^5 new runs
+    sweep_id = ui.seed_sweep(runs)
+    with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
-    api = statistics.median(ui.sweep_api_figure(base, sweep_id, runs=SWEEP_1E5))
-    report("sweep_table_api_100000_runs_ms", api, "ms")
+    return sweep_id
+
+
+def sweep_api_ms(base: str, sweep_id: str, runs: int) -> float:
+    """The median of bench.ui's timed GETs of the sweep's table (its first, warming, left
+    out): each from just before the GET to its answer read."""
+    from bench import ui
+
+    return statistics.median(ui.sweep_api_figure(base, sweep_id, runs=runs))
+
+
+def sweep_page_draws(page, base: str, sweep_id: str, rounds: int) -> list:
+    """The sweep's page loaded `rounds` times in `page`, each to its table and chart drawn
+    (bench.ui.PageLoad: on the page's own clock, from its request)."""
+    from bench import ui
+
+    draws = []
+    for _ in range(rounds):
+        page.goto(f"{base}/sweeps/{sweep_id}/")
+        page.wait_for_function("() => document.body.dataset.sweepDrawnAt", timeout=60_000)
+        draws.append(ui.page_load(page, "document.body.dataset.sweepDrawnAt"))
+    return draws
+
+
+def sweep_figures(system, base: str) -> None:
+    from bench import ui
+
+    sweep_id = seed_sweep(SWEEP_1E5)
+    report("sweep_table_api_100000_runs_ms", sweep_api_ms(base, sweep_id, SWEEP_1E5), "ms")
     with _browser(base) as page:
-        drawn = []
-        for _ in range(ui.ROUNDS):
-            page.goto(f"{base}/sweeps/{sweep_id}/")
-            page.wait_for_function("() => document.body.dataset.sweepDrawnAt", timeout=60_000)
-            drawn.append(float(page.evaluate("document.body.dataset.sweepDrawnAt")))
-    report("sweep_table_page_100000_runs_ms", statistics.median(drawn), "ms")
+        draws = sweep_page_draws(page, base, sweep_id, ui.ROUNDS)
+    report("sweep_table_page_100000_runs_ms", ui.median_ms(draws), "ms")
 
 
 class _browser:
@@ -128,11 +146,18 @@ class _browser:
         self.playwright.stop()
 
 
-def seed_runs_and_points() -> str:
-    """10^6 runs over a year, one series each for a tenth of them (990 points each) and one
-    run of 10^6 points: 10^8 points in all. Returns the big run's id."""
-    from django.db import connection
+def populate_runs(
+    runs: int = RUNS_1E6, points: int = POINTS_1E8, chart_points: int = CHART_POINTS
+) -> tuple[str, Span]:
+    """seed_runs_and_points, from before its first write to its VACUUM ANALYZE done (each of
+    its statements committed as it ends, record_rows's transaction as it returns)."""
+    return spanned(partial(seed_runs_and_points, runs, points, chart_points))
 
+
+def seed_runs_and_points(runs: int, points: int, chart_points: int) -> str:
+    """10^6 runs over a year, one series each for a tenth of them (990 points each) and one
+    run of 10^6 points: 10^8 points in all (`chart_points` + 1 in the big run's series).
+    Returns the big run's id."""
     from scheduler_app.metrics.series import record_rows
     from scheduler_app.models import MetricSeries, Run, RunStatus
 
@@ -145,7 +170,7 @@ def seed_runs_and_points() -> str:
         "scheduler_app_run",
         "id",
         template.pk,
-        RUNS_1E6 - 2,
+        runs - 2,
         {
             "id": "'run-h' || lpad(to_hex(i), 8, '0')",
             "name": "'trial ' || i",
@@ -153,8 +178,8 @@ def seed_runs_and_points() -> str:
             "created_at": "now() - interval '365 days' + i * interval '31 seconds'",
         },
     )
-    series_count = RUNS_1E6 // 10
-    per_series = (POINTS_1E8 - CHART_POINTS) // series_count
+    series_count = runs // 10
+    per_series = (points - chart_points) // series_count
     clone_rows(
         "scheduler_app_metricseries",
         "id",
@@ -168,10 +193,21 @@ def seed_runs_and_points() -> str:
             "last_step": str(per_series - 1),
         },
     )
+    big_series = MetricSeries.objects.get(run=big).pk
+    _fill_points(big_series, chart_points, (series.pk, series_count, per_series))
+    return big.pk
+
+
+def _fill_points(big_series: int, chart_points: int, clones: tuple[int, int, int]) -> None:
+    """The big run's `chart_points` points and each cloned series' (the template's id, how
+    many, points each), then the indexes and the planner's statistics."""
+    from django.db import connection
+
+    template, series_count, per_series = clones
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT setval(pg_get_serial_sequence('scheduler_app_metricseries', 'id'), %s)",
-            [series.pk + series_count],
+            [template + series_count],
         )
         cursor.execute("SET maintenance_work_mem = '1GB'")
         # The points' indexes built once, after the rows: ~3x faster than kept up row by row.
@@ -182,26 +218,24 @@ def seed_runs_and_points() -> str:
         indexes = cursor.fetchall()
         for name, _ in indexes:
             cursor.execute(f'DROP INDEX "{name}"')
-        big_series = MetricSeries.objects.get(run=big).pk
         cursor.execute(
             "INSERT INTO scheduler_app_metricpoint (series_id, step, value, time) "
             "SELECT %s, i, 1.0 / (1 + i), now() FROM generate_series(1, %s) i",
-            [big_series, CHART_POINTS],
+            [big_series, chart_points],
         )
         cursor.execute(
             "INSERT INTO scheduler_app_metricpoint (series_id, step, value, time) "
             "SELECT %s + s, i, 1.0 / (1 + i), now() "
             "FROM generate_series(1, %s) s, generate_series(0, %s) i",
-            [series.pk, series_count, per_series - 1],
+            [template, series_count, per_series - 1],
         )
         for _, definition in indexes:
             cursor.execute(definition)
         cursor.execute(
             "UPDATE scheduler_app_metricseries SET points = %s, last_step = %s WHERE id = %s",
-            [CHART_POINTS + 1, CHART_POINTS, big_series],
+            [chart_points + 1, chart_points, big_series],
         )
         cursor.execute("VACUUM ANALYZE")  # as autovacuum does after many inserts
-    return big.pk
 
 
 def _report_sizes(table: str, name: str) -> None:
@@ -217,38 +251,64 @@ def _report_sizes(table: str, name: str) -> None:
     report(f"{name}_indexes_gb", indexes / 1e9, "GB")
 
 
-def runs_figures(base: str) -> None:
+def get_spans(client, path: str, samples: int, warm: int = 1) -> list[Span]:
+    """GET `path` with `client` (an httpx.Client), `warm` times untimed (the worker's imports
+    and connection), then `samples` times, each from just before the GET to its answer read,
+    a 2xx (else it raises)."""
+
+    def get() -> None:
+        client.get(path).raise_for_status()
+
+    timed_spans(get, warm)
+    return timed_spans(get, samples)
+
+
+def runs_list_spans(base: str, cookies: dict, samples: int) -> list[Span]:
+    """GET /runs/ as the person logged in with `cookies`."""
     import httpx
 
+    with httpx.Client(base_url=base, cookies=cookies, timeout=60) as client:
+        return get_spans(client, "/runs/", samples)
+
+
+def run_chart_spans(base: str, token: str, run_id: str, samples: int) -> list[Span]:
+    """GET /api/runs/{run_id}/metrics: the run page's chart data, with an API token."""
+    import httpx
+
+    with httpx.Client(base_url=base, headers={"X-Auth-Token": token}, timeout=60) as client:
+        return get_spans(client, f"/api/runs/{run_id}/metrics", samples)
+
+
+def runs_figures(base: str) -> None:
     from bench.harness import TOKEN
 
-    started = time.monotonic()
-    big_run = seed_runs_and_points()
-    report("populate_1e6_runs_1e8_points_s", time.monotonic() - started, "s")
+    big_run, seeded = populate_runs()
+    report("populate_1e6_runs_1e8_points_s", span_s(seeded), "s")
     _report_sizes("scheduler_app_metricpoint", "metric_points_1e8")
     with _browser(base) as page:
         cookies = {c["name"]: c["value"] for c in page.context.cookies()}
-    with httpx.Client(base_url=base, cookies=cookies, timeout=60) as client:
-        listed = _timed(lambda: client.get("/runs/").raise_for_status(), 11)[1:]
-    report("runs_list_1e6_ms", statistics.median(listed), "ms")
-    with httpx.Client(base_url=base, headers={"X-Auth-Token": TOKEN}, timeout=60) as client:
-        chart = _timed(lambda: client.get(f"/api/runs/{big_run}/metrics").raise_for_status(), 6)
-    report("run_chart_1e6_points_ms", statistics.median(chart[1:]), "ms")
+    report("runs_list_1e6_ms", median_ms(runs_list_spans(base, cookies, 10)), "ms")
+    report("run_chart_1e6_points_ms", median_ms(run_chart_spans(base, TOKEN, big_run, 5)), "ms")
 
 
-def event_figures() -> None:
+def populate_events(count: int) -> Span:
+    """`count` events on the agents' stream: one recorded, cloned count - 1 times, the
+    stream's numbers and the id sequence moved on past them, and the table analysed, each
+    statement committed as it ends. From before the first one recorded to the ANALYZE done."""
+    return spanned(partial(_fill_events, count))[1]
+
+
+def _fill_events(count: int) -> None:
     from django.db import connection
 
     from events_app.events import AGENTS_STREAM, record_event
-    from events_app.selectors import events_after
 
     template = record_event(stream=AGENTS_STREAM, kind="note", agent_id="executor-x", payload={})
-    started = time.monotonic()
     clone_rows(
         "agents_app_event",
         "id",
         template.pk,
-        EVENTS_1E7 - 1,
+        count - 1,
         {
             "id": f"{template.pk} + i",
             "seq": f"{template.seq} + i",
@@ -258,48 +318,38 @@ def event_figures() -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE agents_app_eventstream SET last_seq = last_seq + %s WHERE name = %s",
-            [EVENTS_1E7 - 1, AGENTS_STREAM],
+            [count - 1, AGENTS_STREAM],
         )
         cursor.execute(
             "SELECT setval(pg_get_serial_sequence('agents_app_event', 'id'), %s)",
-            [template.pk + EVENTS_1E7],
+            [template.pk + count],
         )
         cursor.execute("ANALYZE agents_app_event")
-    report("populate_1e7_events_s", time.monotonic() - started, "s")
-    rng = random.Random(10)
 
-    def replay():
-        after = rng.randrange(EVENTS_1E7)
+
+def replay_spans(events: int, rng: random.Random, samples: int, warm: int) -> list[Span]:
+    """A client resuming the agents' feed after a random one of `events`: its first batch
+    read (500 events, as the WebSocket and SSE replay read it) and made into messages, `warm`
+    times untimed, then `samples` times, each from just before the read to the last message."""
+    from events_app.events import AGENTS_STREAM
+    from events_app.selectors import events_after
+
+    def replay(after: int) -> None:
         batch = events_after(stream=AGENTS_STREAM, after_seq=after, limit=500)
         [event.as_message() for event in batch]
 
-    _timed(replay, 20)
-    report("event_replay_1e7_p99_ms", percentile(_timed(replay, SAMPLES), 99), "ms")
+    def spans(count: int) -> list[Span]:
+        afters = [rng.randrange(events) for _ in range(count)]
+        return [spanned(partial(replay, after))[1] for after in afters]
+
+    spans(warm)
+    return spans(samples)
 
 
-def write_figures() -> None:
-    """What one PostgreSQL takes from one writer, one statement's worth at a time (the
-    ceilings docs/scaling.md reasons from): events recorded one by one, metric rows stored in
-    batches of 1,000 as an executor stores what it read, memory entries written one by one."""
-    from events_app.events import AGENTS_STREAM, record_event
-    from memory_app.services import write_entry
-    from scheduler_app.metrics.series import record_rows
-    from scheduler_app.models import Run
-
-    started = time.perf_counter()
-    for i in range(2000):
-        record_event(stream=AGENTS_STREAM, kind="note", agent_id="executor-w", payload={"i": i})
-    report("events_per_s_one_writer", 2000 / (time.perf_counter() - started), "events/s")
-    run = Run.objects.create(name="writes", command="python train.py", status="running")
-    started = time.perf_counter()
-    for batch in range(20):
-        rows = [{"_step": batch * 1000 + i, "loss": 1.0 / (1 + i)} for i in range(1000)]
-        record_rows(agent_id="executor-w", run_id=run.pk, rows=rows)
-    report("metric_points_per_s_one_writer", 20_000 / (time.perf_counter() - started), "points/s")
-    started = time.perf_counter()
-    for i in range(1000):
-        write_entry(type="context", project="p", agent_id="executor-w", data={"i": i})
-    report("memory_writes_per_s_one_writer", 1000 / (time.perf_counter() - started), "writes/s")
+def event_figures() -> None:
+    report("populate_1e7_events_s", span_s(populate_events(EVENTS_1E7)), "s")
+    replays = replay_spans(EVENTS_1E7, random.Random(10), SAMPLES, warm=20)
+    report("event_replay_1e7_p99_ms", percentile_ms(replays, 99), "ms")
 
 
 def history(parts: list[str]) -> None:
@@ -307,12 +357,13 @@ def history(parts: list[str]) -> None:
 
     from bench import ui
     from bench.harness import BenchSystem
+    from bench.scale_writes import write_figures
 
     parts = parts or ["writes", "memory", "sweep", "runs", "events"]
     system = BenchSystem(port=ui.free_port())
     try:
         if "writes" in parts:
-            write_figures()
+            write_figures()  # bench.scale_writes
         if "memory" in parts:
             memory_figures()
         if "events" in parts:

@@ -4,7 +4,8 @@
   DOMContentLoaded (every message in the DOM; the script scrolls to the last).
 - run_page_first_paint_ms: a run page, request to first contentful paint.
 - metrics_1e6_points_chart_ms: a run whose loss series holds 10^6 points, request to its
-  chart drawn (the server sends min/max buckets; run_page.js marks the moment).
+  chart drawn (the server sends min/max buckets): uPlot's first draw of it, which comes in a
+  microtask after run_page.js marks chartsReadyAt (FIRST_DRAWS notes it).
 - metrics_1e6_points_api_ms: GET /api/runs/{id}/metrics of that run (the downsampling alone).
 - runs_20_live_event_to_cell_p50_ms / _p99_ms: the runs list showing 20 running runs while
   each gets 10 metrics events a second (200 a second in all, published the way runagentd
@@ -17,18 +18,21 @@
   (0 = nothing a person would feel as jank; each event updates one cell, no re-render).
 
 Each figure is the median of ROUNDS page loads. `python bench/ui.py sweeps` measures the two
-sweep figures only (a minute, not several).
+sweep figures only (a minute, not several). A page figure is read from a PageLoad, an API one
+from a Get, the live ones from bench/ui_live.py's LiveCells (tests/browser/test_bench_ui_points.py
+checks that their instants are the ones named here).
 """
 
 import math
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._report import percentile, report
+from bench._report import report
 
 ROUNDS = 5
 POINTS = 1_000_000
@@ -67,7 +71,7 @@ def seed() -> tuple[str, str]:
     for start in range(0, POINTS, 100_000):
         rows = [
             {"_step": s, "loss": 2.0 / math.sqrt(s + 1) + 0.01 * math.sin(s)}
-            for s in range(start, start + 100_000)
+            for s in range(start, min(start + 100_000, POINTS))
         ]
         record_rows(agent_id="executor-bench", run_id=run.pk, rows=rows)
     return chat.pk, run.pk
@@ -84,23 +88,46 @@ def _sweep_params(i: int) -> dict:
 BIG_SWEEP_RUNS = 10_000
 
 
-def sweep_api_figure(base: str, sweep_id: str, runs: int = BIG_SWEEP_RUNS) -> list[float]:
-    """GET /api/sweeps/{id}/table of `runs` runs, sorted by a metric and filtered by
-    a range (every run read, sorted and filtered; the first 100 rows sent), per round."""
+@dataclass(frozen=True)
+class Get:
+    """One GET timed at the client (time.time())."""
+
+    sent: float  # just before the request was made
+    answered: float  # its whole answer received
+
+
+def get_ms(get: Get) -> float:
+    return (get.answered - get.sent) * 1000
+
+
+def _timed_get(url: str, **kwargs):
+    """(its Get, the response) of a GET of `url` with the bench's token."""
     import httpx
 
     from bench.harness import TOKEN
 
+    sent = time.time()
+    response = httpx.get(url, headers={"X-Auth-Token": TOKEN}, timeout=60, **kwargs)
+    answered = time.time()
+    response.raise_for_status()
+    return Get(sent, answered), response
+
+
+def sweep_api_gets(base: str, sweep_id: str, runs: int = BIG_SWEEP_RUNS) -> list[Get]:
+    """GET /api/sweeps/{id}/table of `runs` runs, sorted by a metric and filtered by
+    a range (every run read, sorted and filtered; the first 100 rows sent), per round."""
     url = f"{base}/api/sweeps/{sweep_id}/table"
     query = {"sort": "-metric.m2.last", "where": "metric.m0.last:between:0,0.5"}
-    times = []
+    gets = []
     for _ in range(ROUNDS + 1):  # the first warms the worker's imports and connection
-        started = time.perf_counter()
-        response = httpx.get(url, params=query, headers={"X-Auth-Token": TOKEN}, timeout=60)
-        response.raise_for_status()
-        times.append((time.perf_counter() - started) * 1000)
+        get, response = _timed_get(url, params=query)
         assert response.json()["run_count"] == runs
-    return times[1:]
+        gets.append(get)
+    return gets[1:]
+
+
+def sweep_api_figure(base: str, sweep_id: str, runs: int = BIG_SWEEP_RUNS) -> list[float]:
+    return [get_ms(get) for get in sweep_api_gets(base, sweep_id, runs)]
 
 
 def seed_sweep(runs: int = SWEEP_RUNS) -> str:
@@ -139,127 +166,90 @@ def seed_sweep(runs: int = SWEEP_RUNS) -> str:
     return sweep.pk
 
 
-LIVE_RUNS, LIVE_ROUNDS = 20, 30
+@dataclass(frozen=True)
+class PageLoad:
+    """One page load on the page's own clock (performance.now(): ms from its navigation's
+    start, as the request began), which started at `origin` (performance.timeOrigin, epoch ms)."""
 
-WATCH_CELLS = """() => {
-    window.cellChanges = [];
-    window.longTasks = 0;
-    new PerformanceObserver((list) => { window.longTasks += list.getEntries().length; })
-        .observe({ type: "longtask" });
-    for (const cell of document.querySelectorAll("td.loss")) {
-        const agent = cell.closest("tr").dataset.agent;
-        new MutationObserver(() => window.cellChanges.push([agent, cell.textContent, Date.now()]))
-            .observe(cell, { childList: true, characterData: true, subtree: true });
-    }
-}"""
+    origin: float
+    ready: float  # what the figure waits for was there (its ms since the request)
 
 
-def seed_live_runs() -> list[str]:
-    from agents_app.models import Agent
-    from scheduler_app.models import Run, RunStatus
-
-    agents = []
-    for i in range(LIVE_RUNS):
-        agent = Agent.objects.create(id=f"executor-live{i:04d}", role="executor")
-        Run.objects.create(
-            name=f"live {i}", command="python train.py", status=RunStatus.RUNNING, agent=agent
-        )
-        agents.append(agent.pk)
-    return agents
+def load_ms(load: PageLoad) -> float:
+    return load.ready  # the request is the page clock's 0
 
 
-async def publish_metrics(agents: list[str]) -> dict:
-    """LIVE_ROUNDS rounds of one metrics event per run, 100 ms apart; when each was sent."""
-    import asyncio
-
-    from asgiref.sync import sync_to_async
-
-    from events_app.events import AGENTS_STREAM, record_event
-    from events_app.events import publish_message as publish
-
-    store = sync_to_async(record_event, thread_sensitive=True)
-    sent = {}
-    for k in range(1, LIVE_ROUNDS + 1):
-        for agent in agents:
-            event = await store(
-                stream=AGENTS_STREAM,
-                kind="metrics",
-                agent_id=agent,
-                payload={"rows": 1, "last": {"loss": k}},
-                publish_live=False,
-            )
-            sent[(agent, str(k))] = time.time() * 1000
-            await publish(event.as_message())
-        await asyncio.sleep(0.1)
-    return sent
+def page_load(page, ready: str) -> PageLoad:
+    """The open page's PageLoad; `ready`: the JS expression of its ready instant."""
+    origin, at = page.evaluate(f"() => [performance.timeOrigin, Number({ready})]")
+    return PageLoad(origin, at)
 
 
-def live_runs_figures(page, base: str, agents: list[str]) -> tuple[list[float], int]:
-    import asyncio
-    import concurrent.futures
+# uPlot draws a chart in a microtask after the code that made it, so after run_page.js has
+# marked chartsReadyAt: each chart's first draw is noted (its "draw" hook) by this script, run
+# before the page's own, and chartsDrawnAt is when every chart made had drawn once.
+FIRST_DRAWS = """(() => {
+    let made = 0, drawn = 0, real;
+    Object.defineProperty(window, "uPlot", {
+        configurable: true,
+        get: () => real,
+        set(uPlot) {
+            real = new Proxy(uPlot, { construct(target, [opts, ...rest]) {
+                made += 1;
+                let first = true;
+                const noted = () => {
+                    if (!first) return;
+                    first = false;
+                    drawn += 1;
+                    if (drawn === made) window.chartsDrawnAt = performance.now();
+                };
+                const hooks = { ...opts.hooks, draw: [...((opts.hooks || {}).draw || []), noted] };
+                return Reflect.construct(target, [{ ...opts, hooks }, ...rest]);
+            } });
+        },
+    });
+})();"""
+CHARTS_DRAWN = "() => document.body.dataset.chartsReadyAt && window.chartsDrawnAt !== undefined"
+DOM_READY = "performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd"
+FIRST_PAINT = "performance.getEntriesByName('first-contentful-paint')[0].startTime"
 
-    page.goto(f"{base}/runs/?status=running")
-    page.wait_for_function("() => document.getElementById('live-state').textContent === 'live'")
-    page.evaluate(WATCH_CELLS)
-    # Playwright's loop runs in this thread; the events go out from a loop of their own.
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        sent = pool.submit(asyncio.run, publish_metrics(agents)).result()
-    page.wait_for_function(
-        f"() => [...document.querySelectorAll('td.loss')].every(c => c.textContent === "
-        f"'{LIVE_ROUNDS}')",
-        timeout=60_000,
-    )
-    changes = page.evaluate("window.cellChanges")
-    delays = [at - sent[(agent, text)] for agent, text, at in changes if (agent, text) in sent]
-    return delays, int(page.evaluate("window.longTasks"))
 
-
-def page_figures(page, base: str, chat_id: str, run_id: str) -> dict[str, float]:
+def page_loads(page, base: str, chat_id: str, run_id: str) -> dict[str, list[PageLoad]]:
     chat, paint, chart = [], [], []
+    page.add_init_script(FIRST_DRAWS)
     for _ in range(ROUNDS):
         page.goto(f"{base}/chat/{chat_id}/", wait_until="domcontentloaded")
         assert page.locator("article.msg").count() == MESSAGES
-        chat.append(
-            page.evaluate("performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd")
-        )
+        chat.append(page_load(page, DOM_READY))
         page.goto(f"{base}/runs/{run_id}/")
-        page.wait_for_function("() => document.body.dataset.chartsReadyAt", timeout=60_000)
-        chart.append(float(page.evaluate("document.body.dataset.chartsReadyAt")))
-        paint.append(
-            page.evaluate("performance.getEntriesByName('first-contentful-paint')[0].startTime")
-        )
+        page.wait_for_function(CHARTS_DRAWN, timeout=60_000)
+        chart.append(page_load(page, "window.chartsDrawnAt"))
+        paint.append(page_load(page, FIRST_PAINT))
     return {
-        "chat_1000_messages_load_ms": statistics.median(chat),
-        "run_page_first_paint_ms": statistics.median(paint),
-        "metrics_1e6_points_chart_ms": statistics.median(chart),
+        "chat_1000_messages_load_ms": chat,
+        "run_page_first_paint_ms": paint,
+        "metrics_1e6_points_chart_ms": chart,
     }
 
 
-def sweep_page_figure(page, base: str, sweep_id: str) -> float:
-    sweep = []
+def median_ms(loads: list[PageLoad]) -> float:
+    return statistics.median(load_ms(load) for load in loads)
+
+
+def sweep_page_loads(page, base: str, sweep_id: str) -> list[PageLoad]:
+    loads = []
     for _ in range(ROUNDS):
         # limit=200: the whole sweep on one page, every run in the table and the chart.
         page.goto(f"{base}/sweeps/{sweep_id}/?limit=200")
         page.wait_for_function("() => document.body.dataset.sweepDrawnAt", timeout=60_000)
         assert page.evaluate("document.body.dataset.sweepRows") == str(SWEEP_RUNS)
         assert page.locator("#sweep-svg path.line").count() == SWEEP_RUNS
-        sweep.append(float(page.evaluate("document.body.dataset.sweepDrawnAt")))
-    return statistics.median(sweep)
+        loads.append(page_load(page, "document.body.dataset.sweepDrawnAt"))
+    return loads
 
 
-def metrics_api_figure(base: str, run_id: str) -> float:
-    import httpx
-
-    from bench.harness import TOKEN
-
-    api = []
-    for _ in range(ROUNDS):
-        started = time.perf_counter()
-        httpx.get(
-            f"{base}/api/runs/{run_id}/metrics", headers={"X-Auth-Token": TOKEN}, timeout=60
-        ).raise_for_status()
-        api.append((time.perf_counter() - started) * 1000)
-    return statistics.median(api)
+def metrics_api_gets(base: str, run_id: str) -> list[Get]:
+    return [_timed_get(f"{base}/api/runs/{run_id}/metrics")[0] for _ in range(ROUNDS)]
 
 
 def logged_in_page(browser, base: str):
@@ -286,10 +276,10 @@ UNITS = {
 
 
 def main(sweeps_only: bool = False) -> None:
-
     from django.contrib.auth import get_user_model
     from playwright.sync_api import sync_playwright
 
+    from bench import ui_live
     from bench.harness import BenchSystem
 
     system = BenchSystem(port=free_port())
@@ -299,7 +289,7 @@ def main(sweeps_only: bool = False) -> None:
         get_user_model().objects.create_user(USER, password=PASSWORD)
         if not sweeps_only:
             chat_id, run_id = seed()
-            live_agents = seed_live_runs()
+            live_agents = ui_live.seed_live_runs()
         sweep_id = seed_sweep()
         big_sweep_id = seed_sweep(BIG_SWEEP_RUNS)
         system.start_web()
@@ -307,7 +297,8 @@ def main(sweeps_only: bool = False) -> None:
         big_sweep = statistics.median(sweep_api_figure(base, big_sweep_id))
         figures["sweep_table_api_10000_runs_ms"] = big_sweep
         if not sweeps_only:
-            figures["metrics_1e6_points_api_ms"] = metrics_api_figure(base, run_id)
+            api = [get_ms(get) for get in metrics_api_gets(base, run_id)]
+            figures["metrics_1e6_points_api_ms"] = statistics.median(api)
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
                 executable_path="/usr/bin/chromium",
@@ -316,13 +307,13 @@ def main(sweeps_only: bool = False) -> None:
             )
             page = logged_in_page(browser, base)
             if not sweeps_only:
-                figures.update(page_figures(page, base, chat_id, run_id))
-            figures["sweep_table_200_runs_ms"] = sweep_page_figure(page, base, sweep_id)
+                loads = page_loads(page, base, chat_id, run_id)
+                figures.update({name: median_ms(each) for name, each in loads.items()})
+            sweep = sweep_page_loads(page, base, sweep_id)
+            figures["sweep_table_200_runs_ms"] = median_ms(sweep)
             if not sweeps_only:
-                live_delays, long_tasks = live_runs_figures(page, base, live_agents)
-                figures["runs_20_live_event_to_cell_p50_ms"] = percentile(live_delays, 50)
-                figures["runs_20_live_event_to_cell_p99_ms"] = percentile(live_delays, 99)
-                figures["runs_20_live_long_tasks"] = long_tasks
+                live = ui_live.live_cells(page, base, live_agents)
+                figures.update(ui_live.live_figures(live))
             browser.close()
     finally:
         system.close()

@@ -13,6 +13,7 @@ class Call:
     returned: float  # ... as it returned (or raised)
     kwargs: dict
     result: object  # what it returned; None when it raised
+    args: tuple = ()  # its positional arguments as passed (a method's: its instance first)
 
 
 def watch_calls(monkeypatch, owner, name: str) -> list[Call]:
@@ -26,7 +27,23 @@ def watch_calls(monkeypatch, owner, name: str) -> list[Call]:
             result = real(*args, **kwargs)
             return result
         finally:
-            calls.append(Call(began, time.time(), kwargs, result))
+            calls.append(Call(began, time.time(), kwargs, result, args))
+
+    monkeypatch.setattr(owner, name, watched)
+    return calls
+
+
+def watch_awaited(monkeypatch, owner, name: str) -> list[Call]:
+    """watch_calls for a coroutine method: each call's instants are its await's."""
+    calls, real = [], getattr(owner, name)
+
+    async def watched(*args, **kwargs):
+        began, result = time.time(), None
+        try:
+            result = await real(*args, **kwargs)
+            return result
+        finally:
+            calls.append(Call(began, time.time(), kwargs, result, args))
 
     monkeypatch.setattr(owner, name, watched)
     return calls
