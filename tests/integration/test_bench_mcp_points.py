@@ -8,7 +8,10 @@ OpenCode with the scripted model):
   is in no sample;
 - mcp_quick_bash_true_roundtrip_ms: from the prompt handed to OpenCode's client (its POST
   inside) to the line of OpenCode's event stream saying the quick_bash part completed,
-  around OpenCode's own start and end of that tool call; the first prompt is in no sample."""
+  around OpenCode's own start and end of that tool call; the first prompt is in no sample;
+- mcp_list_directory_10000_files_ms: each sample is one list_directory call through the
+  server over stdio, from just before the client's call to its return, the first (cold) one
+  in none."""
 
 from __future__ import annotations
 
@@ -160,3 +163,19 @@ def test_quick_bash_roundtrip_runs_from_the_prompt_to_the_tool_part_completed(
         assert trip.sent * 1000 <= trip.tool_time["start"] <= trip.tool_time["end"]
         assert trip.tool_time["end"] <= trip.completed * 1000
         assert mcp.roundtrip_ms(trip) == pytest.approx((trip.completed - trip.sent) * 1000)
+
+
+def test_list_directory_samples_are_each_one_call_the_cold_first_left_out(tmp_path, monkeypatch):
+    calls = watch_awaited(monkeypatch, Client, "call_tool")
+    spans = asyncio.run(mcp.listing_spans(tmp_path, files=30, listings=3))
+    assert [call.args[1] for call in calls] == ["list_directory"] * 4
+    cold, *timed = calls
+    assert len(spans) == len(timed) == 3
+    assert cold.returned <= spans[0].began  # the cold listing is in no sample
+    for span, call in zip(spans, timed, strict=True):
+        # From just before the client's call to its return: nothing else inside.
+        assert span.began <= call.began and call.returned <= span.ended
+        assert (call.began - span.began) + (span.ended - call.returned) < 0.05
+        page = call.result.structured_content
+        assert page["total"] == 30 and len(page["entries"]) == 30
+        assert mcp.span_ms(span) == pytest.approx((span.ended - span.began) * 1000)
