@@ -165,6 +165,12 @@ def _spanned(call) -> float:
     return (call.returned - call.began) * 1000
 
 
+# What a figure may hold beyond its GET: a few statements, and on a loaded machine a
+# descheduling between the bench's clock and the call (a scheduler tick, 4 ms, or more with
+# many runnable). Which GETs are timed is checked call by call, not by this bound.
+SLACK_MS = 25
+
+
 def _api_figures_span_their_gets(base: str, run_id: str, calls) -> None:
     """Each figure is its own GET and only it; the first GET of the sweep's, a warm-up, left
     out."""
@@ -173,14 +179,14 @@ def _api_figures_span_their_gets(base: str, run_id: str, calls) -> None:
     assert len(figures) == len(calls) - 1 == ui.ROUNDS
     for figure, call in zip(figures, calls[1:], strict=True):
         assert call.result.url.path == f"/api/sweeps/{sweep_id}/table"
-        assert _spanned(call) <= figure < _spanned(call) + 5
+        assert _spanned(call) <= figure < _spanned(call) + SLACK_MS
     calls.clear()
     gets = ui.metrics_api_gets(base, run_id)
     assert len(gets) == len(calls) == ui.ROUNDS
     for get, call in zip(gets, calls, strict=True):
         assert call.result.url.path == f"/api/runs/{run_id}/metrics"
         assert get.sent <= call.began and call.returned <= get.answered
-        assert _spanned(call) <= ui.get_ms(get) < _spanned(call) + 5
+        assert _spanned(call) <= ui.get_ms(get) < _spanned(call) + SLACK_MS
 
 
 # The bench's observer of the cells, and then the test's: the first change of a cell makes a
