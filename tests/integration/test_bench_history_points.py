@@ -35,13 +35,8 @@ from memory_app.models import MemoryEntry
 from scheduler_app.metrics import series
 from scheduler_app.models import MetricPoint, Run
 from tests.call_watch import watch_calls
-from tests.integration.test_bench_memory_points import (
-    bounds_ms,
-    committed_by,
-    statements,
-    watch_commits,
-)
 from tests.live_clients import TOKEN
+from tests.sql_watch import bounds_ms, committed_by, statements, watch_commits
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 EVENTS = 1200
