@@ -16,9 +16,12 @@ Upstream (1.1.4) has three gaps that a restart exposes:
   killed the receiver's feed.
 - at its listener's start it takes the queued messages of every process's channels, not only
   its own, so a runagentd starting took messages meant for the web's sockets.
+- it reads the queued messages before it LISTENs: a message sent between the two is in neither,
+  and after a reconnection (when senders are busy again at once) its receiver waited for ever.
 Here only one LISTEN task runs per event loop, only its own queued messages are taken, a
 message whose row is gone is skipped, the LISTEN task reconnects with backoff (and re-reads
-the messages queued meanwhile, as upstream does at its first start), the pool checks a
+the messages queued meanwhile, after it LISTENs again, dropping a message it is then notified
+of as well), the pool checks a
 connection before lending it, and its reconnection backoff stops growing at one second
 (psycopg_pool has no setting for that cap, so its attempt class is replaced in its module:
 the only pool of these processes is this layer's); leaving a group goes through the pool
@@ -33,6 +36,7 @@ import logging
 import time
 from datetime import UTC, datetime
 
+import psycopg
 import psycopg_pool.pool_async
 from channels_postgres.core import PostgresChannelLayer
 from channels_postgres.db import GROUP_CHANNEL_TABLE, MESSAGE_TABLE, DatabaseLayer
@@ -144,7 +148,7 @@ class ReconnectingPostgresChannelLayer(PostgresChannelLayer):
                 if lost_at is not None:
                     await self._reconnected(lost_at)
                     lost_at = None
-                await super().listen_to_all_channels()
+                await self._listen()
                 self._listening_loop = None  # told to shut down: the next receive starts one
                 return
             except asyncio.CancelledError:
@@ -156,6 +160,38 @@ class ReconnectingPostgresChannelLayer(PostgresChannelLayer):
                     logger.warning("channel layer lost its LISTEN connection (%s)", gist)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_RETRY_SECONDS)
+
+    async def _listen(self) -> None:
+        """Hand every message for this process's channels to its channel's queue: those
+        queued in the table, then each one notified, until told to shut down."""
+        conninfo = psycopg.conninfo.make_conninfo(conninfo="", **self.db_params)
+        async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as listener:
+            await listener.execute("LISTEN channels_postgres_messages;")
+            # Read the table only now: a message sent meanwhile is notified (psycopg keeps
+            # what comes before notifies() runs), read, or both; taken remembers which.
+            taken = set()
+            for message_id, channel, message, expire in sorted(
+                await self.django_db.retrieve_non_expired_queued_messages(),
+                key=lambda row: int(row[0]),
+            ):
+                encoded = base64.b64encode(message).decode()
+                self._get_or_create_queue(channel).put_nowait(
+                    f"{message_id}:{channel}:{encoded}:{expire}"
+                )
+                taken.add(message_id)
+            self.listener_task_is_running.set()
+            async for notice in listener.notifies():
+                if notice.payload == "1:shutdown":
+                    self.listener_task_is_running.clear()
+                    return
+                message_id, _, rest = notice.payload.partition(":")
+                if message_id in taken:
+                    taken.discard(message_id)
+                    continue
+                channel = rest.partition(":")[0]
+                # Another process holds the channel's advisory lock: its message, not ours.
+                if self._channel_advisory_locks.get(channel, False):
+                    self._get_or_create_queue(channel).put_nowait(notice.payload)
 
     async def _reconnected(self, lost_at: float) -> None:
         # Probe first, so that a database still down does not count as a reconnection.

@@ -8,7 +8,9 @@ timeout and reads a timeout as "not known yet", not as a failure of the servers.
 
 The pages ask through `mcp_check`: the banner polls /api/health every few seconds, so an
 answer is kept for a few seconds and the question has a short timeout, and neither a slow nor
-a dead OpenCode slows a page.
+a dead OpenCode slows a page. When OpenCode does not answer in that time (a busy machine), a
+page shows its last answer of the past minute with its age, not "not known": the servers did
+not change because one question was slow.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ ERROR_CHARS = 500
 RECONFIGURE = ".venv/bin/python manage.py mcp_config"
 MCP_TIMEOUT_SECONDS = 1.5  # a page's question (/api/health, the settings page)
 KEEP_SECONDS = 5.0  # how long a page's answer is kept
+KNOWN_SECONDS = 60.0  # how long it is shown, with its age, while OpenCode does not answer
 _answers: dict[tuple[str, str], tuple[float, dict]] = {}
 
 
@@ -138,18 +141,29 @@ async def mcp_check(
 ) -> dict:
     """For a page: each MCP server of the workdir (connected, failed with its error and fix),
     an answer of the last few seconds kept; not asked while OpenCode itself is not answering
-    (its own check says so)."""
+    (its own check says so). Without a fresh answer, the last one of the past minute, with
+    `known_seconds_ago` and `unanswered` (why there is no fresh one)."""
     workdir = str(workdir)
-    if not opencode_ok or not url:
-        return {"ok": False, "directory": workdir, "error": "not asked: OpenCode is not answering"}
     key = (url, workdir)
     kept = _answers.get(key)
-    if kept is not None and time.monotonic() - kept[0] < KEEP_SECONDS:
+    age = time.monotonic() - kept[0] if kept is not None else None
+    if age is not None and age < KEEP_SECONDS:
         return kept[1]
-    answer = await workdir_mcp_status(
-        url, workdir, username=username, password=password, timeout=MCP_TIMEOUT_SECONDS
-    )
-    _answers[key] = (time.monotonic(), answer)
+    if not opencode_ok or not url:
+        answer = {
+            "ok": False,
+            "directory": workdir,
+            "error": "not asked: OpenCode is not answering",
+        }
+    else:
+        answer = await workdir_mcp_status(
+            url, workdir, username=username, password=password, timeout=MCP_TIMEOUT_SECONDS
+        )
+    if "servers" in answer:
+        _answers[key] = (time.monotonic(), answer)
+        return answer
+    if age is not None and age < KNOWN_SECONDS:
+        return {**kept[1], "known_seconds_ago": round(age), "unanswered": answer["error"]}
     return answer
 
 

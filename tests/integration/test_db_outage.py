@@ -272,6 +272,44 @@ async def test_the_channel_layer_delivers_again_after_its_connections_were_dropp
     assert (await asyncio.wait_for(layer.receive(channel), 5))["n"] == 2
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("sent", ["after the table read", "before the table read"])
+async def test_a_message_sent_while_the_layer_listens_again_arrives_once(
+    channel_layer_on_test_db, close_db_connections, sent
+):
+    """A reconnecting listener reads the messages queued during the outage and LISTENs again;
+    a message sent between the two (senders are busy again at once) arrived before only if it
+    came before the read. Now it arrives whichever side of the read it falls, and once."""
+    from asgiref.sync import sync_to_async
+
+    layer = channel_layer_on_test_db
+    channel = await layer.new_channel()
+    await layer.group_add("gap", channel)
+    await layer.group_send("gap", {"type": "m", "n": 1})
+    assert (await asyncio.wait_for(layer.receive(channel), 5))["n"] == 1
+
+    read_queued = layer.django_db.retrieve_non_expired_queued_messages
+    sends = []
+
+    async def read_with_a_send_beside_it():
+        if sent == "before the table read" and not sends:
+            sends.append(await layer.group_send("gap", {"type": "m", "n": 2}))
+        rows = await read_queued()
+        if sent == "after the table read" and not sends:
+            sends.append(await layer.group_send("gap", {"type": "m", "n": 2}))
+        return rows
+
+    teardowns = connection.connection.info.backend_pid if connection.connection else None
+    with mock.patch.object(
+        layer.django_db, "retrieve_non_expired_queued_messages", read_with_a_send_beside_it
+    ):
+        assert await sync_to_async(_kill_other_backends)(teardowns) >= 2
+        assert (await asyncio.wait_for(layer.receive(channel), 5))["n"] == 2
+    assert sends
+    await layer.group_send("gap", {"type": "m", "n": 3})
+    assert (await asyncio.wait_for(layer.receive(channel), 5))["n"] == 3  # not 2 again
+
+
 # -- live clients ------------------------------------------------------------------------------
 
 

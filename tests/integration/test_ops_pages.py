@@ -227,3 +227,33 @@ def test_settings_show_the_model_and_that_opencode_is_down(browser, agentsys_con
     assert "demo/scripted" in page and "OPENCODE_URL is not set" in page
     # The MCP servers are OpenCode's to report: not asked while it is not there.
     assert "MCP servers" in page and "Not known: not asked: OpenCode is not answering" in page
+
+
+def test_settings_shows_the_last_mcp_answer_with_its_age_when_opencode_is_slow(
+    browser, monkeypatch, agentsys_config
+):
+    from agentsys.mcp import status
+
+    async def answering(url, workdir, **kwargs):
+        servers = {"their-tool": {"status": "failed", "error": "ENOENT", "fix": "fix its path"}}
+        return {"ok": False, "directory": str(workdir), "servers": servers}
+
+    async def silent(url, workdir, **kwargs):
+        return {"ok": False, "directory": str(workdir), "timed_out": True, "error": "no answer"}
+
+    async def opencode_up():
+        return {"ok": True, "url": "http://oc", "model": "demo/x", "version": "1"}
+
+    monkeypatch.setattr("accounts_app.views.opencode_check", opencode_up)
+    agentsys_config(opencode_url="http://oc")
+    clock = [500.0]
+    monkeypatch.setattr(status.time, "monotonic", lambda: clock[0])
+    status.forget()
+    monkeypatch.setattr(status, "workdir_mcp_status", answering)
+    assert "their-tool" in browser.get("/settings/").content.decode()
+    clock[0] += 20
+    monkeypatch.setattr(status, "workdir_mcp_status", silent)
+    page = browser.get("/settings/").content.decode()
+    status.forget()
+    assert "their-tool" in page and "Fix: fix its path" in page
+    assert "As OpenCode said 20 s ago; now no answer." in page

@@ -74,3 +74,43 @@ def test_not_known_yet_is_no_trouble_but_garbage_is():
     assert trouble({"ok": False, "directory": "/w", "timed_out": True, "error": "slow"}) == []
     lines = trouble({"ok": False, "directory": "/w", "error": "no status object: 'x'"})
     assert lines == ["MCP status of /w: no status object: 'x'"]
+
+
+async def test_a_slow_or_silent_opencode_shows_the_last_answer_with_its_age(monkeypatch):
+    """On a busy machine one question to OpenCode may take longer than a page waits: the page
+    then showed "Not known" for servers it had named a second before."""
+    from agentsys.mcp import status
+
+    clock = [1000.0]
+    answers = []
+
+    async def ask(url, workdir, **kwargs):
+        return answers.pop(0)
+
+    monkeypatch.setattr(status.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(status, "workdir_mcp_status", ask)
+    status.forget()
+    servers = {"theirs": {"status": "failed", "error": "ENOENT", "fix": "fix it"}}
+    answers.append({"ok": False, "directory": "/w", "servers": servers})
+    check = dict(url="http://oc", workdir="/w", username="u", password="p")
+    first = await status.mcp_check(**check)
+    assert first["servers"] == servers and "known_seconds_ago" not in first
+
+    clock[0] += 12
+    slow = "no answer to GET /mcp within 1.5 s (it may still be starting them)"
+    answers.append({"ok": False, "directory": "/w", "timed_out": True, "error": slow})
+    later = await status.mcp_check(**check)
+    assert later["servers"] == servers
+    assert later["known_seconds_ago"] == 12 and later["unanswered"] == slow
+    assert status.mcp_warnings(later) == ["MCP server theirs failed: ENOENT. Fix: fix it"]
+
+    clock[0] += 1  # OpenCode's own check failed: not asked, the last answer still shown
+    silent = await status.mcp_check(**check, opencode_ok=False)
+    assert silent["servers"] == servers and silent["known_seconds_ago"] == 13
+    assert silent["unanswered"].startswith("not asked")
+
+    clock[0] += status.KNOWN_SECONDS  # too old to show
+    answers.append({"ok": False, "directory": "/w", "timed_out": True, "error": slow})
+    too_old = await status.mcp_check(**check)
+    assert "servers" not in too_old and too_old["error"] == slow and answers == []
+    status.forget()
