@@ -29,6 +29,7 @@ ERROR_CHARS = 500
 RECONFIGURE = ".venv/bin/python manage.py mcp_config"
 MCP_TIMEOUT_SECONDS = 1.5  # a page's question (/api/health, the settings page)
 KEEP_SECONDS = 5.0  # how long a page's answer is kept
+NOT_ASKED = "not asked: OpenCode is not answering"
 KNOWN_SECONDS = 60.0  # how long it is shown, with its age, while OpenCode does not answer
 _answers: dict[tuple[str, str], tuple[float, dict]] = {}
 
