@@ -151,11 +151,7 @@ async def mcp_check(
     if age is not None and age < KEEP_SECONDS:
         return kept[1]
     if not opencode_ok or not url:
-        answer = {
-            "ok": False,
-            "directory": workdir,
-            "error": "not asked: OpenCode is not answering",
-        }
+        answer = {"ok": False, "directory": workdir, "error": NOT_ASKED}
     else:
         answer = await workdir_mcp_status(
             url, workdir, username=username, password=password, timeout=MCP_TIMEOUT_SECONDS
