@@ -203,3 +203,20 @@ def gpu_labels(gpus: Sequence[dict]) -> dict:
         # H100: NVML says 81559 MiB, 79 GiB but 85 GB. A T4 sold as 16GB has 15360 MiB.
         labels["gpu_memory_gb"] = min(memory) * 2**20 // 10**9
     return labels
+
+
+# How much of the queue a claim reads (scheduler_app.queue.claims; bench/scale.py simulates it).
+FIRST_WINDOW = 64  # queued requests a claim reads first, oldest first...
+CLAIM_WINDOW = 500  # ...and at most, when the first window leaves GPUs idle
+WINDOW_PER_FREE_GPU = 4
+
+
+def first_window(free_gpus: int) -> int:
+    """How many requests a claim that lost some of its choices to another host reads again,
+    locking them (scheduler_app.queue.claims): about as many as it might use, four a free
+    GPU (at least 8, at most FIRST_WINDOW). The first requests of a longer read are the same
+    ones in the same order, so a shorter read changes no choice: when it leaves GPUs idle
+    the claim reads CLAIM_WINDOW, as after the first window."""
+    if not free_gpus:
+        return FIRST_WINDOW
+    return min(FIRST_WINDOW, max(8, WINDOW_PER_FREE_GPU * free_gpus))

@@ -20,7 +20,9 @@ first fit in arrival order. Every run is queued at the start; the `*_arrivals` f
 tenth as many runs) have the small person submit one run at a time, evenly over the time the
 work takes, while the big person's sweep waits.
 
-And, on a real PostgreSQL: claims_per_s_64_hosts (≥ 2000), 64 host claimers at once. Then
+And, on a real PostgreSQL: claims_per_s_64_hosts (≥ 2000), 64 host claimers at once, each
+round from all GPUs free to every host full; run_ends_per_s_64_hosts, the same runs ended
+between rounds, every host at once (timed apart, as the in-process figures do). Then
 the viewers' figures (bench/scale_viewers.py: ws_200_clients_p99_ms, ws_1000_clients_p99_ms)
 and the stored history's (bench/scale_history.py: context_p95_ms_1e7,
 sweep_table_api_100000_runs_ms, runs_list_1e6_ms, event_replay_1e7_p99_ms and more), each on
@@ -44,14 +46,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentsys.backfill import Backfill, Busy, ClaimContext, HostState
 from agentsys.fair_share import fair_order
-from agentsys.scheduling import FifoFirstFit, HeadReservation, QueuedRequest
+from agentsys.scheduling import (
+    CLAIM_WINDOW,
+    FIRST_WINDOW,
+    FifoFirstFit,
+    HeadReservation,
+    QueuedRequest,
+)
 from bench._report import report
 
 HOSTS, GPUS_PER_HOST = 64, 8
 RUNS = 100_000
 SIZES, SIZE_WEIGHTS = (1, 2, 4, 8), (0.5, 0.25, 0.15, 0.10)
 BIG_SHARE_OF_RUNS = 0.9
-FIRST_WINDOW, CLAIM_WINDOW = 64, 500  # scheduler_app.queue.claims
 
 
 @dataclass
@@ -240,10 +247,11 @@ def simulate(policy, runs: list[SimRun], *, fair: bool = False) -> dict:
     }
 
 
-def claims_per_s_64_hosts() -> float:
+def claims_per_s_64_hosts() -> tuple[float, float]:
     """64 processes, each a host's claimer with 8 GPUs as runagentd runs it (backfill, fair
     share between two people, one with 90 % of the requests), claim 1-GPU requests from one
-    queue on PostgreSQL at once (bench/scheduler.py's claims_per_second_hosts)."""
+    queue on PostgreSQL at once, in rounds, every host full then all their runs ended
+    (bench/scheduler_claims.py's hosts_claims): (claims/s, run ends/s)."""
     from bench.harness import BenchSystem
     from bench.scheduler import claims_per_second_hosts
 
@@ -302,7 +310,9 @@ def main() -> None:
     if part in ("all", "sim"):
         simulation(int(rest[0]) if part == "sim" and rest else RUNS)
     if part in ("all", "claims"):
-        report("claims_per_s_64_hosts", claims_per_s_64_hosts(), "claims/s")
+        claims, ends = claims_per_s_64_hosts()
+        report("claims_per_s_64_hosts", claims, "claims/s")
+        report("run_ends_per_s_64_hosts", ends, "ends/s")
     if part in ("all", "viewers"):
         from bench.scale_viewers import viewers
 

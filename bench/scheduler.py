@@ -12,8 +12,8 @@
 - batch_submit_1000_ms: one POST /api/runs/batch of 1,000 runs sent → its 201;
 - submit_runs_per_s_20_clients: 300 POST /api/runs from 20 clients, the first sent → the
   last 201;
-- claims_per_s_with_1e5_finished_{2,8}_gpu_host and claims_per_s_4_hosts:
-  bench/scheduler_claims.py.
+- claims_per_s_with_1e5_finished_{2,8}_gpu_host, claims_per_s_4_hosts and
+  run_ends_per_s_4_hosts: bench/scheduler_claims.py.
 
 `python bench/scheduler.py hosts` measures the four-hosts figure alone, `python
 bench/scheduler.py log` the log figure alone, `python bench/scheduler.py submit` the two
@@ -284,7 +284,13 @@ def main(log_only: bool = False, submit_only: bool = False) -> None:
         report(
             f"claims_per_s_with_1e5_finished_{gpus}_gpu_host", claims_per_second(gpus), "claims/s"
         )
-    report("claims_per_s_4_hosts", claims_per_second_hosts(4), "claims/s")
+    report_hosts(4)
+
+
+def report_hosts(hosts: int) -> None:
+    claims, ends = claims_per_second_hosts(hosts)
+    report(f"claims_per_s_{hosts}_hosts", claims, "claims/s")
+    report(f"run_ends_per_s_{hosts}_hosts", ends, "ends/s")
 
 
 if __name__ == "__main__":
@@ -292,6 +298,6 @@ if __name__ == "__main__":
         drain_only(int(sys.argv[2]) if sys.argv[2:] else 1000)
     elif sys.argv[1:] == ["hosts"]:  # the several-hosts figure alone (a minute, not several)
         BenchSystem()
-        report("claims_per_s_4_hosts", claims_per_second_hosts(4), "claims/s")
+        report_hosts(4)
     else:
         main(log_only=sys.argv[1:] == ["log"], submit_only=sys.argv[1:] == ["submit"])

@@ -5,9 +5,17 @@ queue at once (claims_per_s_4_hosts; bench/scale.py's 64 hosts). Each returns it
 
 from __future__ import annotations
 
+import math
 import time
 
-from bench.scheduler_points import HostsClaims, TimedClaims, claims_per_s, hosts_claims_per_s
+from bench.scheduler_points import (
+    ClaimRound,
+    HostsClaims,
+    TimedClaims,
+    claims_per_s,
+    hosts_claims_per_s,
+    hosts_run_ends_per_s,
+)
 
 
 def claims_per_second(gpus: int, queued: int = 2000, ended: int = 100_000) -> float:
@@ -85,8 +93,10 @@ def claims_per_second_hosts(
     queued: int = 4000,
     policy: str = "fifo",
     accounts: tuple[str, ...] = ("",),
-) -> float:
-    return hosts_claims_per_s(hosts_claims(hosts, gpus, queued, policy, accounts))
+) -> tuple[float, float]:
+    """(claims/s, run ends/s) of `hosts` claimers on one queue (hosts_claims)."""
+    claims = hosts_claims(hosts, gpus, queued, policy, accounts)
+    return hosts_claims_per_s(claims), hosts_run_ends_per_s(claims)
 
 
 def hosts_claims(
@@ -97,8 +107,8 @@ def hosts_claims(
     accounts: tuple[str, ...] = ("",),
 ) -> HostsClaims:
     """`hosts` processes, each a host's claimer as runagentd runs it (`policy`), claim 1-GPU
-    requests of `accounts` from one queue at once, each releasing what it took before
-    claiming again (as runs end), until the queue is empty."""
+    requests of `accounts` from one queue in rounds: all at once until every host is full,
+    then all end their runs at once (as runs end), until the queue is empty."""
     import multiprocessing
 
     from django.db import connections
@@ -107,27 +117,43 @@ def hosts_claims(
     _queue_one_gpu_requests(f"h{hosts}x", queued, accounts)
     _settle()
     connections.close_all()  # each claimer opens its own, as each runagentd does
+    rounds = math.ceil(queued / (hosts * gpus))
     context = multiprocessing.get_context("fork")
-    go, results = context.Event(), context.Queue()
+    go, full, ending, results = (*(context.Barrier(hosts + 1) for _ in range(3)), context.Queue())
     claimers = [
-        context.Process(target=_claimer, args=(host_id, policy, go, results))
+        context.Process(
+            target=_claimer, args=(host_id, gpus, policy, rounds, (go, full, ending), results)
+        )
         for host_id in host_ids
     ]
     for claimer in claimers:
         claimer.start()
-    time.sleep(1.0)  # all connected and waiting
-    let_go = time.time()
-    go.set()
-    ends = [results.get(timeout=600) for _ in claimers]
+    timed, claimed = [], 0
+    for _ in range(rounds):
+        let_go = _last_to(go, hosts)
+        filled = [results.get(timeout=600) for _ in claimers]
+        claimed += sum(count for count, _ in filled)
+        let_end = _last_to(full, hosts)
+        ended = [results.get(timeout=600) for _ in claimers]
+        ending.wait()
+        timed.append(ClaimRound(let_go, [at for _, at in filled], let_end, ended))
     for claimer in claimers:
         claimer.join()
-    claimed = sum(count for count, _ in ends)
     if claimed != queued:
         raise RuntimeError(f"claimed {claimed} of {queued}: a request was lost or taken twice")
-    return HostsClaims(claimed, let_go, [end for _, end in ends])
+    return HostsClaims(claimed, timed)
 
 
-def _claimer(host_id: int, policy_name: str, go, results) -> None:
+def _last_to(barrier, others: int) -> float:
+    """Pass `barrier` once the `others` wait at it; when they were let go."""
+    while barrier.n_waiting < others:
+        time.sleep(0.001)
+    let_go = time.time()
+    barrier.wait()
+    return let_go
+
+
+def _claimer(host_id: int, gpus: int, policy_name: str, rounds: int, barriers, results) -> None:
     from django.db import connection, transaction
 
     from agentsys.policies import policy_named
@@ -136,18 +162,24 @@ def _claimer(host_id: int, policy_name: str, go, results) -> None:
     from scheduler_app.queue import claims as queue
     from scheduler_app.queue import lifecycle
 
-    policy, claimed = policy_named(policy_name), 0
+    go, full, ending = barriers
+    policy = policy_named(policy_name)
     connection.ensure_connection()  # connecting is not timed
-    go.wait()
-    while True:
-        taken = queue.claim(host_id=host_id, policy=policy)
-        claimed += len(taken)
+    for _ in range(rounds):
+        go.wait()
+        taken = []
+        while len(taken) < gpus:
+            took = queue.claim(host_id=host_id, policy=policy)
+            taken += took  # none: another host took what this one chose; try again
+            if not took and not ScheduleRequest.objects.filter(status="queued").exists():
+                break
+        results.put((len(taken), time.time()))
+        full.wait()
         with transaction.atomic():
             for request in taken:
                 lifecycle.follow_agent(agent_id=request.agent_id, status=AgentStatus.DONE)
-        if not taken and not ScheduleRequest.objects.filter(status="queued").exists():
-            break
-    results.put((claimed, time.time()))
+        results.put(time.time())
+        ending.wait()
 
 
 def _settle() -> None:

@@ -65,18 +65,34 @@ def claims_per_s(timed: TimedClaims) -> float:
 
 
 @dataclass(frozen=True)
-class HostsClaims:
-    """Claimer processes on one queue: `go` is when they were let go (each connected and
-    waiting), `ends` each one's last claim made and released, the queue seen empty."""
+class ClaimRound:
+    """One round of claimer processes on one queue: `go` is when they were let go (each
+    connected and waiting, every GPU free), `filled` when each had its host full (or saw the
+    queue empty), `ends_go` when they were let end their runs, `ended` when each had."""
 
-    claimed: int
     go: float
-    ends: list[float]
+    filled: list[float]
+    ends_go: float
+    ended: list[float]
+
+
+@dataclass(frozen=True)
+class HostsClaims:
+    claimed: int
+    rounds: list[ClaimRound]
 
 
 def hosts_claims_per_s(claims: HostsClaims) -> float:
-    """Claims over the wall time from the go to the last claimer's end, releases included."""
-    return claims.claimed / (max(claims.ends) - claims.go)
+    """Claims over the rounds' claiming time: each round from its go to the last host full.
+    The runs' ends between rounds are timed apart (hosts_run_ends_per_s), as the in-process
+    figure leaves out the releases between its claims."""
+    return claims.claimed / sum(max(r.filled) - r.go for r in claims.rounds)
+
+
+def hosts_run_ends_per_s(claims: HostsClaims) -> float:
+    """The same runs' ends (lifecycle.follow_agent: each request, GPU, agent and run row
+    ended) over the rounds' ending time, every host ending its own at once."""
+    return claims.claimed / sum(max(r.ended) - r.ends_go for r in claims.rounds)
 
 
 @dataclass(frozen=True)

@@ -59,19 +59,32 @@ _WINDOW = """
         WHERE r.status = 'queued' AND r.account = a.account AND r.backend <> 'slurm'
         ORDER BY r.created_at, r.id
         LIMIT %(size)s
+        {lock}
     ) AS w
     ORDER BY a.account, w.created_at, w.id
 """
+# Row locks live in the rows, not in PostgreSQL's shared lock table: a window of hundreds
+# costs no shared memory. They go at the claim's commit.
+_LOCKED_WINDOW = _WINDOW.format(lock="FOR UPDATE OF r SKIP LOCKED")
+_READ_WINDOW = _WINDOW.format(lock="")
 
 
 def read_window(
-    cursor, host_id: int | None, size: int, shares: Mapping[str, float] | None
+    cursor,
+    host_id: int | None,
+    size: int,
+    shares: Mapping[str, float] | None,
+    *,
+    lock: bool = False,
 ) -> Window:
     """Up to `size` requests this host could run (`host_id` None: any host, for the queue
     page), in fair-share order (`shares`: a person's share by account; AGENTSYS_QUEUE_SHARES).
-    Held requests (a deleted agent, a paused parent) are left out either way."""
+    Held requests (a deleted agent, a paused parent) are left out either way. `lock`: the
+    requests read stay locked until the transaction ends, and those another transaction has
+    locked are skipped (scheduler_app.queue.claims: hosts claiming at once)."""
     shares = shares or {}
-    cursor.execute(_WINDOW, {"host": host_id, "size": size}, prepare=True)
+    statement = _LOCKED_WINDOW if lock else _READ_WINDOW
+    cursor.execute(statement, {"host": host_id, "size": size}, prepare=True)
     rows = cursor.fetchall()
     if not rows:
         return Window([], 0, 0, False)

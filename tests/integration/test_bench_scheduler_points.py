@@ -5,6 +5,8 @@ timestamps, the run's job.pid) and against the calls the test watched being made
 
 from __future__ import annotations
 
+import itertools
+
 import httpx
 import pytest
 
@@ -13,6 +15,7 @@ from bench.scheduler_points import (
     EXECUTOR_FIRST_EVENT,
     drain_s,
     hosts_claims_per_s,
+    hosts_run_ends_per_s,
     post_ms,
     posts_per_s,
     submit_to_executor_started_ms,
@@ -115,16 +118,21 @@ def test_claims_per_s_times_each_claim_and_none_of_the_releases():
         assert not _inside(request.finished_at, timed.windows), "a release was timed"
 
 
-def test_claims_per_s_hosts_runs_from_the_go_to_the_last_claimer_done():
-    claims = scheduler_claims.hosts_claims(hosts=2, gpus=2, queued=8)
+def test_hosts_claims_are_timed_from_each_rounds_go_to_the_last_host_full():
+    claims = scheduler_claims.hosts_claims(hosts=2, gpus=2, queued=10)
     claimed = list(ScheduleRequest.objects.filter(id__startswith="sched-h2x"))
-    assert claims.claimed == len(claimed) == 8
-    assert len(claims.ends) == 2
-    last = max(claims.ends)
+    assert claims.claimed == len(claimed) == 10
+    assert len(claims.rounds) == 3  # 4 GPUs, 10 requests: 4, 4, 2
     for request in claimed:
-        assert claims.go <= request.started_at.timestamp() <= last
-        assert request.finished_at.timestamp() <= last  # the releases are in it
-    assert hosts_claims_per_s(claims) == pytest.approx(8 / (last - claims.go))
+        started, ended = request.started_at.timestamp(), request.finished_at.timestamp()
+        [placed_in] = [r for r in claims.rounds if r.go <= started <= max(r.filled)]
+        assert placed_in.ends_go <= ended <= max(placed_in.ended)  # ended apart, timed apart
+    for earlier, later in itertools.pairwise(claims.rounds):
+        assert max(earlier.filled) <= earlier.ends_go <= max(earlier.ended) <= later.go
+    claiming = sum(max(r.filled) - r.go for r in claims.rounds)
+    ending = sum(max(r.ended) - r.ends_go for r in claims.rounds)
+    assert hosts_claims_per_s(claims) == pytest.approx(10 / claiming)
+    assert hosts_run_ends_per_s(claims) == pytest.approx(10 / ending)
 
 
 def _created(runs) -> list[float]:
