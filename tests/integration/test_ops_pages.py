@@ -256,4 +256,4 @@ def test_settings_shows_the_last_mcp_answer_with_its_age_when_opencode_is_slow(
     page = browser.get("/settings/").content.decode()
     status.forget()
     assert "their-tool" in page and "Fix: fix its path" in page
-    assert "As OpenCode said 20 s ago; now no answer." in page
+    assert "As OpenCode answered 20 s ago (now no answer)." in page
