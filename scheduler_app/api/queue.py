@@ -10,10 +10,9 @@ from ninja import Field, Query, Router, Schema, Status
 
 from agentsys.types import END_STATE_HELP, RequestStatus
 from common.api_contract import MAX_OFFSET
-from scheduler_app import services
+from scheduler_app import selectors, services
 from scheduler_app.hosts.board import GPU_LESS_SHOWN, HostCard, host_cards
 from scheduler_app.models import ScheduleRequest
-from scheduler_app.queue import claims as queue_service
 from scheduler_app.queue_board import QUEUE_SHOWN, queue_rows
 
 router = Router()
@@ -250,4 +249,4 @@ def cancel_request(request, request_id: str):
     "/scheduler/stats", summary="GPU use and the queue, in total and per host", tags=["scheduler"]
 )
 def scheduler_stats(request):
-    return queue_service.stats_per_host()
+    return selectors.queue_stats_per_host()

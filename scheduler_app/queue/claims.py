@@ -395,31 +395,3 @@ _CLAIM_SLURM = """
     )
     SELECT created_at, id, agent_id FROM placed
 """
-
-
-def stats(*, host_id: int | None = None) -> dict:
-    """The queue's counts (GPUs, requests by status), for one host or (host_id None) all of them."""
-    gpus = GPU.objects.filter(enabled=True)
-    requests = ScheduleRequest.objects.all()
-    if host_id is not None:
-        gpus = gpus.filter(host_id=host_id)
-        requests = requests.filter(Q(host_id=host_id) | Q(status=RequestStatus.QUEUED))
-    total = gpus.count()
-    allocated = gpus.filter(allocated_to__isnull=False).count()
-    held = gpus.filter(allocated_to__isnull=True).exclude(held_by_others=[]).count()
-    by_status = dict(requests.order_by().values_list("status").annotate(n=Count("id")))
-    return {
-        "gpu_total": total,
-        "gpu_allocated": allocated,
-        "gpu_available": total - allocated - held,
-        "gpu_held_by_others": held,
-        "queue_size": by_status.get(RequestStatus.QUEUED, 0),
-        "running": by_status.get(RequestStatus.RUNNING, 0),
-        "total_requests": sum(by_status.values()),
-        "by_status": {str(s): by_status.get(s, 0) for s in RequestStatus},
-    }
-
-
-def stats_per_host() -> dict:
-    hosts = {h.name: stats(host_id=h.pk) for h in Host.objects.order_by("name")}
-    return {"total": stats(), "hosts": hosts}

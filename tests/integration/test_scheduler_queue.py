@@ -22,7 +22,7 @@ from agentsys.store import AgentRecord
 from agentsys.types import AgentRole, AgentStatus, RequestStatus, new_agent_id
 from hosts_app.models import Host, HostStatus
 from runtime_app.runtime_store import DjangoRuntimeStore
-from scheduler_app import services
+from scheduler_app import selectors, services
 from scheduler_app.models import GPU, ScheduleRequest
 from scheduler_app.queue import claims as queue
 from scheduler_app.queue import lifecycle
@@ -159,7 +159,7 @@ def test_a_request_whose_agent_was_deleted_neither_blocks_the_queue_nor_stays_qu
     orphan.refresh_from_db()
     assert orphan.status == RequestStatus.CANCELLED
     assert orphan.rejection_reason == lifecycle.AGENT_GONE
-    assert queue.stats()["queue_size"] == 0
+    assert selectors.queue_stats()["queue_size"] == 0
 
 
 def test_an_executor_row_and_its_request_are_stored_together():
@@ -199,7 +199,7 @@ def test_stats_per_host_and_total():
     submit(1), submit(1), submit(2)
     submit(99)  # rejected
     queue.claim(host_id=a.pk, policy=FifoFirstFit())
-    stats = queue.stats_per_host()
+    stats = selectors.queue_stats_per_host()
     assert stats["total"] == {
         "gpu_total": 3,
         "gpu_allocated": 2,
@@ -322,7 +322,7 @@ def test_a_free_gpu_held_by_someone_elses_process_is_not_offered():
     first, second = submit(1), submit(1)
     [claimed] = queue.claim(host_id=host.pk, policy=FifoFirstFit())
     assert (claimed.id, claimed.gpu_indices) == (first.id, [1])  # not GPU 0
-    stats = queue.stats(host_id=host.pk)
+    stats = selectors.queue_stats(host_id=host.pk)
     assert (stats["gpu_held_by_others"], stats["gpu_available"]) == (1, 0)
     # The other process let go: GPU 0 is offered again.
     assert services.record_foreign_gpu_use(
