@@ -1,6 +1,6 @@
 """channels-postgres, made to survive a PostgreSQL restart.
 
-Upstream (1.1.4) has three gaps that a restart exposes:
+Upstream (1.1.4) has gaps that a restart or a busy machine exposes:
 - its LISTEN task dies with its connection and nothing starts it again: the task's "running"
   flag stays set, so every receiver of this process then waits for ever and live events
   stop reaching the web's clients until the process restarts;
@@ -21,11 +21,11 @@ Upstream (1.1.4) has three gaps that a restart exposes:
 Here only one LISTEN task runs per event loop, only its own queued messages are taken, a
 message whose row is gone is skipped, the LISTEN task reconnects with backoff (and re-reads
 the messages queued meanwhile, after it LISTENs again, dropping a message it is then notified
-of as well), the pool checks a
-connection before lending it, and its reconnection backoff stops growing at one second
-(psycopg_pool has no setting for that cap, so its attempt class is replaced in its module:
-the only pool of these processes is this layer's); leaving a group goes through the pool
-too, and a leave the database could not take is done again once it is back.
+of as well), the pool checks a connection before lending it, and its reconnection backoff
+stops growing at one second (psycopg_pool has no setting for that cap, so its attempt class
+is replaced in its module: the only pool of these processes is this layer's); leaving a group
+goes through the pool too, and a leave the database could not take is done again once it is
+back.
 """
 
 from __future__ import annotations
