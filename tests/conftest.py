@@ -3,10 +3,20 @@ everything else runs under pytest-django with the fixtures of tests/django_fixtu
 
 import pytest
 
+from tests.longest_first import LongestFirst, recorder_from_environment
+
 
 def pytest_configure(config):
     if config.pluginmanager.has_plugin("django"):
         config.pluginmanager.import_plugin("tests.django_fixtures")
+    if hasattr(config.option, "loadscopereorder"):
+        # The units go out in the order the workers collected them: longest first (below).
+        config.option.loadscopereorder = False
+    if hasattr(config, "workerinput") and getattr(config.option, "loadgroup", False):
+        config.pluginmanager.register(LongestFirst(_group_of), "longest-first")
+    recorder = recorder_from_environment()
+    if recorder is not None and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(recorder, "unit-durations")
 
 
 # The modules that use the one SLURM cluster (its two GPUs): under `make test`'s two workers
@@ -37,17 +47,19 @@ def pytest_collection_modifyitems(config, items):
     # On a worker, pytest-xdist sets the `loadgroup` option (its `dist` is "no" there).
     grouping = hasattr(config, "workerinput") and bool(getattr(config.option, "loadgroup", False))
     for item in items:
-        module = item.module.__name__ if item.module is not None else item.nodeid
-        group = (
-            "slurm-cluster"
-            if module in ON_THE_SLURM_CLUSTER
-            else "system-postgres"
-            if module in ON_THE_SYSTEM_POSTGRES
-            else module
-        )
+        group = _group_of(item)
         item.add_marker(pytest.mark.xdist_group(group))
         if grouping:
             _in_group(item, group)
+
+
+def _group_of(item) -> str:
+    module = item.module.__name__ if item.module is not None else item.nodeid
+    if module in ON_THE_SLURM_CLUSTER:
+        return "slurm-cluster"
+    if module in ON_THE_SYSTEM_POSTGRES:
+        return "system-postgres"
+    return module
 
 
 def _in_group(item, group: str) -> None:

@@ -1,0 +1,84 @@
+"""The suite's work units reach the workers longest first.
+
+pytest-xdist hands out units (a module, or a group of modules: tests/conftest.py) in order of
+how many tests each holds, so a module of one long test (test_external_database: 3 minutes)
+started last and four workers waited on one. Taking the longest first (LPT) ends the workers
+close together. How long each unit took is kept in tests/durations.json; a unit not in it
+counts SECONDS_PER_UNKNOWN_TEST a test. Stale figures only change the order, never a result.
+
+To measure them again: `AGENTSYS_TEST_DURATIONS_OUT=tests/durations.json make test`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+DURATIONS = Path(__file__).with_name("durations.json")
+SECONDS_PER_UNKNOWN_TEST = 2.0
+OUT_VARIABLE = "AGENTSYS_TEST_DURATIONS_OUT"
+
+
+def order_longest_first(items: list, group_of: Callable[[object], str]) -> None:
+    """Reorder `items` in place: whole units, longest first; inside a unit, as collected."""
+    known = read_durations(DURATIONS)
+    units: dict[str, list] = {}
+    for item in items:
+        units.setdefault(group_of(item), []).append(item)
+
+    def estimate(unit: str) -> float:
+        return known.get(unit, SECONDS_PER_UNKNOWN_TEST * len(units[unit]))
+
+    items[:] = [item for unit in sorted(units, key=estimate, reverse=True) for item in units[unit]]
+
+
+class LongestFirst:
+    """On an xdist worker: the collected tests reordered, after every other plugin's order
+    (pytest-django's sorts by database use), in the order the units are to go out."""
+
+    def __init__(self, group_of: Callable[[object], str]):
+        self.group_of = group_of
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list) -> None:
+        order_longest_first(items, self.group_of)
+
+
+def read_durations(path: Path) -> dict[str, float]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: float(v) for k, v in data.items() if isinstance(v, int | float)}
+
+
+class DurationRecorder:
+    """On the xdist controller: each unit's seconds (setup, call and teardown of its tests),
+    written at the end of the run to the file $AGENTSYS_TEST_DURATIONS_OUT names, over what
+    that file held."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report) -> None:
+        _, at, unit = report.nodeid.rpartition("@")
+        if at:  # a unit's test, as tests/conftest.py names it on the workers
+            self.seconds[unit] = self.seconds.get(unit, 0.0) + report.duration
+
+    def pytest_sessionfinish(self) -> None:
+        if not self.seconds:
+            return
+        merged = read_durations(self.out) | {k: round(v, 1) for k, v in self.seconds.items()}
+        self.out.write_text(json.dumps(dict(sorted(merged.items())), indent=1) + "\n")
+
+
+def recorder_from_environment() -> DurationRecorder | None:
+    out = os.environ.get(OUT_VARIABLE)
+    return DurationRecorder(Path(out)) if out else None
