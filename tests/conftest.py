@@ -3,7 +3,7 @@ everything else runs under pytest-django with the fixtures of tests/django_fixtu
 
 import pytest
 
-from tests.longest_first import LongestFirst, recorder_from_environment
+from tests.longest_first import CpuProbe, LongestFirst, recorder_from_environment
 
 
 def pytest_configure(config):
@@ -17,6 +17,8 @@ def pytest_configure(config):
     recorder = recorder_from_environment()
     if recorder is not None and not hasattr(config, "workerinput"):
         config.pluginmanager.register(recorder, "unit-durations")
+    if recorder is not None and hasattr(config, "workerinput"):
+        config.pluginmanager.register(CpuProbe(), "unit-cpu")
 
 
 # The modules that use the one SLURM cluster (its two GPUs): under `make test`'s two workers

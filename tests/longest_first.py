@@ -6,13 +6,17 @@ started last and four workers waited on one. Taking the longest first (LPT) ends
 close together. How long each unit took is kept in tests/durations.json; a unit not in it
 counts SECONDS_PER_UNKNOWN_TEST a test. Stale figures only change the order, never a result.
 
-To measure them again: `AGENTSYS_TEST_DURATIONS_OUT=tests/durations.json make test`.
+To measure them again: `AGENTSYS_TEST_DURATIONS_OUT=tests/durations.json make test`. That
+also writes each unit's CPU seconds beside it (tests/durations.cpu.json): the worker's own and
+its reaped children's (runagentd, daphne, a child pytest; not the shared PostgreSQL). The suite
+is CPU-bound on two cores, so that file, not the wall time, says what to make cheaper.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 from collections.abc import Callable
 from pathlib import Path
 
@@ -67,16 +71,48 @@ class DurationRecorder:
         self.out = out
         self.seconds: dict[str, float] = {}
 
+        self.cpu: dict[str, float] = {}
+
     def pytest_runtest_logreport(self, report) -> None:
         _, at, unit = report.nodeid.rpartition("@")
         if at:  # a unit's test, as tests/conftest.py names it on the workers
             self.seconds[unit] = self.seconds.get(unit, 0.0) + report.duration
+            cpu = dict(report.user_properties).get(CPU_PROPERTY, 0.0)
+            self.cpu[unit] = self.cpu.get(unit, 0.0) + cpu
 
     def pytest_sessionfinish(self) -> None:
-        if not self.seconds:
-            return
-        merged = read_durations(self.out) | {k: round(v, 1) for k, v in self.seconds.items()}
-        self.out.write_text(json.dumps(dict(sorted(merged.items())), indent=1) + "\n")
+        for path, seconds in ((self.out, self.seconds), (self._cpu_out(), self.cpu)):
+            if seconds:
+                merged = read_durations(path) | {k: round(v, 1) for k, v in seconds.items()}
+                path.write_text(json.dumps(dict(sorted(merged.items())), indent=1) + "\n")
+
+    def _cpu_out(self) -> Path:
+        return self.out.with_suffix(".cpu" + self.out.suffix)
+
+
+CPU_PROPERTY = "cpu_seconds"
+
+
+class CpuProbe:
+    """On a worker: each report carries the CPU seconds spent since the last one."""
+
+    def __init__(self):
+        self.last = _cpu_seconds()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        now = _cpu_seconds()
+        outcome.get_result().user_properties.append((CPU_PROPERTY, now - self.last))
+        self.last = now
+
+
+def _cpu_seconds() -> float:
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
 
 
 def recorder_from_environment() -> DurationRecorder | None:
