@@ -14,6 +14,8 @@ runs in the same run of this script:
 - backfill_gpu_utilisation: busy GPU time over all GPU time while runs wait (≥ 0.95).
 - largest_run_wait_vs_fifo: the 8-GPU runs' mean wait under backfill over under FIFO (≤ 2).
 - small_person_wait_ratio: the small person's median wait over the big person's (≤ 0.1).
+  small_person_wait_ratio_small_first: the same with the small person's share at its most
+  (AGENTSYS_QUEUE_SHARES=small=1000000): the least any share setting gives.
 Also fifo_gpu_utilisation and first_fit_* for comparison. The backfill run takes the queue in
 fair-share turns between the two people (agentsys.fair_share), as the product does; FIFO and
 first fit in arrival order. Every run is queued at the start; the `*_arrivals` figures (on a
@@ -45,7 +47,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentsys.backfill import Backfill, Busy, ClaimContext, HostState
-from agentsys.fair_share import fair_order
+from agentsys.fair_share import MAX_SHARE, fair_order
 from agentsys.scheduling import (
     CLAIM_WINDOW,
     FIRST_WINDOW,
@@ -134,8 +136,8 @@ class Queue:
     window is the first `size` submitted and not yet started, taken in turns between people
     (agentsys.fair_share) when fair."""
 
-    def __init__(self, runs: list[SimRun], *, fair: bool):
-        self.fair = fair
+    def __init__(self, runs: list[SimRun], *, fair: bool, shares: dict[str, float]):
+        self.fair, self.shares = fair, shares
         self.lines: dict[str, list[SimRun]] = {}
         for run in runs:  # in submission order
             self.lines.setdefault(run.person if fair else "", []).append(run)
@@ -161,7 +163,7 @@ class Queue:
             heads[name] = [run.ask for run in itertools.islice(self._waiting(line, position), size)]
         if not self.fair:
             return heads.get("", [])
-        return fair_order(heads, self.in_use, {}, size)
+        return fair_order(heads, self.in_use, self.shares, size)
 
     def _waiting(self, line: list[SimRun], position: int):
         for index in range(position, len(line)):  # not islice: it walks from the start
@@ -172,10 +174,11 @@ class Queue:
                 yield run
 
 
-def simulate(policy, runs: list[SimRun], *, fair: bool = False) -> dict:
+def simulate(policy, runs: list[SimRun], *, fair: bool = False, shares=None) -> dict:
     for run in runs:
         run.started = None
-    cluster, queue, by_id = Cluster(), Queue(runs, fair=fair), {run.id: run for run in runs}
+    queue = Queue(runs, fair=fair, shares=shares or {})
+    cluster, by_id = Cluster(), {run.id: run for run in runs}
     ends: list[tuple[float, int, str]] = []
     arrivals = sorted({run.arrives for run in runs})
     busy_gpu_seconds, last, waited, busy_gpus = 0.0, 0.0, 0.0, 0
@@ -264,7 +267,8 @@ def simulation(count: int) -> None:
     """The figures with every run queued at the start (`count` of them), FIFO and first fit
     from the same runs; then, on a tenth as many, the small person's runs submitted one at a
     time while the big person's sweep waits (`*_arrivals`)."""
-    results = _under_each_policy(make_runs(count, spread=False))
+    runs = make_runs(count, spread=False)
+    results = _under_each_policy(runs)
     backfill, fifo, first_fit = results["backfill"], results["fifo"], results["first_fit"]
     report("backfill_gpu_utilisation", backfill["utilisation"], "ratio")
     report("fifo_gpu_utilisation", fifo["utilisation"], "ratio")
@@ -275,6 +279,10 @@ def simulation(count: int) -> None:
     report("first_fit_largest_run_wait_vs_fifo", ratio, "ratio")
     report("small_person_wait_ratio", _small_over_big(backfill), "ratio")
     report("fifo_small_person_wait_ratio", _small_over_big(fifo), "ratio")
+    # What equal shares cannot give: the small person's runs ahead of every one of the big
+    # person's while any wait (the most any share setting can do).
+    small_first = simulate(Backfill(), runs, fair=True, shares={"small": MAX_SHARE})
+    report("small_person_wait_ratio_small_first", _small_over_big(small_first), "ratio")
     results = _under_each_policy(make_runs(max(1000, count // 10), spread=True))
     backfill, fifo = results["backfill"], results["fifo"]
     report("backfill_gpu_utilisation_arrivals", backfill["utilisation"], "ratio")
