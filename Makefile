@@ -76,7 +76,9 @@ $(CHROMIUM):
 # restarts one of its own. The static files the browser tests' daphnes serve are collected
 # once, before any of them runs: collectstatic rewrites the manifest a running daphne may read.
 # Four workers on two cores: the suite mostly waits on the processes it starts (~12.5 min
-# instead of ~18 on two). `make run`'s stop now writes the embedded PostgreSQL's checkpoint
+# instead of ~18 on two). More do not help: with six, the two cores are busy throughout
+# (vmstat: 0 % idle) and the suite took as long (835 s against 830 s). The units go out
+# longest first (tests/longest_first.py), so the workers end within seconds of each other. `make run`'s stop now writes the embedded PostgreSQL's checkpoint
 # while runagentd and the web stop, which kept it within its 5 s under that load (issue 36 §4).
 TEST_WORKERS ?= 4
 test: lint check-deploy bytecode $(CHROMIUM) slurm-up
