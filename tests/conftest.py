@@ -12,13 +12,12 @@ def pytest_configure(config):
     if hasattr(config.option, "loadscopereorder"):
         # The units go out in the order the workers collected them: longest first (below).
         config.option.loadscopereorder = False
-    if hasattr(config, "workerinput") and getattr(config.option, "loadgroup", False):
+    if _grouping(config):
         config.pluginmanager.register(LongestFirst(_group_of), "longest-first")
     recorder = recorder_from_environment()
-    if recorder is not None and not hasattr(config, "workerinput"):
-        config.pluginmanager.register(recorder, "unit-durations")
-    if recorder is not None and hasattr(config, "workerinput"):
-        config.pluginmanager.register(CpuProbe(), "unit-cpu")
+    if recorder is not None:  # the controller sums what each worker's reports carry
+        on_a_worker = hasattr(config, "workerinput")
+        config.pluginmanager.register(CpuProbe() if on_a_worker else recorder, "unit-durations")
 
 
 # The modules that use the one SLURM cluster (its two GPUs): under `make test`'s two workers
@@ -46,13 +45,18 @@ def pytest_collection_modifyitems(config, items):
     """Each module is one unit of work for a worker (its module fixtures made once, its tests
     never beside each other), but the modules sharing the SLURM cluster, and those sharing the
     system PostgreSQL, are one unit together each."""
-    # On a worker, pytest-xdist sets the `loadgroup` option (its `dist` is "no" there).
-    grouping = hasattr(config, "workerinput") and bool(getattr(config.option, "loadgroup", False))
+    grouping = _grouping(config)
     for item in items:
         group = _group_of(item)
         item.add_marker(pytest.mark.xdist_group(group))
         if grouping:
             _in_group(item, group)
+
+
+def _grouping(config) -> bool:
+    """Whether this is a worker of `--dist loadgroup` (pytest-xdist sets the `loadgroup`
+    option there; its `dist` is "no")."""
+    return hasattr(config, "workerinput") and bool(getattr(config.option, "loadgroup", False))
 
 
 def _group_of(item) -> str:

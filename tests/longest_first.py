@@ -27,9 +27,11 @@ SECONDS_PER_UNKNOWN_TEST = 2.0
 OUT_VARIABLE = "AGENTSYS_TEST_DURATIONS_OUT"
 
 
-def order_longest_first(items: list, group_of: Callable[[object], str]) -> None:
-    """Reorder `items` in place: whole units, longest first; inside a unit, as collected."""
-    known = read_durations(DURATIONS)
+def order_longest_first(
+    items: list, group_of: Callable[[object], str], known: dict[str, float]
+) -> None:
+    """Reorder `items` in place: whole units, longest first by their `known` seconds;
+    inside a unit, as collected."""
     units: dict[str, list] = {}
     for item in items:
         units.setdefault(group_of(item), []).append(item)
@@ -49,7 +51,7 @@ class LongestFirst:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list) -> None:
-        order_longest_first(items, self.group_of)
+        order_longest_first(items, self.group_of, read_durations(DURATIONS))
 
 
 def read_durations(path: Path) -> dict[str, float]:
@@ -70,7 +72,6 @@ class DurationRecorder:
     def __init__(self, out: Path):
         self.out = out
         self.seconds: dict[str, float] = {}
-
         self.cpu: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report) -> None:
@@ -81,9 +82,9 @@ class DurationRecorder:
             self.cpu[unit] = self.cpu.get(unit, 0.0) + cpu
 
     def pytest_sessionfinish(self) -> None:
-        for path, seconds in ((self.out, self.seconds), (self._cpu_out(), self.cpu)):
-            if seconds:
-                merged = read_durations(path) | {k: round(v, 1) for k, v in seconds.items()}
+        for path, measured in ((self.out, self.seconds), (self._cpu_out(), self.cpu)):
+            if measured:
+                merged = read_durations(path) | {k: round(v, 1) for k, v in measured.items()}
                 path.write_text(json.dumps(dict(sorted(merged.items())), indent=1) + "\n")
 
     def _cpu_out(self) -> Path:

@@ -1,0 +1,40 @@
+"""tests/longest_first.py: the suite's units go out longest first, and a run records each
+unit's seconds and CPU seconds over what the file held."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+from tests.longest_first import CPU_PROPERTY, DurationRecorder, order_longest_first
+
+
+def test_units_go_longest_first_whole_and_in_their_own_order():
+    items = ["a1", "b1", "a2", "c1", "c2", "c3", "b2"]  # unit = first letter
+    known = {"a": 5.0, "b": 100.0}  # c is not known: 3 tests at 2 s each
+    order_longest_first(items, lambda item: item[0], known)
+    assert items == ["b1", "b2", "c1", "c2", "c3", "a1", "a2"]
+
+
+def test_a_run_records_each_units_seconds_and_cpu_over_what_the_file_held(tmp_path):
+    out = tmp_path / "durations.json"
+    out.write_text(json.dumps({"tests.old": 7.0, "tests.a": 1.0}))
+    recorder = DurationRecorder(out)
+    for nodeid, duration, cpu in (
+        ("tests/a.py::t1@tests.a", 2.0, 0.5),
+        ("tests/a.py::t2@tests.a", 3.0, 1.0),
+        ("tests/s.py::t@slurm-cluster", 4.0, 0.3),
+        ("tests/unit/x.py::t", 9.0, 9.0),  # no unit: not under --dist loadgroup
+    ):
+        report = SimpleNamespace(
+            nodeid=nodeid, duration=duration, user_properties=[(CPU_PROPERTY, cpu)]
+        )
+        recorder.pytest_runtest_logreport(report)
+    recorder.pytest_sessionfinish()
+    assert json.loads(out.read_text()) == {
+        "slurm-cluster": 4.0,
+        "tests.a": 5.0,
+        "tests.old": 7.0,
+    }
+    cpu = json.loads((tmp_path / "durations.cpu.json").read_text())
+    assert cpu == {"slurm-cluster": 0.3, "tests.a": 1.5}
