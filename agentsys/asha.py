@@ -102,12 +102,16 @@ def rungs_of(spec: dict[str, Any]) -> list[int]:
 
 
 def quantile(values: list[float], q: float) -> float:
-    """numpy.percentile(values, 100·q) with its default (linear) interpolation."""
+    """numpy.quantile(values, q) with its default (linear) interpolation, to the last bit:
+    runs whose losses differ only there (equal in exact arithmetic) are kept or stopped as
+    numpy would say."""
     ordered = sorted(values)
     at = q * (len(ordered) - 1)
     low = math.floor(at)
     high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+    a, b, t = ordered[low], ordered[high], at - low
+    # numpy's lerp: from the nearer end, so that a weight of 1 gives b exactly
+    return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t
 
 
 def decide(

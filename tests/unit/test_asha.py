@@ -54,6 +54,19 @@ def test_quantile_interpolates_as_numpy_does():
             assert quantile(values, q) == pytest.approx(np.percentile(values, 100 * q))
 
 
+def test_the_cut_off_is_numpys_to_the_last_bit_among_losses_equal_but_for_it():
+    # Learning rates symmetric about the best give losses equal in exact arithmetic and
+    # a bit apart in floats (the ASHA sweep test's): which of such a pair is kept must not
+    # depend on how the interpolation is written.
+    lrs = [10 ** (-4 + 4 * i / 26) for i in range(27)]
+    losses = [(math.log10(lr) + 2) ** 2 / 4 + 0.5 for lr in lrs]
+    rng = random.Random(3)
+    for _ in range(300):
+        values = rng.sample(losses, rng.randint(2, 26))
+        for q in (1 / 3, 2 / 3, 0.25, 0.75):
+            assert quantile(values, q) == float(np.quantile(values, q))
+
+
 def test_nine_runs_one_at_a_time_against_a_hand_computation():
     """Flat curves, η = 3, rungs 1, 3 and 9, in this order: 5 3 8 1 9 2 7 4 6.
     5 is first everywhere (kept); 3 ≤ 5 (kept at each rung); 8 against {3, 5}: the 1/3
