@@ -69,6 +69,8 @@ def test_a_modules_tests_run_on_one_worker(tmp_path):
     import os
     import subprocess
 
+    from tests.longest_first import OUT_VARIABLE
+
     out = tmp_path / "out"
     out.mkdir()
     for module in ("test_first", "test_second"):
@@ -85,7 +87,8 @@ def test_a_modules_tests_run_on_one_worker(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "pytest", *plugins, "-n", "2", "--dist", "loadgroup", str(tmp_path)],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        # A measuring run's out file is the suite's, not this child suite's.
+        env={**_without(os.environ, OUT_VARIABLE), "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
         timeout=120,
@@ -94,3 +97,7 @@ def test_a_modules_tests_run_on_one_worker(tmp_path):
     for module in ("test_first", "test_second"):
         workers = {path.read_text() for path in out.glob(f"{module}.*")}
         assert len(list(out.glob(f"{module}.*"))) == 4 and len(workers) == 1, (module, workers)
+
+
+def _without(environ, name: str) -> dict[str, str]:
+    return {key: value for key, value in environ.items() if key != name}
