@@ -94,6 +94,23 @@ def provider_config(*, provider: str, model: str, demo_base_url: str | None = No
     return config
 
 
+# OpenCode adds its plugin SDK to every config directory it loads and installs it from the npm
+# registry, in the background, unless that directory's package-lock.json already names it (its
+# Npm.install skips a directory whose lock lists every dependency). Its global config directory
+# is ours (HOME is the state dir) and holds no plugin: AgentSys configures none. Without this
+# each fresh state dir downloaded ~30 MB (~5 CPU-seconds) at its first model step, and an
+# offline machine logged a failed install; a workdir's own .opencode directory is left alone.
+PLUGIN_SDK = "@opencode-ai/plugin"
+
+
+def _nothing_to_install(config_dir: Path) -> None:
+    lock = config_dir / "package-lock.json"
+    if lock.exists():  # an earlier start's, or a real install's: either is enough
+        return
+    (config_dir / "node_modules").mkdir(parents=True, exist_ok=True)
+    lock.write_text(json.dumps({"packages": {"": {"dependencies": {PLUGIN_SDK: "*"}}}}) + "\n")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -137,6 +154,7 @@ class LocalOpenCode:
         }
         for path in dirs.values():
             path.mkdir(parents=True, exist_ok=True)
+        _nothing_to_install(dirs["XDG_CONFIG_HOME"] / "opencode")
         return {
             **os.environ,
             **{k: str(v) for k, v in dirs.items()},

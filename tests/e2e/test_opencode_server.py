@@ -61,6 +61,38 @@ def test_a_prompt_in_a_git_project_leaves_no_snapshot_of_it(opencode_server, tmp
     assert not (data / "snapshot").exists(), sorted(p.name for p in data.iterdir())
 
 
+def test_it_fetches_nothing_from_the_npm_registry(opencode_server):
+    """OpenCode installs its plugin SDK into its config directory at a first model step, from
+    the npm registry; AgentSys configures no plugin, so its OpenCode stays offline (an offline
+    machine logged the failure; an online one spent ~30 MB and 5 CPU-seconds per state dir)."""
+    _one_prompt(opencode_server)
+    home = opencode_server.process.state_dir / "home"
+    assert not (home / ".npm").exists(), sorted((home / ".npm").rglob("*"))[:5]
+    assert not list((home / ".config" / "opencode" / "node_modules").iterdir())
+
+
+def _one_prompt(opencode_server) -> str:
+    import asyncio
+
+    from agentsys.opencode.client import OpenCodeClient
+
+    async def prompt():
+        client = OpenCodeClient(opencode_server.url, password=opencode_server.password)
+        try:
+            session = await client.create_session()
+            answer = await client.prompt(
+                session,
+                "Say hello.",
+                provider=opencode_server.provider,
+                model=opencode_server.model,
+            )
+            return answer.text
+        finally:
+            await client.aclose()
+
+    return asyncio.run(prompt())
+
+
 def test_a_missing_binary_says_to_run_make_setup(tmp_path):
     server = LocalOpenCode(
         state_dir=tmp_path / "s",
