@@ -76,7 +76,9 @@ class DurationRecorder:
 
     def pytest_runtest_logreport(self, report) -> None:
         _, at, unit = report.nodeid.rpartition("@")
-        if at:  # a unit's test, as tests/conftest.py names it on the workers
+        # A unit's test, as tests/conftest.py names it on the workers ("...@unit"), not an "@"
+        # inside a test's parameters ("...[git@host:a/b.git]") where nothing named a unit.
+        if at and "]" not in unit:
             self.seconds[unit] = self.seconds.get(unit, 0.0) + report.duration
             cpu = dict(report.user_properties).get(CPU_PROPERTY, 0.0)
             self.cpu[unit] = self.cpu.get(unit, 0.0) + cpu

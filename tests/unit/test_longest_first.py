@@ -25,6 +25,7 @@ def test_a_run_records_each_units_seconds_and_cpu_over_what_the_file_held(tmp_pa
         ("tests/a.py::t2@tests.a", 3.0, 1.0),
         ("tests/s.py::t@slurm-cluster", 4.0, 0.3),
         ("tests/unit/x.py::t", 9.0, 9.0),  # no unit: not under --dist loadgroup
+        ("tests/unit/x.py::t[git@host:a/b.git]", 9.0, 9.0),  # an "@" of its parameters
     ):
         report = SimpleNamespace(
             nodeid=nodeid, duration=duration, user_properties=[(CPU_PROPERTY, cpu)]
