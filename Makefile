@@ -29,10 +29,7 @@ $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "AgentSys needs Python 3.11 or newer")'
 	@# A venv whose making was cut off (no pip in it) is made again, not left to fail forever.
 	@$(PY) -m pip --version >/dev/null 2>&1 || $(PYTHON) -m venv --clear $(VENV)
-	@# pip compiles each module as it unpacks it, in one process (~15 s of a fresh install);
-	@# compileall does the same on every core (~3 s).
-	$(PY) -m pip install --quiet --no-compile -r requirements.lock
-	$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null
+	$(PY) -m pip install --quiet -r requirements.lock
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
