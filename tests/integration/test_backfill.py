@@ -63,13 +63,16 @@ def _running(run: Run, timeout: float = 60) -> Run:
 def test_a_short_run_backfills_a_long_one_waits_for_the_head(two_hosts):
     workdir = two_hosts
     flag, flag_b = workdir / "release-a", workdir / "release-b"
+    # The head and the long run each run until told, so that a test poll (every 50 ms, later on
+    # a busy machine) sees them running: a head of `true` ran and ended between two polls.
+    flag_head, flag_long = workdir / "release-head", workdir / "release-long"
     # bf-a frees a GPU within 10 minutes (its run's time limit), bf-b within an hour.
     holder_a = _start("holder-a", workdir, limit=600, zone="a", command=_until_flag(flag))
     holder_b = _start("holder-b", workdir, limit=3600, zone="b", command=_until_flag(flag_b))
     holder_a, _ = _running(holder_a), _running(holder_b)
 
-    head = _start("head", workdir, gpus=2)
-    long = _start("long", workdir, limit=3600, zone="a", command=_until_flag(flag))
+    head = _start("head", workdir, gpus=2, command=_until_flag(flag_head))
+    long = _start("long", workdir, limit=3600, zone="a", command=_until_flag(flag_long))
     short = _start("short", workdir, limit=300, zone="a", command=_until_flag(flag))
     elsewhere = _start("elsewhere", workdir, limit=3600, zone="b", command=_until_flag(flag_b))
 
@@ -89,8 +92,11 @@ def test_a_short_run_backfills_a_long_one_waits_for_the_head(two_hosts):
     flag.touch()  # holder-a and short end: bf-a frees both GPUs for the head (bf-b stays full)
     head = _running(head)
     assert head.agent.host.name == "bf-a"
+    assert Run.objects.get(pk=long.pk).status == RunStatus.QUEUED  # bf-a is the head's now
+    flag_head.touch()
     long = _running(long)
     assert head.started_at <= long.started_at
+    flag_long.touch()
     flag_b.touch()
     for run in (head, long, short, elsewhere, holder_a, holder_b):
         wait_until(
