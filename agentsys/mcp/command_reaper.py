@@ -34,7 +34,15 @@ def new_marker() -> str:
     return f"{PREFIX}{own}-{_start_time(own)}-{secrets.token_hex(6)}"
 
 
+def starting(marker: str) -> None:
+    """Name a command before it is spawned: a stop that comes between the fork and `started`
+    (the child runs while the server still waits on the spawn) finds it by its marker."""
+    _live[marker] = RunProcesses(marker)
+
+
 def started(processes: RunProcesses) -> None:
+    """The spawned command, by its session too (cheaper to find, and a child that drops
+    the marker is still in it)."""
     _live[processes.marker] = processes
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,17 +95,23 @@ async def quick_bash(
     if not cwd.is_dir():
         raise ToolRefused(f"{subdir!r} is not a directory")
     marker = command_reaper.new_marker()
-    process = await asyncio.create_subprocess_exec(
-        "/bin/sh",
-        "-c",
-        command,
-        cwd=cwd,
-        env={**os.environ, MARKER_VARIABLE: marker},
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-    )
+    command_reaper.starting(marker)
+    try:
+        process = await asyncio.create_subprocess_exec(
+            "/bin/sh",
+            "-c",
+            command,
+            cwd=cwd,
+            env={**os.environ, MARKER_VARIABLE: marker},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+    except BaseException:  # a cancel can come after the fork: leave nothing behind
+        RunProcesses(marker).signal_all(signal.SIGKILL)
+        command_reaper.ended(RunProcesses(marker))
+        raise
     info = process_info(process.pid)
     processes = RunProcesses(marker, process.pid, info.start_time if info else 0)
     command_reaper.started(processes)

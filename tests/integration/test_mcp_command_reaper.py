@@ -12,6 +12,7 @@ import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
+from agentsys.mcp import command_reaper, workdir_tools
 from tests.helpers import REPO, wait_until
 from tests.mcp_opencode import kill_all, processes_with, research_servers
 
@@ -62,5 +63,30 @@ def test_the_next_server_kills_what_a_killed_one_left(tmp_path):
 
         asyncio.run(start_another())
         wait_until(lambda: not processes_with(mark), 5, message="the orphans to be killed")
+    finally:
+        kill_all(processes_with(mark))
+
+
+def test_a_stop_between_the_fork_and_the_spawns_return_kills_the_command(tmp_path, monkeypatch):
+    """The stop can land while the server still awaits the spawn: the command already runs
+    (a loaded machine made this window seconds long), and it must still be found and killed."""
+    mark = f"100.{secrets.randbelow(10**9)}"
+    spawn = asyncio.create_subprocess_exec
+
+    async def spawn_then_stop(*args, **kwargs):
+        process = await spawn(*args, **kwargs)
+        await asyncio.to_thread(wait_until, lambda: processes_with(mark), 30, message="sleep")
+        command_reaper.kill_live_commands()  # what the SIGTERM handler runs
+        await asyncio.to_thread(
+            wait_until, lambda: not processes_with(mark), 10, message="the command to be killed"
+        )
+        return process
+
+    monkeypatch.setattr(workdir_tools.asyncio, "create_subprocess_exec", spawn_then_stop)
+    try:
+        result = asyncio.run(
+            workdir_tools.quick_bash(workdir_tools.Workdir.at(tmp_path), f"sleep {mark}", ".", 60)
+        )
+        assert result["exit_code"] == -signal.SIGKILL, result
     finally:
         kill_all(processes_with(mark))
