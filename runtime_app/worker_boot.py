@@ -6,16 +6,18 @@ closed here so that no child inherits (and corrupts) a socket of the forkserver'
 import os
 
 import django
+from django.apps import apps
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "researchagent.settings")
-django.setup()
+if not apps.ready:  # imported by runagentd itself (agentsys.forkserver.fork_here): set up
+    django.setup()
 
-from django.db import connections  # noqa: E402
+from django.db import connections
 
-import agentsys.agents.executor  # noqa: E402
-import agentsys.agents.research  # noqa: E402
-import agentsys.worker  # noqa: E402
-import runtime_app.memory_view  # noqa: E402, F401
+import agentsys.agents.executor
+import agentsys.agents.research
+import agentsys.worker
+import runtime_app.memory_view  # noqa: F401
 
 connections.close_all()
 # Each worker closes its own connections when its agent is over (agentsys cannot: no Django).

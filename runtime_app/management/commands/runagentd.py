@@ -9,7 +9,9 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 
+from agentsys import forkserver
 from agentsys.daemon import Daemon, DaemonSettings
 from agentsys.deployment import Deployment
 from agentsys.opencode import Timeouts
@@ -23,6 +25,8 @@ from events_app.events import publish_message, publish_through
 from events_app.live import verify_channel_layer
 from runtime_app.chat_store import DjangoChatStore
 from runtime_app.runtime_store import DjangoRuntimeStore
+
+WORKER_PRELOAD = ("runtime_app.worker_boot",)
 
 
 def deployment(host_name: str = "") -> Deployment:
@@ -106,7 +110,7 @@ class Command(BaseCommand):
                 dead_host_after=max(options["dead_after"], options["heartbeat"] * 3),
                 listen_dsn=listen_dsn(),
                 allowed_classes=settings.AGENTSYS.extra_agent_classes,
-                forkserver_preload=("runtime_app.worker_boot",),
+                forkserver_preload=WORKER_PRELOAD,
                 scheduler_policy=settings.AGENTSYS.scheduler_policy,
                 queue_shares=settings.AGENTSYS.queue_shares,
                 foreign_gpu_min_mb=settings.AGENTSYS.foreign_gpu_min_mb,
@@ -122,6 +126,10 @@ class Command(BaseCommand):
             on_stopping=stop_waiting,
             chat_store=DjangoChatStore(),  # every runagentd serves the chat sessions' turns
         )
+        # The workers' forkserver, forked from here while this is the only thread: Django
+        # is imported once, not again in a fresh interpreter (agentsys.forkserver).
+        connections.close_all()
+        forkserver.fork_here(WORKER_PRELOAD)
         asyncio.run(self._run(daemon))
 
     async def _run(self, daemon: Daemon) -> None:
