@@ -6,6 +6,7 @@ those of a Receipt (tests/integration/test_bench_viewers_points.py checks they a
 
 import asyncio
 import json
+import os
 import socket
 import sys
 import time
@@ -15,11 +16,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import ws_clients
 from bench._report import percentile, report
 from bench.harness import TOKEN, BenchSystem
 
 SPAWNS = 60
 EVENTS = 100
+REPO = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -82,55 +85,63 @@ def _start_emitter(events: int, interval: float) -> str:
     return agent.id
 
 
-async def _collect(ws, client: int, agent_id: str, events: int) -> list[Receipt]:
-    # Plain tuples while the frames come, Receipts after: the clients' own garbage collections
-    # pause them, and objects it tracks (10^5 Receipts at 1,000 clients) make those longer.
-    seen = []
-    while len(seen) < events:
-        text = await asyncio.wait_for(ws.recv(), 30)
-        received = time.time()
-        frame = json.loads(text)
-        if frame["kind"] == "bench" and frame["agent_id"] == agent_id:
-            payload = frame["payload"]
-            seen.append((frame["id"], payload["i"], payload["t"], received))
-    receipts = [Receipt(client, *row) for row in seen]
-    if sorted(receipt.index for receipt in receipts) != list(range(events)):
-        raise RuntimeError(f"socket {client} did not get each of the {events} events once")
-    return receipts
-
-
 async def ws_receipts(
-    port: int, clients: int, interval: float = 0.02, events: int = EVENTS
+    port: int, clients: int, interval: float = 0.02, events: int = EVENTS, processes: int = 1
 ) -> list[Receipt]:
     """Connect `clients` sockets, have an agent in a worker emit `events` stamped events
     `interval` seconds apart, and note each one's receipt on every socket (same machine, same
-    clock). Raises if any socket misses an event or gets one twice."""
-    from websockets.asyncio.client import connect
+    clock). Raises if any socket misses an event or gets one twice.
 
-    url = f"ws://127.0.0.1:{port}/ws/agents/events/"
-    sockets = [
-        await connect(
-            url,
-            additional_headers={"X-Auth-Token": TOKEN},
-            origin=f"http://127.0.0.1:{port}",
-            max_queue=None,
-        )
-        for _ in range(clients)
-    ]
+    With `processes` > 1 the sockets are shared out among that many client processes
+    (bench/ws_clients.py), as viewers each have their own browser: 1,000 sockets in one Python
+    process take ~a core at 10,000 frames a second, and a frame then waits on the clients'
+    own queue, not on the system the figure is about."""
+    if processes > 1:
+        return await _receipts_in_processes(port, clients, interval, events, processes)
+    sockets = await ws_clients.connect_all(port, TOKEN, clients)
     try:
         agent_id = await asyncio.to_thread(_start_emitter, events, interval)
-        results = await asyncio.gather(
-            *(_collect(ws, i, agent_id, events) for i, ws in enumerate(sockets))
+        rows = await ws_clients.collect_all(sockets, agent_id, events)
+    finally:
+        await ws_clients.close_all(sockets)
+    return [Receipt(*row) for row in rows]
+
+
+async def _receipts_in_processes(port, clients, interval, events, processes) -> list[Receipt]:
+    shares = [clients // processes + (i < clients % processes) for i in range(processes)]
+    firsts = [sum(shares[:i]) for i in range(processes)]
+    children = [
+        await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bench.ws_clients", str(port), str(count), str(first),
+            str(events), cwd=REPO, env={**os.environ, "BENCH_WS_TOKEN": TOKEN},
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )
+        for count, first in zip(shares, firsts, strict=True)
+    ]  # fmt: skip
+    try:
+        for child in children:  # every socket connected before the first event
+            if (await child.stdout.readline()).strip() != b"connected":
+                raise RuntimeError("a client process could not connect its sockets")
+        agent_id = await asyncio.to_thread(_start_emitter, events, interval)
+        outputs = await asyncio.gather(
+            *(child.communicate(f"{agent_id}\n".encode()) for child in children)
         )
     finally:
-        for ws in sockets:
-            await ws.close()
-    return [receipt for receipts in results for receipt in receipts]
+        for child in children:
+            if child.returncode is None:
+                child.kill()
+                await child.wait()
+    if any(child.returncode for child in children):
+        raise RuntimeError("a client process failed: see its output above")
+    return [Receipt(*row) for stdout, _ in outputs for row in json.loads(stdout)]
 
 
-async def ws_latencies(port: int, clients: int, interval: float = 0.02) -> list[float]:
+async def ws_latencies(
+    port: int, clients: int, interval: float = 0.02, processes: int = 1
+) -> list[float]:
     """emit → received, ms, for every event on every socket (ws_receipts)."""
-    return [receipt_ms(receipt) for receipt in await ws_receipts(port, clients, interval)]
+    receipts = await ws_receipts(port, clients, interval, processes=processes)
+    return [receipt_ms(receipt) for receipt in receipts]
 
 
 def main() -> None:

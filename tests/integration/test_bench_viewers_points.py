@@ -160,3 +160,24 @@ def _check_receipts(receipts, by_socket: list[list[Read]], ended: float, interva
     # The events went out at the rate asked for, each timed from its own emit.
     emitted = sorted({receipt.emitted for receipt in receipts})
     assert all(later - earlier >= 0.9 * interval for earlier, later in pairwise(emitted))
+
+
+def test_clients_shared_out_among_processes_count_each_event_once_from_its_emit(web):
+    """The viewers' figures share their sockets among client processes
+    (scale_viewers.CLIENT_PROCESSES): every socket, numbered across them, still counts each
+    event once, timed from the emit the worker stamped into it."""
+    assert scale_viewers.CLIENT_PROCESSES > 1
+    before = time.time()
+    receipts = asyncio.run(
+        runtime.ws_receipts(web.port, CLIENTS + 1, 0.1, events=EVENTS, processes=2)
+    )
+    stored = {event.seq: event for event in Event.objects.filter(kind="bench")}
+    assert len(stored) == EVENTS
+    for client in range(CLIENTS + 1):  # an odd number: the two processes' shares differ
+        mine = [receipt for receipt in receipts if receipt.client == client]
+        assert sorted(receipt.seq for receipt in mine) == sorted(stored)
+        assert sorted(receipt.index for receipt in mine) == list(range(EVENTS))
+    assert len(receipts) == (CLIENTS + 1) * EVENTS
+    for receipt in receipts:
+        assert receipt.emitted == stored[receipt.seq].payload["t"]
+        assert before < receipt.emitted <= receipt.received <= time.time()
