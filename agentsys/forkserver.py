@@ -57,7 +57,7 @@ def fork_here(preload: tuple[str, ...]) -> int | None:
         return None
     for name in preload:
         importlib.import_module(name)
-    resource_tracker.ensure_running()  # what `ensure_running` does first; its fd is inherited
+    resource_tracker.ensure_running()  # as `ensure_running` does: each worker gets its fd
     with socket.socket(socket.AF_UNIX) as listener:
         address = connection.arbitrary_address("AF_UNIX")
         listener.bind(address)
@@ -86,7 +86,7 @@ def _close_all_but(*keep: int) -> None:
     """Close every descriptor but stdin/out/err and `keep`: the daemon's database socket, its
     lease files and its end of "alive" must not live on in the forkserver and its workers."""
     low = 3
-    for fd in sorted(fd for fd in keep if fd is not None and fd >= low):
+    for fd in sorted(fd for fd in keep if fd >= low):
         os.closerange(low, fd)
         low = fd + 1
     os.closerange(low, os.sysconf("SC_OPEN_MAX"))

@@ -34,10 +34,11 @@ def new_marker() -> str:
     return f"{PREFIX}{own}-{_start_time(own)}-{secrets.token_hex(6)}"
 
 
-def starting(marker: str) -> None:
+def starting(marker: str) -> RunProcesses:
     """Name a command before it is spawned: a stop that comes between the fork and `started`
     (the child runs while the server still waits on the spawn) finds it by its marker."""
-    _live[marker] = RunProcesses(marker)
+    pending = _live[marker] = RunProcesses(marker)
+    return pending
 
 
 def started(processes: RunProcesses) -> None:

@@ -95,7 +95,7 @@ async def quick_bash(
     if not cwd.is_dir():
         raise ToolRefused(f"{subdir!r} is not a directory")
     marker = command_reaper.new_marker()
-    command_reaper.starting(marker)
+    pending = command_reaper.starting(marker)
     try:
         process = await asyncio.create_subprocess_exec(
             "/bin/sh",
@@ -109,8 +109,8 @@ async def quick_bash(
             start_new_session=True,
         )
     except BaseException:  # a cancel can come after the fork: leave nothing behind
-        RunProcesses(marker).signal_all(signal.SIGKILL)
-        command_reaper.ended(RunProcesses(marker))
+        pending.signal_all(signal.SIGKILL)
+        command_reaper.ended(pending)
         raise
     info = process_info(process.pid)
     processes = RunProcesses(marker, process.pid, info.start_time if info else 0)
