@@ -38,8 +38,11 @@ SELECT count(*) FROM (
 ) AS capped
 """
 
+# `bounds` is MATERIALIZED: computed once. Inlined, a planner whose statistics say the table
+# is empty (analyzed before the points came, as in a new deployment) put it inside the join's
+# loop: the min/max over the series ran once a point, 20,000 points took 84 s instead of 16 ms.
 _BUCKETED = """
-WITH bounds AS (
+WITH bounds AS MATERIALIZED (
   SELECT min(step) AS lo, max(step) AS hi FROM scheduler_app_metricpoint
   WHERE series_id = %(series)s AND step >= %(since)s
 )

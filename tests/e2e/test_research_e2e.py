@@ -147,7 +147,10 @@ def test_a_loop_plans_runs_two_experiments_finishes_and_reflects(
     (workdir / "train.py").write_text((workdir / "train.py").read_text() + "# mine\n")
     theirs = what_they_have(workdir)
     scripted_llm.load(happy_script())
-    loop_id = start_loop(api, workdir)
+    # Woken when both runs have ended: iteration 2's prompt holds both results. (With the
+    # default, "each", a GPU run ending over SETTLE_SECONDS after the baseline, as on a busy
+    # machine, is reported in iteration 2 instead: tests/e2e/test_research_wake.py.)
+    loop_id = start_loop(api, workdir, wake_on="all")
     agent = wait_finished(loop_id)
     assert agent.status == "done", agent.error
 

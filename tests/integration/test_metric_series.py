@@ -11,6 +11,7 @@ from scheduler_app.metrics.queries import series_points
 from scheduler_app.metrics.series import record_rows
 from scheduler_app.models import MetricPoint, MetricSeries, Run
 from tests.helpers import migrate
+from tests.query_plans import rows_through, stale_statistics
 
 pytestmark = pytest.mark.django_db
 
@@ -130,6 +131,18 @@ def test_downsampling_reads_the_index_alone():
         plan = "\n".join(line for (line,) in cursor.fetchall())
     assert "Index Only Scan using metric_point_step_value_idx on scheduler_app_metricpoint" in plan
     assert "Index Scan" not in plan  # no step of it reads the heap for the values
+
+
+def test_a_chart_reads_each_point_once_whatever_the_planners_statistics_say():
+    """Statistics that say the points table is empty (analyzed after its rows went, before
+    new ones came) led the planner to compute the series' bounds once for each point: 20,000
+    points took 84 s, not 16 ms (400 million rows read)."""
+    from scheduler_app.metrics.queries import _BUCKETED
+
+    stale_statistics("scheduler_app_metricpoint", lambda: _long_series(make_run("gone"), 20_000))
+    loss = _long_series(make_run(), 20_000, spikes=[12_345], nans=[777])
+    read = rows_through(_BUCKETED, {"series": loss.pk, "since": -(2**63), "buckets": 100})
+    assert read <= 10 * 20_000, read  # the points, sorted, in buckets; not 20,000 times over
 
 
 def test_a_short_series_comes_whole_and_since_step_gives_the_tail():
