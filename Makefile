@@ -14,7 +14,9 @@ DEPLOY_ENV := DEBUG=false AGENTSYS_HTTPS=true ALLOWED_HOSTS=agentsys.example.org
 
 .PHONY: setup bytecode run demo chat test slurm-up lint check-deploy bench lock clean
 
-setup: $(STAMP) $(NODE_STAMP)
+# The venv and OpenCode's npm install side by side: neither waits on the other.
+setup:
+	@$(MAKE) --no-print-directory -j2 --output-sync=target $(STAMP) $(NODE_STAMP)
 
 $(NODE_STAMP): package.json package-lock.json
 	@command -v npm >/dev/null || { echo "AgentSys needs Node.js and npm (for OpenCode): install them, e.g. apt install nodejs npm"; exit 1; }
@@ -29,7 +31,10 @@ $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "AgentSys needs Python 3.11 or newer")'
 	@# A venv whose making was cut off (no pip in it) is made again, not left to fail forever.
 	@$(PY) -m pip --version >/dev/null 2>&1 || $(PYTHON) -m venv --clear $(VENV)
-	$(PY) -m pip install --quiet -r requirements.lock
+	@# pip compiles each file as it installs it, on one core; compileall does it on all of them
+	@# (62 s -> 50 s here). Compiled once: where PYTHONDONTWRITEBYTECODE is set, nothing would.
+	$(PY) -m pip install --quiet --no-compile -r requirements.lock
+	$(PY) -m compileall -q -j 0 $$($(PY) -c 'import sysconfig as s; print(*{s.get_path("purelib"), s.get_path("platlib")})') > /dev/null
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -95,7 +100,8 @@ slurm-up:
 	else scripts/slurm_up.sh; fi
 
 test-unit: setup
-	$(PY) -m pytest tests/unit -p no:django -W ignore::pytest.PytestConfigWarning -n 2
+	@# Four workers: a third of the units' time waits on the subprocesses they start (61 s -> 52 s).
+	$(PY) -m pytest tests/unit -p no:django -W ignore::pytest.PytestConfigWarning -n 4
 
 bench: setup
 	@# Only the scripts (a __main__ block): the rest are modules they import.
