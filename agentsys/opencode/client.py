@@ -32,16 +32,10 @@ from agentsys.opencode.events import (
     parse_sse_line,
     steps_of_messages,
 )
+from agentsys.opencode.timeouts import Timeouts
 
 CALL_TIMEOUT = 30.0  # plain calls (create, abort, health)
 ABORT_TIMEOUT = 5.0
-
-
-@dataclass
-class Timeouts:
-    first_token: float = 180.0
-    total: float = 600.0
-    idle: float = 120.0
 
 
 @dataclass
