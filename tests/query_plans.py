@@ -6,16 +6,13 @@ from __future__ import annotations
 from django.db import connection
 
 
-def stale_statistics(table: str, fill) -> None:
-    """Statistics that say `table` holds no row in pages it has: `fill()` adds rows, they go,
-    and ANALYZE runs (a table whose rows were deleted, before new ones came)."""
-    from django.apps import apps
-
+def stale_statistics(model, fill) -> None:
+    """Statistics that say `model`'s table holds no row in pages it has: `fill()` adds rows,
+    they go, and ANALYZE runs (a table whose rows were deleted, before new ones came)."""
     fill()
-    model = next(m for m in apps.get_models() if m._meta.db_table == table)
     model.objects.all().delete()
     with connection.cursor() as cursor:
-        cursor.execute(f"ANALYZE {table}")
+        cursor.execute(f"ANALYZE {model._meta.db_table}")
 
 
 def rows_through(sql: str, params: dict) -> int:

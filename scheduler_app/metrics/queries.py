@@ -39,7 +39,7 @@ SELECT count(*) FROM (
 """
 
 # `bounds` is MATERIALIZED: computed once. Inlined, a planner whose statistics say the table
-# is empty (analyzed before the points came, as in a new deployment) put it inside the join's
+# is empty (analyzed when it held no live row, before the points came) put it inside the join's
 # loop: the min/max over the series ran once a point, 20,000 points took 84 s instead of 16 ms.
 _BUCKETED = """
 WITH bounds AS MATERIALIZED (

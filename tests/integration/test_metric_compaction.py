@@ -75,7 +75,7 @@ def test_old_points_are_thinned_keeping_what_a_chart_shows():
 def test_thinning_works_once_per_point_whatever_the_planners_statistics_say():
     """With statistics that say the table is empty, the planner ran the ranking once for
     each point: 5,000 old points took 80 s (7 s with the table merely not analyzed yet)."""
-    stale_statistics("scheduler_app_metricpoint", lambda: _run_with_history(old=5000, recent=10))
+    stale_statistics(MetricPoint, lambda: _run_with_history(old=5000, recent=10))
     series = _run_with_history(old=5000, recent=10)
     cut = datetime.fromtimestamp(NOW - 30 * DAY, tz=UTC)
     params = {"series": series.pk, "before": cut, "stretches": 50}

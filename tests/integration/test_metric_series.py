@@ -139,7 +139,7 @@ def test_a_chart_reads_each_point_once_whatever_the_planners_statistics_say():
     points took 84 s, not 16 ms (400 million rows read)."""
     from scheduler_app.metrics.queries import _BUCKETED
 
-    stale_statistics("scheduler_app_metricpoint", lambda: _long_series(make_run("gone"), 20_000))
+    stale_statistics(MetricPoint, lambda: _long_series(make_run("gone"), 20_000))
     loss = _long_series(make_run(), 20_000, spikes=[12_345], nans=[777])
     read = rows_through(_BUCKETED, {"series": loss.pk, "since": -(2**63), "buckets": 100})
     assert read <= 10 * 20_000, read  # the points, sorted, in buckets; not 20,000 times over
