@@ -111,6 +111,26 @@ def _nothing_to_install(config_dir: Path) -> None:
     lock.write_text(json.dumps({"packages": {"": {"dependencies": {PLUGIN_SDK: "*"}}}}) + "\n")
 
 
+# OpenCode's catalogue of every provider and model it knows (models.dev, a few MB of JSON
+# bundled in the binary) is parsed again for each directory it works in, at that directory's
+# first prompt: ~0.9 CPU-s of its ~1.2 on this machine, for every research loop's worktree and
+# every chat's project. Where our config describes each provider we enable in full (the demo
+# model, a provider at its own base URL), the catalogue says nothing we use, so OpenCode reads
+# an empty one instead. A provider OpenCode knows by name keeps the catalogue: its models'
+# limits and prices come from it.
+EMPTY_CATALOGUE = "models-none.json"
+
+
+def _catalogue_env(config: dict, state_dir: Path) -> dict[str, str]:
+    described = set(config.get("provider") or {})
+    enabled = set(config.get("enabled_providers") or ())
+    if not enabled or not enabled <= described:
+        return {}
+    catalogue = state_dir / EMPTY_CATALOGUE
+    catalogue.write_text("{}\n")
+    return {"OPENCODE_MODELS_PATH": str(catalogue)}
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -160,6 +180,7 @@ class LocalOpenCode:
             **{k: str(v) for k, v in dirs.items()},
             **OFFLINE_ENV,
             **({} if self.project_config else NO_PROJECT_CONFIG),
+            **_catalogue_env(self.config, self.state_dir),
             "OPENCODE_CONFIG_CONTENT": json.dumps(self.config),
             "OPENCODE_SERVER_PASSWORD": self.password,
             "OPENCODE_SERVER_USERNAME": "opencode",

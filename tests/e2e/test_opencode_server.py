@@ -160,3 +160,41 @@ def test_many_event_subscribers_print_no_warning_dump(opencode_server):
         done.set()
     text = log.read_text()
     assert "MaxListenersExceededWarning" not in text and "emitter:" not in text, text[-2000:]
+
+
+def _models_listed(server: LocalOpenCode) -> dict[str, dict]:
+    server.start()
+    try:
+        answer = httpx.get(
+            f"{server.url}/config/providers", auth=("opencode", server.password), timeout=10
+        )
+        return {p["id"]: p["models"] for p in answer.json()["providers"]}
+    finally:
+        server.stop()
+
+
+def test_a_provider_opencode_knows_keeps_its_catalogue_of_models(tmp_path, monkeypatch):
+    """A hosted provider's models, their context limits and prices, come from OpenCode's
+    catalogue: the empty one the demo model gets (its first prompt in each directory parsed
+    the whole catalogue) must not reach a server that needs it."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-a-real-key")
+    hosted = LocalOpenCode(
+        state_dir=tmp_path / "hosted",
+        workdir=tmp_path,
+        config=provider_config(provider="anthropic", model="claude-sonnet-4-5"),
+    )
+    models = _models_listed(hosted)["anthropic"]
+    assert models["claude-sonnet-4-5"]["limit"]["context"] >= 200_000
+
+
+def test_a_provider_our_config_describes_needs_no_catalogue(tmp_path, scripted_llm):
+    base_url = scripted_llm.base_url + "/v1"
+    local = LocalOpenCode(
+        state_dir=tmp_path / "local",
+        workdir=tmp_path,
+        config=provider_config(provider="local", model="qwen", demo_base_url=base_url),
+    )
+    assert "OPENCODE_MODELS_PATH" in local.environment()
+    models = _models_listed(local)
+    assert list(models) == ["local"]
+    assert models["local"]["qwen"]["limit"] == {"context": 128000, "output": 8192}
