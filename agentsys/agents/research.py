@@ -98,6 +98,8 @@ class ResearchAgent(Agent):
         finally:
             if not self.detached:  # detached, it is not over: the next runagentd resumes it
                 tool_token.take_back(self, self.work_root)
+                if self.branch is not None:  # its own worktree: no one else's model works there
+                    await self.gateway.release_workdir()
             await self.gateway.aclose()
 
     # -- the three steps ---------------------------------------------------------------------

@@ -212,6 +212,16 @@ class OpenCodeClient:
                 timeout=ABORT_TIMEOUT,
             )
 
+    async def dispose_directory(self, directory: str) -> None:
+        """OpenCode lets go of `directory`: the MCP servers it started there (a process each),
+        its state of the directory, and the memory that holds. It keeps them otherwise until
+        it stops, for every directory it ever worked in. Never raises (called on the way out);
+        the directory's sessions are kept."""
+        with contextlib.suppress(Exception):
+            await self._http.post(
+                "/instance/dispose", params={"directory": directory}, timeout=ABORT_TIMEOUT
+            )
+
     def _where(self, directory: str | None) -> dict:
         directory = directory or self.directory
         return {"directory": directory} if directory else {}

@@ -65,6 +65,7 @@ class ModelGateway(Protocol):
     async def ask(self, session_id: str, text: str) -> ModelReply: ...
     async def abort(self, session_id: str) -> None: ...
     async def aclose(self) -> None: ...
+    async def release_workdir(self) -> None: ...
     async def session_steps(self, session_id: str) -> list[dict]: ...
 
 
@@ -133,6 +134,11 @@ class OpenCodeGateway:
     async def abort(self, session_id: str) -> None:
         if session_id:
             await self.client.abort(session_id, self.workdir)
+
+    async def release_workdir(self) -> None:
+        """For a loop that is over, in a worktree no one else works in: OpenCode stops the MCP
+        servers it started there and drops what it held of it."""
+        await self.client.dispose_directory(self.workdir)
 
     async def session_steps(self, session_id: str) -> list[dict]:
         """Every step the session paid for, as OpenCode keeps them (for the ledger)."""

@@ -256,3 +256,36 @@ def test_a_server_killed_mid_call_is_a_tool_error_and_the_loops_next_prompt_rest
         wait_until(lambda: not processes_with(mark), 5, message="the orphaned command to go")
     finally:
         kill_all(processes_with(mark))
+
+
+def test_a_loop_that_is_over_leaves_no_mcp_server_in_its_worktree(project, scripted_llm):
+    """OpenCode starts a directory's MCP servers at its first prompt there and keeps them (a
+    Python process each) until it stops: a `make run` up for weeks kept one for every loop
+    that ever ran in a worktree of its own. A loop that ends lets OpenCode go of it; its
+    session and what it said stay readable."""
+    scripted_llm.load(script("before-the-end", call(LIST)))
+    gateway = OpenCodeGateway(
+        url=project.opencode.url,
+        provider=DEMO_PROVIDER,
+        model=DEMO_MODEL,
+        workdir=project.directory,
+        title="a loop about to end",
+        password=project.opencode.password,
+        mcp_check_seconds=60,
+    )
+
+    async def ask_then_end():
+        try:
+            session = await gateway.ensure_session("")
+            reply = await gateway.ask(session, "before-the-end")
+            assert len(research_servers(project.path)) == 1  # the loop's tools, while it runs
+            await gateway.release_workdir()
+            return session, reply
+        finally:
+            await gateway.aclose()
+
+    session, reply = asyncio.run(ask_then_end())
+    assert [c["tool"] for c in reply.tool_calls] == [LIST], reply.tool_calls
+    wait_until(lambda: research_servers(project.path) == [], 10, message="its MCP server to stop")
+    [part] = project.tool_parts(session)
+    assert "notes.md" in [e["name"] for e in output_of(part)["entries"]]

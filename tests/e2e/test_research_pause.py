@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agents_app.models import Agent
+from agentsys.research.branch import worktree_of
 from events_app.models import Event
 from memory_app.models import MemoryEntry
 from research_app.models import ResearchLoop
@@ -28,6 +29,7 @@ from tests.e2e.test_research_e2e import (
     wait_for_prompt,
 )
 from tests.helpers import wait_until
+from tests.mcp_opencode import research_servers, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -246,6 +248,9 @@ def test_a_loop_paused_before_any_runagentd_took_it_waits_until_resumed(
 def test_a_stop_while_the_model_thinks_ends_the_loop_and_starts_nothing(
     api, workdir, make_daemon, scripted_llm
 ):
+    """Its model's MCP server (the workdir's opencode.json, carried into the loop's worktree)
+    ends with it: OpenCode kept one for every loop that ever ran until it stopped itself."""
+    write_config(workdir)
     make_daemon()
     scripted_llm.load(
         {
@@ -257,6 +262,8 @@ def test_a_stop_while_the_model_thinks_ends_the_loop_and_starts_nothing(
     )
     loop_id = start_loop(api, workdir)
     wait_for_prompt(scripted_llm, "Iteration 1 of")
+    worktree = worktree_of(workdir, loop_id)
+    assert len(research_servers(worktree)) == 1  # its tools, while it runs
     sent = time.monotonic()
     assert api("post", f"/api/research/{loop_id}/stop").status_code == 202
     agent = wait_finished(loop_id, timeout=30)
@@ -265,3 +272,4 @@ def test_a_stop_while_the_model_thinks_ends_the_loop_and_starts_nothing(
     time.sleep(HELD_SECONDS)  # the reply that was on its way starts nothing
     assert not loop_runs(loop_id).exists()
     assert ResearchLoop.objects.get(pk=loop_id).state["status"] == "stopped"
+    assert research_servers(worktree) == []
