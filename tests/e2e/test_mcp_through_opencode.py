@@ -64,6 +64,21 @@ def project(tmp_path, opencode):
     place.close()
 
 
+def loop_gateway(project: Workdir, title: str) -> OpenCodeGateway:
+    """A research loop's way to its model, in `project`."""
+    return OpenCodeGateway(
+        url=project.opencode.url,
+        provider=DEMO_PROVIDER,
+        model=DEMO_MODEL,
+        workdir=project.directory,
+        title=title,
+        password=project.opencode.password,
+        # What is tested is the MCP server, not the bound: a machine running the suite on
+        # four workers took over the default 10 s to start it (CI, stop 46).
+        mcp_check_seconds=60,
+    )
+
+
 def marker(seconds: int) -> str:
     """A sleep argument no other process has: `seconds` and a random fraction."""
     return f"{seconds}.{secrets.randbelow(10**9):09d}"
@@ -227,17 +242,7 @@ def test_a_server_killed_mid_call_is_a_tool_error_and_the_loops_next_prompt_rest
 
         # A research loop's next prompt (OpenCodeGateway.ask) starts it again first, and
         # the fresh server kills what the killed one left running.
-        gateway = OpenCodeGateway(
-            url=project.opencode.url,
-            provider=DEMO_PROVIDER,
-            model=DEMO_MODEL,
-            workdir=project.directory,
-            title="after the kill",
-            password=project.opencode.password,
-            # What is tested is the restart, not the bound: a machine running the suite on
-            # four workers took over the default 10 s to start the server (CI, stop 46).
-            mcp_check_seconds=60,
-        )
+        gateway = loop_gateway(project, "after the kill")
 
         async def next_prompt():
             try:
@@ -264,15 +269,7 @@ def test_a_loop_that_is_over_leaves_no_mcp_server_in_its_worktree(project, scrip
     that ever ran in a worktree of its own. A loop that ends lets OpenCode go of it; its
     session and what it said stay readable."""
     scripted_llm.load(script("before-the-end", call(LIST)))
-    gateway = OpenCodeGateway(
-        url=project.opencode.url,
-        provider=DEMO_PROVIDER,
-        model=DEMO_MODEL,
-        workdir=project.directory,
-        title="a loop about to end",
-        password=project.opencode.password,
-        mcp_check_seconds=60,
-    )
+    gateway = loop_gateway(project, "a loop about to end")
 
     async def ask_then_end():
         try:
