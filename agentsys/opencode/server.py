@@ -113,11 +113,11 @@ def _nothing_to_install(config_dir: Path) -> None:
 
 # OpenCode's catalogue of every provider and model it knows (models.dev, a few MB of JSON
 # bundled in the binary) is parsed again for each directory it works in, at that directory's
-# first prompt: ~0.9 CPU-s of its ~1.2 on this machine, for every research loop's worktree and
-# every chat's project. Where our config describes each provider we enable in full (the demo
-# model, a provider at its own base URL), the catalogue says nothing we use, so OpenCode reads
-# an empty one instead. A provider OpenCode knows by name keeps the catalogue: its models'
-# limits and prices come from it.
+# first prompt: ~0.9 CPU-s of its ~1.2 on this machine, once for every research loop's
+# worktree (and every test's project). Where our config describes each provider we enable in
+# full (the demo model, a provider at its own base URL), the catalogue says nothing we use, so
+# OpenCode reads an empty one instead. A provider OpenCode knows by name keeps the
+# catalogue: its models' limits and prices come from it.
 EMPTY_CATALOGUE = "models-none.json"
 
 
