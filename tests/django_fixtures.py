@@ -34,6 +34,15 @@ def _cheap_password_hashes():
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _quick_flush():
+    """The flush after each transactional test keeps the content types and permissions the
+    migrations made (tests/quick_flush.py)."""
+    from tests import quick_flush
+
+    quick_flush.install()
+
+
 @pytest.fixture
 def agentsys_config(settings):
     """Replace fields of settings.AGENTSYS for one test: agentsys_config(api_token="t")."""

@@ -20,10 +20,14 @@ import contextlib
 import logging
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from agentsys.chat.store import ChatLink
-from agentsys.opencode import OpenCodeClient, OpenCodeError
+from agentsys.opencode import OpenCodeError
 from agentsys.opencode.events import steps_of_messages
+
+if TYPE_CHECKING:  # importing the client imports httpx, which a daemon with no chat never uses
+    from agentsys.opencode import OpenCodeClient
 
 logger = logging.getLogger("agentsys.session")
 
