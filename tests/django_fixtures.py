@@ -61,6 +61,11 @@ def _plain_static_storage(settings):
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+    # The test client loads the middleware again for each Client, and WhiteNoise read and
+    # stat-ed every collected file at each load (a sixth of the workers' CPU, py-spy): here it
+    # looks a file up when a request asks for one. The web processes tests start are not
+    # affected: they scan once, at their start, as in production.
+    settings.WHITENOISE_AUTOREFRESH = True
 
 
 @pytest.fixture(autouse=True)
