@@ -34,6 +34,34 @@ def _cheap_password_hashes():
         yield
 
 
+def pytest_sessionstart(session):
+    if _controls_workers(session.config):  # templates a killed session left
+        from tests import template_db
+
+        template_db.drop_templates(session.config, only_this_controller=False)
+
+
+def pytest_sessionfinish(session):
+    if _controls_workers(session.config):
+        from tests import template_db
+
+        template_db.drop_templates(session.config, only_this_controller=True)
+
+
+def _controls_workers(config) -> bool:
+    return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", 0))
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, request):
+    """On an xdist worker, its test database is a copy of one migrated once for all the
+    workers (tests/template_db.py)."""
+    if hasattr(request.config, "workerinput"):
+        from tests import template_db
+
+        template_db.install()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _quick_flush():
     """The flush after each transactional test keeps the content types and permissions the
