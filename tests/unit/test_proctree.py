@@ -27,16 +27,27 @@ def start_tree(marker: str) -> tuple[subprocess.Popen, RunProcesses]:
     )
     processes = RunProcesses(marker, leader.pid, process_info(leader.pid).start_time)
     deadline = time.monotonic() + 10
-    # Bash and its three children, the first one in a session of its own: `setsid` runs a
-    # moment after its process appears (a busy machine widened that moment enough to be seen).
-    while not _set_up(processes.members()):
+    while not _set_up(leader.pid, processes.members()):
         assert time.monotonic() < deadline, processes.members()
         time.sleep(0.02)
     return leader, processes
 
 
-def _set_up(members) -> bool:
-    return len(members) >= 4 and len({p.session for p in members}) == 2
+def _set_up(leader: int, members) -> bool:
+    """Bash and its three children, the first one in a session of its own and already
+    `sleep`. `setsid` runs a moment after its process appears, then execs sleep, and a process
+    in the middle of an exec shows no environment: for that moment its marker, the only thing
+    that finds it, is gone (a busy machine widened both moments enough to be seen)."""
+    others = [p for p in members if p.session != leader]
+    return len(members) >= 4 and len(others) == 1 and _command(others[0].pid) == b"sleep 3011"
+
+
+def _command(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read().rstrip(b"\0").replace(b"\0", b" ")
+    except OSError:
+        return b""
 
 
 def test_the_set_holds_children_that_left_the_group_or_the_session():
