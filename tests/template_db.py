@@ -2,7 +2,8 @@
 
 pytest-django makes each worker's test database by running every migration in it: four
 workers, four migrations at once, each ~6 CPU-s at the start of a suite already short of CPU.
-Here the first worker to need one migrates a template (`<test name>_tpl_<controller pid>`),
+Here the first worker to need one migrates a template
+(`<test name>_tpl_<host hash>_<controller pid>`),
 under a lock; every worker then copies it (CREATE DATABASE ... TEMPLATE: milliseconds). The
 controller drops the template when the session ends, and any left by a session that was
 killed (its controller gone) when the next one starts.
@@ -13,6 +14,7 @@ test_postgres_restart among them) makes its database as Django does.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -21,6 +23,8 @@ import socket
 import tempfile
 import warnings
 from pathlib import Path
+
+from tests.helpers import pid_alive
 
 # A template's name says whose it is: this machine (a server may be shared) and the pid of the
 # session's controller, the workers' parent.
@@ -46,7 +50,7 @@ def install() -> None:
             return migrate_into(self, verbosity, autoclobber, serialize, keepdb)
         worker_database = self._get_test_db_name()
         template = template_name(worker_database, os.getppid())
-        with _lock(template):
+        with _locked(template):
             if not _exists(self, template):
                 test_settings = self.connection.settings_dict["TEST"]
                 test_settings["NAME"] = template
@@ -97,9 +101,9 @@ def _drop_templates(connection, only_this_controller: bool) -> None:
                 continue  # LIKE reads "_" as any one character
             pid = int(pid_text)
             mine = pid == os.getpid()
-            if mine if only_this_controller else (not mine and not _alive(pid)):
+            if mine if only_this_controller else (not mine and not pid_alive(pid)):
                 cursor.execute(f"DROP DATABASE IF EXISTS {connection.ops.quote_name(name)}")
-                _lock(name).path.unlink(missing_ok=True)
+                _lock_path(name).unlink(missing_ok=True)
 
 
 def _use(connection, name: str) -> None:
@@ -116,24 +120,15 @@ def _exists(creation, name: str) -> bool:
         return cursor.fetchone() is not None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return pid > 0
+def _lock_path(template: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"agentsys-{template}.lock"
 
 
-class _lock:
-    def __init__(self, template: str):
-        self.path = Path(tempfile.gettempdir()) / f"agentsys-{template}.lock"
-
-    def __enter__(self):
-        self.file = self.path.open("w")
-        fcntl.flock(self.file, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc):
-        fcntl.flock(self.file, fcntl.LOCK_UN)
-        self.file.close()
+@contextlib.contextmanager
+def _locked(template: str):
+    with _lock_path(template).open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
