@@ -101,6 +101,9 @@ def _any_working(tree: dict) -> bool:
 
 def agent_tree(request: HttpRequest) -> HttpResponse:
     show_ended = request.GET.get("ended") == "1"
+    # The feed's position first, then the rows: a change committed in between is then both
+    # in what is drawn and replayed (harmless), never in neither (a pill stuck on running).
+    feed_after = last_seq(stream=AGENTS_STREAM)
     context = {
         "nav": "agents",
         "trees": forest(show_ended=show_ended),
@@ -109,7 +112,7 @@ def agent_tree(request: HttpRequest) -> HttpResponse:
     }
     if request.headers.get("HX-Request"):
         return render(request, "agents_app/_forest.html", context)
-    context["feed_after"] = last_seq(stream=AGENTS_STREAM)
+    context["feed_after"] = feed_after
     return render(request, "agents_app/agents.html", context)
 
 

@@ -60,6 +60,7 @@ def _final_losses(history: list[dict]) -> None:
 
 
 def loop_detail(request: HttpRequest, agent_id: str) -> HttpResponse:
+    feed_after = last_seq(stream=AGENTS_STREAM)  # before the rows: see agents_app.views
     loop = _loop_or_404(agent_id)
     detail = selectors.detail(loop)
     if selectors.stop_pending(loop):
@@ -88,7 +89,7 @@ def loop_detail(request: HttpRequest, agent_id: str) -> HttpResponse:
     loop_controls.attach(detail["history"], loop, context["timeline"])
     if request.headers.get("HX-Request"):
         return render(request, "research_app/_loop_body.html", context)
-    context["feed_after"] = last_seq(stream=AGENTS_STREAM)
+    context["feed_after"] = feed_after
     return render(request, "research_app/loop.html", context)
 
 

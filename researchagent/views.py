@@ -9,10 +9,11 @@ from researchagent import selectors
 
 
 def home(request: HttpRequest) -> HttpResponse:
+    feed_after = last_seq(stream=AGENTS_STREAM)  # before the rows: see agents_app.views
     context = {"nav": "home", "overview": selectors.system_overview()}
     if request.GET.get("part") == "body" and request.headers.get("HX-Request"):
         return render(request, "_overview.html", context)
-    context["feed_after"] = last_seq(stream=AGENTS_STREAM)
+    context["feed_after"] = feed_after
     return render(request, "home.html", context)
 
 

@@ -21,6 +21,7 @@ ENDED_RUN = frozenset(state.value for state in EndState)
 
 
 def inbox(request: HttpRequest) -> HttpResponse:
+    feed_after = last_seq(stream=AGENTS_STREAM)  # before the rows: see agents_app.views
     show = request.GET.get("show", "open")
     severity = request.GET.get("severity", "")
     found = Alert.objects.select_related("run", "responded_by").order_by("-created_at")
@@ -44,7 +45,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
     }
     if request.headers.get("HX-Request"):  # the live refresh: the list, and the count (oob)
         return render(request, "scheduler_app/_alert_list.html", {**context, "oob": True})
-    context["feed_after"] = last_seq(stream=AGENTS_STREAM)
+    context["feed_after"] = feed_after
     return render(request, "scheduler_app/alerts.html", context)
 
 

@@ -26,6 +26,7 @@ def sweep_list(request: HttpRequest) -> HttpResponse:
 
 
 def sweep_detail(request: HttpRequest, sweep_id: str) -> HttpResponse:
+    feed_after = last_seq(stream=AGENTS_STREAM)  # before the rows: see agents_app.views
     sweep = selectors.sweeps().filter(pk=sweep_id[:40]).first()
     if sweep is None:
         raise Http404(f"No sweep {sweep_id[:40]}")
@@ -35,7 +36,7 @@ def sweep_detail(request: HttpRequest, sweep_id: str) -> HttpResponse:
         "nav": "sweeps",
         "sweep": sweep,
         "loop_id": loop,
-        "feed_after": last_seq(stream=AGENTS_STREAM),
+        "feed_after": feed_after,
         # The status filter offers the server's words, so that it never lacks one.
         "statuses": ",".join(RunStatus.values),
         **rungs_context(sweep),

@@ -26,6 +26,7 @@ PARTS = {"head": "scheduler_app/_run_head.html", "alerts": "scheduler_app/_run_a
 
 
 def run_list(request: HttpRequest) -> HttpResponse:
+    feed_after = last_seq(stream=AGENTS_STREAM)  # before the rows: see agents_app.views
     q = request.GET.get("q", "").strip()[:200]
     status = request.GET.get("status", "")
     if status not in RunStatus.values:
@@ -36,7 +37,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         "q": q,
         "status": status,
         "statuses": RunStatus.choices,
-        "feed_after": last_seq(stream=AGENTS_STREAM),
+        "feed_after": feed_after,
     }
     if request.headers.get("HX-Request"):  # the filters: only the rows change
         return render(request, "scheduler_app/_run_rows.html", context)
@@ -44,6 +45,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 
 def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
+    feed_after = last_seq(stream=AGENTS_STREAM)  # before the rows: see agents_app.views
     run = selectors.run_page(run_id)
     if run is None:
         raise Http404(f"No run {run_id}")
@@ -57,7 +59,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     part = request.GET.get("part", "")
     if part in PARTS and request.headers.get("HX-Request"):  # the page refreshing a section
         return render(request, PARTS[part], context)
-    context["feed_after"] = last_seq(stream=AGENTS_STREAM)
+    context["feed_after"] = feed_after
     return render(request, "scheduler_app/run.html", context)
 
 
@@ -88,10 +90,11 @@ def compare(request: HttpRequest) -> HttpResponse:
 
 
 def queue(request: HttpRequest) -> HttpResponse:
+    feed_after = last_seq(stream=AGENTS_STREAM)  # before the rows: see agents_app.views
     context = {"nav": "queue", **queue_board.queue_board()}
     if request.headers.get("HX-Request"):  # the live refresh: only the board
         return render(request, "scheduler_app/_queue_board.html", context)
-    context["feed_after"] = last_seq(stream=AGENTS_STREAM)
+    context["feed_after"] = feed_after
     context["people_spent"] = ledger.people_this_week()
     return render(request, "scheduler_app/queue.html", context)
 
