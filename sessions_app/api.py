@@ -12,6 +12,7 @@ from ninja import Field, Query, Router, Schema, Status
 from pydantic import ConfigDict, StringConstraints
 
 from common.budget_schema import BudgetCaps
+from common.read_snapshot import read_snapshot
 from sessions_app import selectors, services
 from sessions_app.models import ChatMode
 
@@ -149,11 +150,14 @@ def get_session(
     session = selectors.session_detail(user=selectors.caller_of(request), session_id=session_id)
     if session is None:
         return _no_session(session_id)
+    with read_snapshot():  # a reply is in the messages or still in the live stream, not lost
+        messages = selectors.recent_messages(session_id=session.pk, limit=messages_limit)
+        active = selectors.active_stream(session_id=session.pk)
     return {
         **{name: getattr(session, name) for name in SessionListOut.model_fields},
         "system_prompt": session.system_prompt,
-        "messages": selectors.recent_messages(session_id=session.pk, limit=messages_limit),
-        "active_stream": selectors.active_stream(session_id=session.pk),
+        "messages": messages,
+        "active_stream": active,
     }
 
 

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 
 from agentsys.chat.actions import reply_notes
 from common.budget_form import BudgetForm, budget_words
+from common.read_snapshot import read_snapshot
 from events_app.events import chat_stream
 from events_app.selectors import last_seq
 from ledger_app import selectors as ledger
@@ -61,8 +62,11 @@ def chat(
     status: int = 200,
 ) -> HttpResponse:
     session = _visible_session(request, session_id)
-    messages = selectors.recent_messages(session_id=session.pk, limit=PAGE_MESSAGES)
-    active = selectors.active_stream(session_id=session.pk)
+    with read_snapshot():  # the messages, the live turn and the position at one moment
+        messages = selectors.recent_messages(session_id=session.pk, limit=PAGE_MESSAGES)
+        active = selectors.active_stream(session_id=session.pk)
+        # A reply streaming now is replayed from its start; otherwise only what comes next.
+        stream_after = _stream_start(session.pk, active)
     context = {
         "nav": "chat",
         "session": session,
@@ -70,8 +74,7 @@ def chat(
         "spent": ledger.spent_by_session(session.pk),
         "modes": [(value, label, MODE_HELP[value]) for value, label in ChatMode.choices],
         "active": active,
-        # A reply streaming now is replayed from its start; otherwise only what comes next.
-        "stream_after": _stream_start(session.pk, active),
+        "stream_after": stream_after,
         "action_words": action_cards.ACTION_WORDS,
         "budget_form": budget_form or BudgetForm(budget=session.default_budget),
         "budget_now": budget_words(session.default_budget),
