@@ -57,8 +57,14 @@ def _wait_state(job_id, *words, timeout=20.0):
     return wait_until(reached, timeout, interval=0.2, message=f"job {job_id} to be {words}")
 
 
-# A job script that says which GPUs SLURM gave it, then works a little.
-GPU_JOB = 'echo "gpus=$CUDA_VISIBLE_DEVICES job_gpus=$SLURM_JOB_GPUS"\nsleep 3'
+def _gpu_job(release) -> str:
+    """A job script that says which GPUs SLURM gave it, then holds them until the test
+    creates `release` (a minute at most): "two run while one waits" then lasts as long as the
+    test looks, however slowly a busy machine lets SLURM start them."""
+    return (
+        'echo "gpus=$CUDA_VISIBLE_DEVICES job_gpus=$SLURM_JOB_GPUS"\n'
+        f"for _ in $(seq 600); do [ -e {release} ] && exit 0; sleep 0.1; done\nexit 1"
+    )
 
 
 def test_a_job_completes_with_its_output_and_exit_code_0(jobs, tmp_path):
@@ -75,8 +81,11 @@ def test_a_failing_script_is_failed_with_its_exit_code(jobs):
     assert output.read_text() == "about to fail\n"  # stderr in the same file
 
 
-def test_three_one_gpu_jobs_on_two_gpus(jobs):
-    (first, out1), (second, out2), (third, out3) = (jobs(n, GPU_JOB, gpus=1) for n in "abc")
+def test_three_one_gpu_jobs_on_two_gpus(jobs, tmp_path):
+    release = {n: tmp_path / f"release-{n}" for n in "abc"}
+    (first, out1), (second, out2), (third, out3) = (
+        jobs(n, _gpu_job(release[n]), gpus=1) for n in "abc"
+    )
 
     def two_run_one_waits():
         states = slurm.job_states([first, second, third])
@@ -86,22 +95,26 @@ def test_three_one_gpu_jobs_on_two_gpus(jobs):
         waiting = states[third]
         return waiting if waiting.reason == "Resources" else None
 
-    waiting = wait_until(two_run_one_waits, 10, interval=0.2, message="2 running, 1 waiting")
+    waiting = wait_until(two_run_one_waits, 30, interval=0.2, message="2 running, 1 waiting")
     assert waiting.state == "PENDING"
     assert not out3.exists()  # it has not started
 
     def gpus_seen(output):
-        return wait_until(lambda: output.exists() and output.read_text(), 5, message=str(output))
+        return wait_until(lambda: output.exists() and output.read_text(), 15, message=str(output))
 
     seen = {gpus_seen(out1).strip(), gpus_seen(out2).strip()}
     assert seen == {"gpus=0 job_gpus=0", "gpus=1 job_gpus=1"}
+    assert _state(third).state == "PENDING"  # still: both GPUs are held
 
-    # The third starts once one of the first two has ended.
-    _wait_state(third, "RUNNING", "COMPLETED", timeout=15)
-    ended = slurm.job_states([first, second])
-    assert any(state.finished for state in ended.values()), ended
-    assert gpus_seen(out3).strip() in {"gpus=0 job_gpus=0", "gpus=1 job_gpus=1"}
-    assert _wait_state(third, "COMPLETED", "FAILED", timeout=15).exit_code == 0
+    # The third starts once one of the first two has ended, on the GPU that one freed.
+    release["a"].touch()
+    assert _wait_state(first, "COMPLETED", "FAILED").exit_code == 0
+    _wait_state(third, "RUNNING", "COMPLETED")
+    assert _state(second).state == "RUNNING"
+    assert gpus_seen(out3).strip() == gpus_seen(out1).strip()
+    release["b"].touch()
+    release["c"].touch()
+    assert _wait_state(third, "COMPLETED", "FAILED").exit_code == 0
 
 
 def test_suspend_resume_and_cancel_of_a_running_and_a_pending_job(jobs, tmp_path):
