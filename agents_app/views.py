@@ -5,6 +5,8 @@ re-renders its section (htmx) when the agents feed reports a change."""
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -78,9 +80,11 @@ def _node(agent: Agent, now, *, answering: set[str], titles: dict[str, str]) -> 
     return node
 
 
-def forest(*, show_ended: bool) -> list[dict]:
+def forest(*, show_ended: bool, keep: frozenset[str] = frozenset()) -> list[dict]:
     """The newest ROOTS_SHOWN trees; without show_ended, only trees with an agent at work
-    (a chat whose session agent waits for a person is not at work)."""
+    (a chat whose session agent waits for a person is not at work), and the trees holding an
+    agent in `keep`: a tree a person is looking at, or just stopped, stays on the page when it
+    ends rather than vanishing under their pointer."""
     agents = list(Agent.objects.only(*PAGE_FIELDS).order_by("created_at", "id"))
     now = timezone.now()
     answering = selectors.chats_answering()
@@ -91,12 +95,24 @@ def forest(*, show_ended: bool) -> list[dict]:
         agents, roots, lambda a: _node(a, now, answering=answering, titles=titles)
     )
     if not show_ended:
-        trees = [tree for tree in trees if _any_working(tree)]
+        trees = [tree for tree in trees if _any_working(tree) or _holds(tree, keep)]
     return trees[:ROOTS_SHOWN]
 
 
 def _any_working(tree: dict) -> bool:
     return tree["working"] or any(_any_working(child) for child in tree["children"])
+
+
+def _holds(tree: dict, agent_ids: frozenset[str]) -> bool:
+    return tree["agent"].id in agent_ids or any(
+        _holds(child, agent_ids) for child in tree["children"]
+    )
+
+
+def _kept(request: HttpRequest) -> frozenset[str]:
+    """`?keep=id,id`: the agents whose trees stay shown though ended (unknown ids are no-ops)."""
+    ids = request.GET.get("keep", "").split(",")[:ROOTS_SHOWN]
+    return frozenset(agent_id for agent_id in ids if agent_id)
 
 
 def agent_tree(request: HttpRequest) -> HttpResponse:
@@ -106,7 +122,7 @@ def agent_tree(request: HttpRequest) -> HttpResponse:
     feed_after = last_seq(stream=AGENTS_STREAM)
     context = {
         "nav": "agents",
-        "trees": forest(show_ended=show_ended),
+        "trees": forest(show_ended=show_ended, keep=_kept(request)),
         "show_ended": show_ended,
         "tiers": TIERS,
     }
@@ -146,4 +162,5 @@ def agent_command(request: HttpRequest, agent_id: str, action: str) -> HttpRespo
         raise Http404("No such agent") from None
     except services.AgentCommandRefused as refused:
         messages.error(request, f"Not sent to {name}: {refused}")
-    return redirect(f"/agents/#agent-{agent_id}")
+    # The tree acted on stays shown after it ends (a stopped loop reads "stopped", not gone).
+    return redirect(f"/agents/?{urlencode({'keep': agent_id})}#agent-{agent_id}")

@@ -175,6 +175,25 @@ def test_tree_actions_go_through_the_services(browser):
     assert browser.post(f"/agents/{l2.pk}/explode/").status_code == 404
 
 
+def test_a_tree_acted_on_or_shown_stays_on_the_page_when_it_ends(browser):
+    """Stopping a loop from the tree redraws the page; the stop often lands before that draw.
+    The tree stays, its pill on stopped, instead of vanishing as an ended tree (and the live
+    re-render keeps the trees on the page the same way); a reload hides it."""
+    _, l2 = _tree()
+    response = browser.post(f"/agents/{l2.pk}/stop/")
+    assert response.status_code == 302
+    Agent.objects.filter(pk=l2.pk).update(status="stopped")  # runagentd carried the stop out
+    after_stop = browser.get(response["Location"]).content.decode()
+    assert 'id="agent-research-l2"' in after_stop
+    assert '<span class="pill status stopped">stopped</span>' in after_stop
+    assert "Old loop" not in after_stop  # only the tree acted on
+    assert "No agent at work" in browser.get("/agents/").content.decode()
+    rerender = browser.get(
+        "/agents/?keep=orchestrator-l1,research-old,nobody,,", HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert "agent-research-l2" in rerender and "Old loop" in rerender
+
+
 def test_tree_actions_need_the_csrf_token(django_user_model):
     _, l2 = _tree()
     strict = Client(enforce_csrf_checks=True)
