@@ -113,8 +113,12 @@ def test_a_chat_streams_in_place_spawns_a_loop_seen_live_in_the_tree_and_heals(
     )
     expect(ended.get_by_role("link")).to_have_attribute("href", f"/research/{child.id}/")
     expect(page.locator("article.msg.assistant").last).to_contain_text("It was stopped.")
-    # Long after the stop (and the tree's live re-renders), the stopped tree is still shown.
+    # Long after the stop (and the tree's live re-renders), the stopped tree is still shown;
+    # a reload is the plain page, without it.
     expect(tree.locator(f"#agent-{child.id} .pill.status").first).to_have_text("stopped")
+    assert tree.url == f"{url}/agents/#agent-{child.id}"
+    tree.reload()
+    expect(tree.locator("#forest")).to_contain_text("No agent at work")
     tree.goto(f"{url}/research/{child.id}/")
     expect(tree.locator("#loop-status")).to_have_text("stopped")
     screenshot(tree, "research-loop")
