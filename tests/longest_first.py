@@ -8,8 +8,9 @@ counts SECONDS_PER_UNKNOWN_TEST a test. Stale figures only change the order, nev
 
 To measure them again: `AGENTSYS_TEST_DURATIONS_OUT=tests/durations.json make test`. That
 also writes each unit's CPU seconds beside it (tests/durations.cpu.json): the worker's own and
-its reaped children's (runagentd, daphne, a child pytest; not the shared PostgreSQL). The suite
-is CPU-bound on two cores, so that file, not the wall time, says what to make cheaper.
+its reaped children's (runagentd, daphne, a child pytest; not the shared PostgreSQL), and
+under SESSION_UNIT the workers' session-wide servers. The suite is CPU-bound on two cores, so
+that file, not the wall time, says what to make cheaper.
 """
 
 from __future__ import annotations
@@ -80,8 +81,12 @@ class DurationRecorder:
         # inside a test's parameters ("...[git@host:a/b.git]") where nothing named a unit.
         if at and "]" not in unit:
             self.seconds[unit] = self.seconds.get(unit, 0.0) + report.duration
-            cpu = dict(report.user_properties).get(CPU_PROPERTY, 0.0)
+            properties = dict(report.user_properties)
+            cpu = properties.get(CPU_PROPERTY, 0.0)
             self.cpu[unit] = self.cpu.get(unit, 0.0) + cpu
+            shared = properties.get(SESSION_CPU_PROPERTY, 0.0)
+            if shared:
+                self.cpu[SESSION_UNIT] = self.cpu.get(SESSION_UNIT, 0.0) + shared
 
     def pytest_sessionfinish(self) -> None:
         for path, measured in ((self.out, self.seconds), (self._cpu_out(), self.cpu)):
@@ -94,6 +99,11 @@ class DurationRecorder:
 
 
 CPU_PROPERTY = "cpu_seconds"
+SESSION_CPU_PROPERTY = "session_cpu_seconds"
+# The workers' session-long children (Chromium, OpenCode, the scripted LLM) are reaped, and
+# their CPU counted, in the teardown of each worker's last test: under a unit of their own,
+# not the unit that happened to run last (4 units of ~1.5 s showed 12 to 65 CPU-s).
+SESSION_UNIT = "(each worker's session-wide servers)"
 
 
 class CpuProbe:
@@ -101,13 +111,21 @@ class CpuProbe:
 
     def __init__(self):
         self.last = _cpu_seconds()
+        self.last_item = False
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        self.last_item = nextitem is None
+        yield
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
         outcome = yield
         now = _cpu_seconds()
-        outcome.get_result().user_properties.append((CPU_PROPERTY, now - self.last))
-        self.last = now
+        spent, self.last = now - self.last, now
+        shared = call.when == "teardown" and self.last_item
+        property_name = SESSION_CPU_PROPERTY if shared else CPU_PROPERTY
+        outcome.get_result().user_properties.append((property_name, spent))
 
 
 def _cpu_seconds() -> float:
