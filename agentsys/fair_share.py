@@ -1,8 +1,16 @@
-"""Fair share between people (Slurm's fair-share in its simplest form): the queue is taken in
-turns, the next request being the oldest of the person whose GPUs in use, over their share,
-are fewest. One person's 10,000-run sweep then no longer holds everyone else's single run
-behind it: a person with nothing running goes first, and two people with equal shares and
-endless queues each get half the GPUs. With one person queued it is plain arrival order.
+"""Fair share between people (Slurm's fair-share, with the queue's size in it): the queue is
+taken in turns, the next request being the oldest of the person whose GPUs in use, over their
+share and times what they ask for in all (GPUs running and queued), are fewest.
+
+So each person's part of the GPUs goes as their share over what they ask. A person with
+nothing running goes first; two people asking as much with equal shares split evenly; and
+one person's 10,000-run sweep holds neither another's single run nor their hundred runs
+behind it: whoever asks for less moves faster, and the sweep takes the rest, all of it once
+they are done. Equal shares alone cannot give that: two people with more queued than the GPUs
+would each get half, and a hundred runs would wait as long as half the sweep's first half
+(docs/scaling.md, "Fair share at once"). A person who keeps GPUs and trickles in one run at a
+time asks for what they hold: the sweep's part is never less than its share over both asks.
+With one person queued it is plain arrival order.
 
 A request's person is its account (scheduler_app: the person who made the run or its sweep;
 "" when a script or no person made it, which counts as one more person). Shares come from
@@ -26,31 +34,55 @@ def fair_order(
     in_use: Mapping[str, int],
     shares: Mapping[str, float],
     limit: int,
+    queued: Mapping[str, int] | None = None,
 ) -> list[QueuedRequest]:
     """Up to `limit` requests from the accounts' oldest-first `heads`, in the order the queue
-    takes them: each time, the next request of the account with the fewest GPUs in use per
-    share, counting those this order has handed it so far (ties: the account handed fewer
-    requests so far, then the name). A request needing no GPU adds nothing to its account's
-    load: it takes nothing from anyone."""
-    turn: list[tuple[float, int, str]] = []
+    takes them: each time, the next request of the account with the least load, its GPUs in
+    use (counting those this order has handed it so far) times the GPUs it asks for in all
+    (`in_use` plus `queued`, the GPUs of all its queued requests; by default those in
+    `heads`), over its share. Ties: the account handed fewer requests so far, then the smaller
+    ask over share (of two with nothing in use, the one asking for less), then the name.
+    A request needing no GPU adds nothing to its account's load: it takes nothing from
+    anyone."""
+    if queued is None:
+        queued = {account: _gpus(requests) for account, requests in heads.items()}
+    asks = {
+        account: 1 / _weight(in_use.get(account, 0) + queued.get(account, 0), shares, account)
+        for account in heads
+    }
+    turn: list[tuple[float, int, float, str]] = []
     taken = {account: 0 for account in heads}
     for account, requests in heads.items():
         if requests:
-            heapq.heappush(turn, (_load(account, in_use, 0, shares), 0, account))
+            load = in_use.get(account, 0) * asks[account]
+            heapq.heappush(turn, (load, 0, asks[account], account))
     order: list[QueuedRequest] = []
     while turn and len(order) < limit:
-        _, position, account = heapq.heappop(turn)
+        _, position, _, account = heapq.heappop(turn)
         request = heads[account][position]
         order.append(request)
         taken[account] += request.gpu_required
         if position + 1 < len(heads[account]):
-            load = _load(account, in_use, taken[account], shares)
-            heapq.heappush(turn, (load, position + 1, account))
+            load = (in_use.get(account, 0) + taken[account]) * asks[account]
+            heapq.heappush(turn, (load, position + 1, asks[account], account))
     return order
 
 
-def _load(account: str, in_use: Mapping[str, int], taken: int, shares: Mapping[str, float]):
-    return (in_use.get(account, 0) + taken) / shares.get(account, DEFAULT_SHARE)
+def parts(asked: Mapping[str, int], shares: Mapping[str, float]) -> dict[str, float]:
+    """Each account's part of the GPUs while all of them wait, what fair_order's turns come
+    to: its share over what it asks for in all (`asked`: GPUs in use and queued), out of the
+    sum of those."""
+    weights = {account: _weight(gpus, shares, account) for account, gpus in asked.items()}
+    total = sum(weights.values())
+    return {account: weight / total for account, weight in weights.items()}
+
+
+def _weight(asked: int, shares: Mapping[str, float], account: str) -> float:
+    return shares.get(account, DEFAULT_SHARE) / max(1, asked)
+
+
+def _gpus(requests: Sequence[QueuedRequest]) -> int:
+    return sum(request.gpu_required for request in requests)
 
 
 class InvalidShares(ValueError):

@@ -13,7 +13,8 @@ Prints, with the strict FIFO baseline (`reserve`: nothing passes the head) from 
 runs in the same run of this script:
 - backfill_gpu_utilisation: busy GPU time over all GPU time while runs wait (≥ 0.95).
 - largest_run_wait_vs_fifo: the 8-GPU runs' mean wait under backfill over under FIFO (≤ 2).
-- small_person_wait_ratio: the small person's median wait over the big person's (≤ 0.1).
+- small_person_wait_ratio: the small person's median wait over the big person's (≤ 0.1),
+  with equal shares (fair share weighs each person's turn by what they ask for in all).
   small_person_wait_ratio_small_first: the same with the small person's share at its most
   (AGENTSYS_QUEUE_SHARES=small=1000000): the least any share setting gives.
 Also fifo_gpu_utilisation and first_fit_* for comparison. The backfill run takes the queue in
@@ -146,6 +147,9 @@ class Queue:
         self.left = len(runs)
         self.now = 0.0
         self.arrival_times = sorted(run.arrives for run in runs)
+        self.by_arrival = sorted(runs, key=lambda run: run.arrives)
+        self.submitted = 0  # how many of by_arrival are submitted by now
+        self.queued: dict[str, int] = {}  # person -> GPUs submitted and not started
 
     def waiting(self) -> bool:
         """Whether a submitted run waits (runs start in no particular order, so: submitted
@@ -163,7 +167,21 @@ class Queue:
             heads[name] = [run.ask for run in itertools.islice(self._waiting(line, position), size)]
         if not self.fair:
             return heads.get("", [])
-        return fair_order(heads, self.in_use, self.shares, size)
+        # What each person asks for weighs their turn (the product reads it in the claim's
+        # window, or, for a queue longer than that, as summed up to 2 s before).
+        arrivals = self.by_arrival
+        while self.submitted < len(arrivals) and arrivals[self.submitted].arrives <= self.now:
+            run = arrivals[self.submitted]
+            self.queued[run.person] = self.queued.get(run.person, 0) + run.gpus
+            self.submitted += 1
+        return fair_order(heads, self.in_use, self.shares, size, self.queued)
+
+    def start(self, run: SimRun) -> None:
+        run.started = self.now
+        self.left -= 1
+        self.in_use[run.person] = self.in_use.get(run.person, 0) + run.gpus
+        if self.fair:
+            self.queued[run.person] -= run.gpus
 
     def _waiting(self, line: list[SimRun], position: int):
         for index in range(position, len(line)):  # not islice: it walks from the start
@@ -198,9 +216,7 @@ def simulate(policy, runs: list[SimRun], *, fair: bool = False, shares=None) -> 
             placements = policy.select(window, list(free), GPUS_PER_HOST, context)
         for placement in placements:
             run = by_id[placement.request_id]
-            run.started = queue.now
-            queue.left -= 1
-            queue.in_use[run.person] = queue.in_use.get(run.person, 0) + run.gpus
+            queue.start(run)
             for index in placement.gpu_indices:
                 free.remove(index)
             cluster.running[host][run.id] = (run, placement.gpu_indices)
@@ -279,8 +295,8 @@ def simulation(count: int) -> None:
     report("first_fit_largest_run_wait_vs_fifo", ratio, "ratio")
     report("small_person_wait_ratio", _small_over_big(backfill), "ratio")
     report("fifo_small_person_wait_ratio", _small_over_big(fifo), "ratio")
-    # What equal shares cannot give: the small person's runs ahead of every one of the big
-    # person's while any wait (the most any share setting can do).
+    # The least a share can give: the small person's runs ahead of every one of the big
+    # person's while any wait.
     small_first = simulate(Backfill(), runs, fair=True, shares={"small": MAX_SHARE})
     report("small_person_wait_ratio_small_first", _small_over_big(small_first), "ratio")
     results = _under_each_policy(make_runs(max(1000, count // 10), spread=True))

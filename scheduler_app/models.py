@@ -571,4 +571,5 @@ class MetricPoint(models.Model):
 
 
 # A model of this app kept in a module of its own (Django finds it through this import).
+from scheduler_app.queued_ask_model import QueuedAsk  # noqa: E402, F401
 from scheduler_app.sweep_rung_model import SweepRung  # noqa: E402, F401

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from agentsys.fair_share import parts
 from agentsys.stop_rules import time_limit
 from agentsys.types import RequestStatus
 from scheduler_app.hosts.board import HostCard, host_cards
@@ -19,7 +20,7 @@ from scheduler_app.queue.backfill_reasons import BackfillReasons
 from scheduler_app.queue.claims import SLURM
 from scheduler_app.queue.cluster import online_hosts
 from scheduler_app.queue.wait_reasons import goes_first, wait_reason
-from scheduler_app.queue.window import read_window
+from scheduler_app.queue.window import Window, read_window
 
 QUEUE_SHOWN = 200  # the page lists this many; the count says how many more wait
 
@@ -38,12 +39,41 @@ def _runs_of(requests: list[ScheduleRequest]) -> dict[str, Run]:
     return {run.agent_id: run for run in Run.objects.filter(agent_id__in=agent_ids)}
 
 
+@dataclass
+class PersonTurn:
+    """A person's place in fair share's turns (agentsys.fair_share), as the queue page says it."""
+
+    account: str  # "" for runs no person made
+    in_use: int  # GPUs
+    asked: int  # GPUs in use and queued
+    percent: int  # their part of the GPUs while everyone listed waits
+
+
+def _window(limit: int) -> Window:
+    connection.ensure_connection()  # the claim's own statement, on a cursor that can run it
+    with psycopg.Cursor(connection.connection) as cursor:
+        return read_window(cursor, None, limit, settings.AGENTSYS.queue_shares)
+
+
+def turns_between_people(limit: int = QUEUE_SHOWN) -> list[PersonTurn]:
+    """Each person with runs queued, the largest part first; none when one person waits."""
+    asks = _window(limit).asks
+    if len(asks) < 2:
+        return []
+    part = parts(
+        {account: asked for account, (_, asked) in asks.items()}, settings.AGENTSYS.queue_shares
+    )
+    turns = [
+        PersonTurn(account, in_use, asked, round(100 * part[account]))
+        for account, (in_use, asked) in asks.items()
+    ]
+    return sorted(turns, key=lambda turn: (-turn.percent, turn.account))
+
+
 def queued_in_turn(limit: int) -> list[ScheduleRequest]:
     """The queued requests in the order claims take them (fair share between people), then
     those no claim takes now (held by a paused loop), oldest first."""
-    connection.ensure_connection()  # the claim's own statement, on a cursor that can run it
-    with psycopg.Cursor(connection.connection) as cursor:
-        window = read_window(cursor, None, limit, settings.AGENTSYS.queue_shares)
+    window = _window(limit)
     ids = [request.id for request in window.requests]
     queued = ScheduleRequest.objects.filter(status=RequestStatus.QUEUED)
     rows = queued.in_bulk(ids)
@@ -125,4 +155,5 @@ def queue_board() -> dict:
         "queued_total": queued_total + in_slurm_queue().count(),
         "running": running,
         "policy": settings.AGENTSYS.scheduler_policy,
+        "turns": turns_between_people(),
     }

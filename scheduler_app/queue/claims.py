@@ -33,6 +33,7 @@ from agentsys.types import AgentStatus, RequestStatus
 from common.ids import create_with_unique_id
 from hosts_app.models import Host, HostStatus
 from scheduler_app.models import GPU, Run, RunStatus, ScheduleRequest, new_request_id
+from scheduler_app.queue import queued_gpus
 from scheduler_app.queue.accounts import accounts_of
 from scheduler_app.queue.cluster import online_hosts
 from scheduler_app.queue.window import read_window
@@ -225,8 +226,11 @@ def claim(
     chose the same requests, so all but one came back empty (64 hosts: 530 claims/s). Such a
     host reads the head again, locking what it reads and skipping what another has locked,
     so it chooses among requests no other host is choosing (2,500-2,800 claims/s). Locks are
-    taken only then: a quiet claim hides nothing from a host claiming beside it."""
+    taken only then: a quiet claim hides nothing from a host claiming beside it. And, at
+    most every few seconds a process, one statement before them all that sums the queue for
+    fair share when no claimer has lately (scheduler_app.queue.queued_gpus)."""
     with _prepared_cursor() as cursor:
+        queued_gpus.sum_if_old(cursor)  # for fair share; one statement in 5 s, a no-op mostly
         window = read_window(cursor, host_id, FIRST_WINDOW, shares)
         if not window.read:
             return []

@@ -1,5 +1,8 @@
 """The head of the queue as a claim reads it: each account's oldest queued requests, taken in
-turns between accounts by fair share (agentsys.fair_share), in one statement.
+turns between accounts by fair share (agentsys.fair_share), in one statement. What each
+account asks for in all is summed from the rows read when its whole queue fits the window,
+and otherwise from the last sum of the whole queue (scheduler_app.queue.queued_gpus, a few
+seconds old), read in the same statement.
 
 The accounts with queued requests are found by a loose index scan (one index probe per
 account, not a read of the whole queue), and each account's head is read in arrival order on
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agentsys.fair_share import fair_order
 from agentsys.scheduling import QueuedRequest, host_meets
@@ -25,6 +28,8 @@ class Window:
     host_total: int  # the claiming host's enabled GPUs
     read: int  # rows read
     more: bool  # some account has more queued than was read
+    # account -> (GPUs in use, GPUs asked for in all: in use and queued), as fair share weighs
+    asks: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 _WINDOW = """
@@ -37,14 +42,16 @@ _WINDOW = """
                 ORDER BY r.account LIMIT 1)
         FROM accounts AS a WHERE a.account IS NOT NULL
     ), in_use AS (
-        SELECT a.account, coalesce(sum(cardinality(u.gpu_indices)), 0) AS gpus
+        SELECT a.account, coalesce(sum(cardinality(u.gpu_indices)), 0) AS gpus,
+               (SELECT q.gpus FROM scheduler_app_queuedask AS q
+                WHERE q.account = a.account) AS summed
         FROM accounts AS a
         LEFT JOIN scheduler_app_schedulerequest AS u
                ON u.status = 'running' AND u.account = a.account
         WHERE a.account IS NOT NULL
         GROUP BY a.account
     )
-    SELECT a.account, a.gpus,
+    SELECT a.account, a.gpus, a.summed,
            (SELECT count(*) FROM scheduler_app_gpu WHERE host_id = %(host)s AND enabled),
            (SELECT labels FROM scheduler_app_host WHERE id = %(host)s),
            w.id, w.gpu_required, w.agent_id, w.requires, w.held, w.stop_when
@@ -88,26 +95,34 @@ def read_window(
     rows = cursor.fetchall()
     if not rows:
         return Window([], 0, 0, False)
-    labels = _object(rows[0][3])
+    labels = _object(rows[0][4])
     heads: dict[str, list[QueuedRequest]] = {}
     in_use: dict[str, int] = {}
     read: dict[str, int] = {}
-    for account, used, _, _, request_id, gpus, agent_id, requires, held, stop_when in rows:
-        in_use[account] = used
+    queued: dict[str, int] = {}  # GPUs asked for by the rows read, held ones too
+    summed: dict[str, int] = {}  # the last sum of the account's whole queue
+    for row in rows:
+        account, used, last_sum, _, _, request_id, gpus, agent_id, requires, held, stop = row
+        in_use[account], summed[account] = used, last_sum
         read[account] = read.get(account, 0) + 1
+        queued[account] = queued.get(account, 0) + gpus
         heads.setdefault(account, [])
         requires = _object(requires) if requires not in ("{}", {}) else {}
         # A request this host has not the labels for can never run here: it holds nothing.
         elsewhere = host_id is not None and requires and not host_meets(labels, requires)
         if agent_id is None or held or elsewhere:
             continue
-        limit = time_limit(json.loads(stop_when) if isinstance(stop_when, str) else stop_when)
+        limit = time_limit(json.loads(stop) if isinstance(stop, str) else stop)
         heads[account].append(QueuedRequest(request_id, gpus, requires, limit))
+    longer = [account for account, count in read.items() if count == size]
+    for account in longer:  # the window saw only the start of these queues
+        queued[account] = max(queued[account], summed[account] or 0)
     return Window(
-        fair_order(heads, in_use, shares, size),
-        host_total=rows[0][2],
+        fair_order(heads, in_use, shares, size, queued),
+        host_total=rows[0][3],
         read=len(rows),
-        more=any(count == size for count in read.values()),
+        more=bool(longer),
+        asks={account: (in_use[account], in_use[account] + queued[account]) for account in read},
     )
 
 

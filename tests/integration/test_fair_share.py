@@ -20,11 +20,21 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def host(tmp_path, settings):
-    settings.AGENTSYS_WORKDIR = tmp_path
-    daemon = DaemonProcess("fs-host", AGENTSYS_GPUS="2", AGENTSYS_WORKDIR=str(tmp_path))
-    yield tmp_path
-    for flag in tmp_path.glob("*.flag-name"):
-        (tmp_path / flag.stem).touch()
+    yield from _host(tmp_path, settings, gpus=2)
+
+
+@pytest.fixture
+def three_gpu_host(tmp_path, settings):
+    yield from _host(tmp_path, settings, gpus=3)
+
+
+def _host(workdir, settings, *, gpus):
+    """A runagentd with `gpus` GPUs; its workdir."""
+    settings.AGENTSYS_WORKDIR = workdir
+    daemon = DaemonProcess("fs-host", AGENTSYS_GPUS=str(gpus), AGENTSYS_WORKDIR=str(workdir))
+    yield workdir
+    for flag in workdir.glob("*.flag-name"):
+        (workdir / flag.stem).touch()
     daemon.stop()
 
 
@@ -69,3 +79,24 @@ def test_one_persons_sweep_does_not_hold_anothers_run_behind_it(host):
     (workdir / "ada-1").touch()  # Ada has none in use now, Bob one: Ada's next
     _running(sweep[2])
     assert [_status(run) for run in sweep[3:]] == [RunStatus.QUEUED] * 2
+
+
+def test_holding_as_many_gpus_the_one_asking_for_less_goes_first(three_gpu_host):
+    """Ada and Bob hold a GPU each when Carol's frees one: Ada asks for 3 (one held, two
+    queued), Bob for 2, so Bob's run goes first (equal shares alone tie, then Ada's name)."""
+    workdir = three_gpu_host
+    ada, bob, carol = (get_user_model().objects.create_user(n) for n in ("ada", "bob", "carol"))
+    blocker = _run("carol-0", carol, workdir)
+    _running(blocker)
+    sweep = [_run(f"ada-{n}", ada, workdir) for n in range(4)]
+    _running(sweep[0])
+    _running(sweep[1])
+    few = [_run(f"bob-{n}", bob, workdir) for n in range(2)]
+    (workdir / "ada-0").touch()  # Ada holds one GPU, Bob none: Bob's first
+    _running(few[0])
+    # Both hold one now; Bob asks for less: the queue page lists his next run first.
+    assert queued_in_turn(10)[0].agent_id == Run.objects.get(pk=few[1].pk).agent_id
+
+    (workdir / "carol-0").touch()
+    _running(few[1])
+    assert [_status(run) for run in sweep[2:]] == [RunStatus.QUEUED] * 2

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.django_db
 # the user, the boards' two reads, the queue's head and counts.
 # The queue page reads each person's spend today and this week in one more query (ledger_app).
 # Whatever the queue holds. Backfill and fair share (issue 40) added the online hosts (2), the
-# queue in fair-share turns and the queued rows it names (1 when none is claimable, as here).
+# queue in fair-share turns and the queued rows it names (1 when none is claimable, as here);
+# the queue page reads the turns once more for each person's part (scheduler_app.queue_board).
 QUERIES = {"/queue/": 16, "/": 17}
 
 
