@@ -1,16 +1,16 @@
-"""Fair share between people (Slurm's fair-share, with the queue's size in it): the queue is
-taken in turns, the next request being the oldest of the person whose GPUs in use, over their
-share and times what they ask for in all (GPUs running and queued), are fewest.
+"""Fair share between people (Slurm's fair-share, weighed by what each person asks for): the
+queue is taken in turns, the next request being the oldest of the person with the least load:
+their GPUs in use times the GPUs they ask for in all (running and queued), over their share.
 
-So each person's part of the GPUs goes as their share over what they ask. A person with
-nothing running goes first; two people asking as much with equal shares split evenly; and
-one person's 10,000-run sweep holds neither another's single run nor their hundred runs
-behind it: whoever asks for less moves faster, and the sweep takes the rest, all of it once
-they are done. Equal shares alone cannot give that: two people with more queued than the GPUs
-would each get half, and a hundred runs would wait as long as half the sweep's first half
-(docs/scaling.md, "Fair share at once"). A person who keeps GPUs and trickles in one run at a
-time asks for what they hold: the sweep's part is never less than its share over both asks.
-With one person queued it is plain arrival order.
+So each person's part of the GPUs goes as their share over their ask. A person with nothing
+running goes first; two people asking as much, with equal shares, split evenly; and one
+person's 10,000-run sweep holds neither another's single run nor their hundred runs behind
+it: whoever asks for less moves faster, and the sweep gets every GPU once they are done.
+Weighing the GPUs in use alone cannot give that: two people with more queued than there are
+GPUs would each get half, however little one of them asked for (docs/scaling.md, "Fair share
+at once"). Someone who holds GPUs and trickles in one run at a time asks for what they hold
+too: beside 500 held and one queued, a 1,000-run sweep gets a third, not nothing. With one
+person queued it is plain arrival order.
 
 A request's person is its account (scheduler_app: the person who made the run or its sweep;
 "" when a script or no person made it, which counts as one more person). Shares come from

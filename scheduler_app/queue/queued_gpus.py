@@ -15,7 +15,7 @@ import math
 import time
 
 REFRESH_SECONDS = 5.0
-_LOCK_KEY = 0x5155_4555  # pg_try_advisory_xact_lock: the one summing now
+_LOCK_KEY = 0x5155_4555  # pg advisory lock key ("QUEU"): the one claimer summing now
 
 # The refresh: nothing at all unless the newest sum is old and this transaction gets the lock.
 _SUM_IF_OLD = """
