@@ -60,9 +60,9 @@ def test_a_queue_longer_than_the_window_weighs_by_all_it_holds(client, admin_use
     # The queue page says each person's part: share over ask, 1/5 against 1/40.
     client.force_login(admin_user)
     page = client.get("/queue/").content.decode()
-    assert '<bdi class="account">bob</bdi> 89 % of the GPUs (holds 0, asks 5)' in page
-    assert '<bdi class="account">ada</bdi> 11 % of the GPUs (holds 0, asks 40)' in page
-    assert page.index(">bob</bdi> 89 %") < page.index(">ada</bdi> 11 %")
+    assert '<bdi class="account">bob</bdi></strong> 89 % of the GPUs (holds 0, asks 5)' in page
+    assert '<bdi class="account">ada</bdi></strong> 11 % of the GPUs (holds 0, asks 40)' in page
+    assert page.index(">bob</bdi></strong> 89 %") < page.index(">ada</bdi></strong> 11 %")
     # While the sum is fresh, no claimer sums again, whatever was queued since.
     _queue(bob, 50, gpus=4)
     _sum(every=60)
