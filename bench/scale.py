@@ -168,7 +168,7 @@ class Queue:
         if not self.fair:
             return heads.get("", [])
         # What each person asks for weighs their turn (the product reads it in the claim's
-        # window, or, for a queue longer than that, as summed up to 2 s before).
+        # window, or, for a queue longer than that, as summed up to 5 s before).
         arrivals = self.by_arrival
         while self.submitted < len(arrivals) and arrivals[self.submitted].arrives <= self.now:
             run = arrivals[self.submitted]
