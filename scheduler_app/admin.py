@@ -9,6 +9,7 @@ from scheduler_app.models import (
     Alert,
     MetricPoint,
     MetricSeries,
+    QueuedAsk,
     Run,
     RunStatus,
     ScheduleRequest,
@@ -350,6 +351,14 @@ class SweepRungAdmin(MachineManagedAdmin):
     list_select_related = ("sweep", "run")
     search_fields = ("sweep__id", "run__id", "run__name")
     raw_id_fields = ("sweep", "run")
+
+
+@admin.register(QueuedAsk)
+class QueuedAskAdmin(MachineManagedAdmin):
+    """Each person's queued GPUs as fair share last summed them (every few seconds)."""
+
+    list_display = ("account", "gpus", "summed_at")
+    search_fields = ("account",)
 
 
 @admin.register(MetricPoint)

@@ -16,6 +16,7 @@ from scheduler_app.models import (
     CodeBundle,
     CodePatch,
     GPUSource,
+    QueuedAsk,
     Run,
     RunLogChunk,
     ScheduleRequest,
@@ -75,6 +76,7 @@ def one_of_everything() -> dict:
     RunLogChunk.objects.create(run=run, offset=0, data=b"epoch 1 loss 0.5 demo\n")
     CodePatch.objects.create(digest="d" * 64, data=b"+lr = 0.1  # demo\n", size=18, files=1)
     CodeBundle.objects.create(commit="c" * 40, data=b"# v2 git bundle", size=15, host="gpu-box")
+    QueuedAsk.objects.create(account="demo", gpus=4, summed_at=timezone.now())
     memory = MemoryEntry.objects.create(
         type=EntryType.REFLECTION,
         agent_id=l1.id,
