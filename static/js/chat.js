@@ -33,12 +33,19 @@
     }
   }
 
+  // A POST the network lost (the server away, a connection cut) answers like a refusal,
+  // status 0: the caller gives the message back and says so, instead of a dead Send.
   async function post(path, body) {
-    const response = await fetch(`/chat/${encodeURIComponent(sessionId)}/${path}/`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf() },
-      body: JSON.stringify(body || {}),
-    });
+    let response;
+    try {
+      response = await fetch(`/chat/${encodeURIComponent(sessionId)}/${path}/`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "X-CSRFToken": csrf() },
+        body: JSON.stringify(body || {}),
+      });
+    } catch (error) {
+      return { ok: false, status: 0, body: { detail: "The server did not answer." } };
+    }
     let answer = {};
     try { answer = await response.json(); } catch (error) { /* an HTML error page */ }
     return { ok: response.ok, status: response.status, body: answer };
@@ -288,7 +295,9 @@
     } else {
       input.value = input.value ? `${text}\n${input.value}` : text;
       sendButton.disabled = false;
-      showError(answer.body.detail || `Not sent (${answer.status}).`);
+      showError(answer.status === 0
+        ? "The server did not answer: if your message is not in the chat above, send it again."
+        : answer.body.detail || `Not sent (${answer.status}).`);
     }
   });
 
@@ -331,7 +340,10 @@
   });
   stopButton.addEventListener("click", async () => {
     const answer = await post("stop");
-    if (!answer.ok) showError(answer.body.detail || "Could not stop the reply.");
+    if (!answer.ok) {
+      showError(answer.status === 0 ? "Not stopped: the server did not answer."
+        : answer.body.detail || "Could not stop the reply.");
+    }
   });
   const help = JSON.parse(document.getElementById("mode-help-data").textContent);
   form.querySelectorAll("input[name=mode]").forEach((radio) =>

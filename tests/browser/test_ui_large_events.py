@@ -17,7 +17,9 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
 from agents_app.models import Agent
-from sessions_app.models import ChatMessage
+from agentsys.scripted_llm.server import last_user_text
+from events_app.models import Event
+from sessions_app.models import ChatMessage, ChatTurn
 from tests.chromium import PASSWORD, USER, chat_ready, log_in, screenshot
 from tests.helpers import wait_until
 from tests.live_clients import Web
@@ -198,6 +200,8 @@ def test_a_web_server_gone_mid_reply_shows_reconnecting_then_heals(site, make_da
     expect(badge).to_have_text("reconnecting…", timeout=WAIT_MS)
     expect(page.locator("#stop")).to_be_visible()  # the reply is still going, out of sight
     shoot(page, "chat-reconnecting")
+    page.locator("#stop").click()  # with no server to take it, the page says so
+    expect(page.locator("#chat-error")).to_have_text("Not stopped: the server did not answer.")
     server.restart()
     expect(badge).to_have_text("live", timeout=WAIT_MS)
     # What streamed while the page was cut off arrives: the whole reply, and Send is back.
@@ -206,4 +210,21 @@ def test_a_web_server_gone_mid_reply_shows_reconnecting_then_heals(site, make_da
     expect_reply_done(page, 1, reply.strip()[-40:])
     expect(page.locator("article.msg.assistant .text").first).to_have_text(reply.strip())
     send(page, "And now?")
-    expect_reply_done(page, 2, "Back to normal.")
+    expect(page.locator("article.msg.user")).to_have_count(2, timeout=WAIT_MS)
+    try:
+        expect_reply_done(page, 2, "Back to normal.")
+    except AssertionError as error:  # where it stuck: the page, the turns, the model
+        raise AssertionError(f"{error}\n{_chat_state(page, scripted_llm)}") from None
+
+
+def _chat_state(page, scripted_llm) -> str:
+    turns = ChatTurn.objects.order_by("started_at").values_list("status", "host_id", "error")
+    events = Event.objects.filter(stream__startswith="chat.").order_by("seq")
+    kinds = [f"{e.seq}:{e.kind}" for e in events if e.kind != "part_delta"]
+    asked = [last_user_text(body)[-60:] for body in scripted_llm.requests]
+    return (
+        f"page error line: {page.locator('#chat-error').text_content()!r}; "
+        f"send disabled: {page.get_by_role('button', name='Send').is_disabled()}; "
+        f"badge: {page.locator('#live-state').text_content()!r}\n"
+        f"turns: {list(turns)}\nevents (no deltas): {kinds}\nmodel asked: {asked}"
+    )
