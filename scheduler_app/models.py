@@ -377,6 +377,12 @@ class Run(models.Model):
             models.Index(fields=["status", "-created_at"], name="run_status_idx"),
             # A chat's runs for its experiment context.
             models.Index(fields=["chat_session", "-created_at"], name="run_chat_idx"),
+            # A sweep's run counts, by status, and the sweep table's check that its columns
+            # are unchanged (count, newest updated_at): read from the index alone, 10^5 runs
+            # took 64 ms through the table, 15 from here (bench sweep_table_api_100000_runs_ms).
+            models.Index(
+                fields=["sweep", "status"], include=["updated_at"], name="run_sweep_status_idx"
+            ),
         ]
 
     def __str__(self) -> str:
