@@ -55,9 +55,10 @@ def _window(limit: int) -> Window:
         return read_window(cursor, None, limit, settings.AGENTSYS.queue_shares)
 
 
-def turns_between_people(limit: int = QUEUE_SHOWN) -> list[PersonTurn]:
-    """Each person with runs queued, the largest part first; none when one person waits."""
-    asks = _window(limit).asks
+def turns_between_people(window: Window) -> list[PersonTurn]:
+    """Each person with runs queued in `window`, the largest part first; none when one
+    person waits."""
+    asks = window.asks
     if len(asks) < 2:
         return []
     part = parts(
@@ -70,10 +71,11 @@ def turns_between_people(limit: int = QUEUE_SHOWN) -> list[PersonTurn]:
     return sorted(turns, key=lambda turn: (-turn.percent, turn.account))
 
 
-def queued_in_turn(limit: int) -> list[ScheduleRequest]:
+def queued_in_turn(limit: int, window: Window | None = None) -> list[ScheduleRequest]:
     """The queued requests in the order claims take them (fair share between people), then
-    those no claim takes now (held by a paused loop), oldest first."""
-    window = _window(limit)
+    those no claim takes now (held by a paused loop), oldest first. `window`: the claims'
+    window of `limit` requests, when the caller has read it already."""
+    window = window if window is not None else _window(limit)
     ids = [request.id for request in window.requests]
     queued = ScheduleRequest.objects.filter(status=RequestStatus.QUEUED)
     rows = queued.in_bulk(ids)
@@ -82,12 +84,14 @@ def queued_in_turn(limit: int) -> list[ScheduleRequest]:
     return in_turn + list(rest)
 
 
-def queue_rows(hosts: list[HostCard], *, limit: int = QUEUE_SHOWN, now=None) -> list[QueueRow]:
+def queue_rows(
+    hosts: list[HostCard], *, limit: int = QUEUE_SHOWN, now=None, window: Window | None = None
+) -> list[QueueRow]:
     """The head of the queue in claim order, each with why it waits. Its place in line
     counts only the requests before it that the policy places first (wait_reasons.goes_first):
     one needing no GPU, going to SLURM or (under fifo) not fitting now takes nothing from it."""
     now = now or timezone.now()
-    queued = queued_in_turn(limit)
+    queued = queued_in_turn(limit, window)
     runs = _runs_of(queued)
     policy = settings.AGENTSYS.scheduler_policy
     backfill = BackfillReasons(online_hosts(), now.timestamp()) if policy == "backfill" else None
@@ -146,7 +150,8 @@ def queue_board() -> dict:
         request.run = runs.get(request.agent_id)
         request.ran_for = now - request.started_at if request.started_at else None
         request.ends_at = _ends_at(request)
-    queue = queue_rows(hosts, now=now)
+    window = _window(QUEUE_SHOWN)  # one read for the rows and the turns between people
+    queue = queue_rows(hosts, now=now, window=window)
     return {
         "hosts": hosts,
         "queue": queue,
@@ -155,5 +160,5 @@ def queue_board() -> dict:
         "queued_total": queued_total + in_slurm_queue().count(),
         "running": running,
         "policy": settings.AGENTSYS.scheduler_policy,
-        "turns": turns_between_people(),
+        "turns": turns_between_people(window),
     }
