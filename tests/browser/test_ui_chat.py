@@ -113,6 +113,8 @@ def test_a_chat_streams_in_place_spawns_a_loop_seen_live_in_the_tree_and_heals(
     )
     expect(ended.get_by_role("link")).to_have_attribute("href", f"/research/{child.id}/")
     expect(page.locator("article.msg.assistant").last).to_contain_text("It was stopped.")
+    # The words show while that turn still streams; the chat's agent works until it ends.
+    expect(page.locator("#stop")).to_be_hidden(timeout=30_000)
     # Long after the stop (and the tree's live re-renders), the stopped tree is still shown;
     # a reload is the plain page, without it.
     expect(tree.locator(f"#agent-{child.id} .pill.status").first).to_have_text("stopped")
