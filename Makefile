@@ -36,9 +36,13 @@ $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "AgentSys needs Python 3.11 or newer")'
 	@# A venv whose making was cut off (no pip in it) is made again, not left to fail forever.
 	@$(PY) -m pip --version >/dev/null 2>&1 || $(PYTHON) -m venv --clear $(VENV)
-	@# pip compiles each file as it installs it, on one core; compileall does it on all of them
-	@# (62 s -> 50 s here). Compiled once: where PYTHONDONTWRITEBYTECODE is set, nothing would.
-	$(PY) -m pip install --quiet --no-compile -r requirements.lock
+	@# uv (pinned in the lock) installs the lock's exact set with pip's result (the same
+	@# `pip freeze`) in 4 s instead of pip's 54, unpacking in parallel; pip remains where no
+	@# uv wheel exists for the platform. Compiled once, on every core: where
+	@# PYTHONDONTWRITEBYTECODE is set, nothing would.
+	if $(PY) -m pip install --quiet $$(grep -m1 '^uv==' requirements.lock); \
+	then $(VENV)/bin/uv pip install --quiet --python $(PY) -r requirements.lock; \
+	else $(PY) -m pip install --quiet --no-compile -r requirements.lock; fi
 	$(PY) -m compileall -q -j 0 $$($(PY) -c 'import sysconfig as s; print(*{s.get_path("purelib"), s.get_path("platlib")})') > /dev/null
 	@rm -f $(VENV)/.installed-*
 	@touch $@
@@ -46,8 +50,11 @@ $(STAMP): requirements.lock pyproject.toml
 # The project's own modules compiled once. Where PYTHONDONTWRITEBYTECODE is set (as on this
 # project's CI machines) every Python process would compile them again: ~0.5 s of CPU for each
 # runagentd, forkserver, web process and command, hundreds of them in `make test`.
+# Named folders, not `.`: compileall would walk the venv's and node_modules' ~50,000 files only
+# to exclude them (8 s -> 1.6 s).
 bytecode: setup
-	$(PY) -m compileall -q -j 0 -x '/(\.venv|node_modules|\.git|demo_workspace|fixtures)/' . > /dev/null
+	$(PY) -m compileall -q -j 0 -x '/(demo_workspace|fixtures)/' *.py \
+		$(filter-out node_modules/,$(wildcard */)) > /dev/null
 
 run: setup bytecode
 	$(PY) manage.py serve
