@@ -20,6 +20,7 @@ from common.api_contract import (
 from ledger_app.api import router as ledger_router
 from memory_app.api import router as memory_router
 from research_app.api import router as research_router
+from researchagent.api_docs import SwaggerFromOwnAssets
 from researchagent.health import router as health_router
 from scheduler_app.api.metrics import router as metrics_router
 from scheduler_app.api.queue import router as scheduler_router
@@ -60,6 +61,7 @@ api = AgentSysAPI(
     "`Authorization: Bearer`; the same credentials read this schema (`/api/openapi.json`). "
     "A query parameter an operation does not list is answered 422, naming it.",
     auth=API_AUTH,
+    docs=SwaggerFromOwnAssets(),
     docs_decorator=docs_access,
     urls_namespace="api",
 )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import secrets
+from pathlib import Path
 
 import environ
 
@@ -110,7 +112,6 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "channels",
     "channels_postgres",
-    "ninja",
     "template_partials",
     "researchagent",
     "sessions_app",
@@ -148,10 +149,17 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 16 * 1024 * 1024
 ROOT_URLCONF = "researchagent.urls"
 ASGI_APPLICATION = "researchagent.asgi.application"
 
+# django-ninja is not an installed app: Django imports each app in every process (runagentd,
+# its forkserver, each manage.py command), and ninja's import pulls in pydantic: ~0.25 s of CPU
+# a process, a quarter of its start, for nothing but the web's API docs. The docs page's
+# template and Swagger UI's assets are read from the package's folders instead (found without
+# importing it), so the page still serves them itself, no CDN (researchagent/api_docs.py).
+NINJA_PACKAGE = Path(importlib.util.find_spec("ninja").origin).parent
+
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [BASE_DIR / "templates", NINJA_PACKAGE / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -180,7 +188,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [BASE_DIR / "static", NINJA_PACKAGE / "static"]
 STATIC_ROOT = AGENTSYS_HOME / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns on every request until it exists
 STORAGES = {
