@@ -54,7 +54,7 @@ $(STAMP): requirements.lock pyproject.toml
 # to exclude them (8 s -> 1.6 s).
 bytecode: setup
 	$(PY) -m compileall -q -j 0 -x '/(demo_workspace|fixtures)/' *.py \
-		$(filter-out node_modules/,$(wildcard */)) > /dev/null
+		$(filter-out node_modules/ __pycache__/,$(wildcard */)) > /dev/null
 
 run: setup bytecode
 	$(PY) manage.py serve
