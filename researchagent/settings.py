@@ -150,7 +150,7 @@ ROOT_URLCONF = "researchagent.urls"
 ASGI_APPLICATION = "researchagent.asgi.application"
 
 # django-ninja is not an installed app: Django imports each app in every process (runagentd,
-# its forkserver, each manage.py command), and ninja's import pulls in pydantic: ~0.25 s of CPU
+# its forkserver, each manage.py command), and ninja's import pulls in pydantic: ~0.2 s of CPU
 # a process, a quarter of its start, for nothing but the web's API docs. The docs page's
 # template and Swagger UI's assets are read from the package's folders instead (found without
 # importing it), so the page still serves them itself, no CDN (researchagent/api_docs.py).
