@@ -39,6 +39,10 @@ def pytest_sessionstart(session):
         from tests import template_db
 
         template_db.drop_templates(session.config, only_this_controller=False)
+    if not hasattr(session.config, "workerinput"):  # and migrated homes
+        from tests import embedded_homes
+
+        embedded_homes.remove_migrated_homes(only_this_session=False)
 
 
 def pytest_sessionfinish(session):
@@ -46,6 +50,10 @@ def pytest_sessionfinish(session):
         from tests import template_db
 
         template_db.drop_templates(session.config, only_this_controller=True)
+    if not hasattr(session.config, "workerinput"):
+        from tests import embedded_homes
+
+        embedded_homes.remove_migrated_homes(only_this_session=True)
 
 
 def _controls_workers(config) -> bool:
@@ -110,17 +118,27 @@ def _skills_in_a_copy(settings, tmp_path_factory):
 
 @pytest.fixture
 def embedded_home():
-    """An AGENTSYS_HOME for a test's own embedded PostgreSQL, outside pytest's tmp root: as
-    root the server runs as the embedded_postgres user, which must traverse every folder above
-    its data, and each pytest session that starts makes /tmp/pytest-of-<user> private again
-    (a second session beside the suite broke initdb with "Permission denied")."""
+    """A fresh AGENTSYS_HOME for a test's own embedded PostgreSQL (tests/embedded_homes.py):
+    its first start runs initdb, every migration and collectstatic."""
     import shutil
-    import tempfile
-    from pathlib import Path
 
-    folder = Path(tempfile.mkdtemp(prefix="agentsys-test-"))
-    folder.chmod(0o755)
+    from tests.embedded_homes import new_folder
+
+    folder = new_folder()
     yield folder / "home"
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def migrated_home():
+    """An AGENTSYS_HOME already migrated and collected, as a second start finds it: a copy of
+    the session's (tests/embedded_homes.py), for tests whose subject is not the first start."""
+    import shutil
+
+    from tests.embedded_homes import copy_of_migrated_home, new_folder
+
+    folder = new_folder()
+    yield copy_of_migrated_home(folder / "home")
     shutil.rmtree(folder, ignore_errors=True)
 
 

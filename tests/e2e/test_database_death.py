@@ -15,7 +15,6 @@ import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from researchagent.embedded_db import EmbeddedPostgres
 from tests.chromium import ARTIFACTS, PASSWORD, USER, launch_chromium, log_in
 from tests.e2e.test_make_run import OutputReader
 from tests.e2e.test_serve_supervision import _serve
+from tests.embedded_homes import copy_of_migrated_home, new_folder
 from tests.helpers import PYTHON, REPO, child_env, free_port, manage, wait_until
 
 pytestmark = pytest.mark.slow
@@ -41,19 +41,14 @@ BACK_SECONDS = 15.0
 
 @pytest.fixture(scope="module")
 def home():
-    """A migrated AGENTSYS_HOME with its own embedded PostgreSQL, for the whole module (one
-    migrate); like tests/django_fixtures.embedded_home, outside pytest's tmp root."""
-    folder = Path(tempfile.mkdtemp(prefix="agentsys-dbdeath-"))
-    folder.chmod(0o755)
-    home = folder / "home"
-    env = _env(home)
-    subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=REPO, env=env, check=True)
+    """A migrated AGENTSYS_HOME with its own embedded PostgreSQL and a person, for the whole
+    module: a copy of the session's migrated home (tests/embedded_homes.py), whose collected
+    static files hold the outage page's stylesheet, served from daphne's start."""
+    folder = new_folder(prefix="agentsys-dbdeath-")
+    home = copy_of_migrated_home(folder / "home")
     login = [PYTHON, "manage.py", "createsuperuser", "--noinput", "--username", USER]
-    login_env = {**env, "DJANGO_SUPERUSER_PASSWORD": PASSWORD}
+    login_env = {**_env(home), "DJANGO_SUPERUSER_PASSWORD": PASSWORD}
     subprocess.run([*login, "--email", "ada@localhost"], cwd=REPO, env=login_env, check=True)
-    # The outage page's stylesheet, under this home (STATIC_ROOT), served from daphne's start.
-    collect = [PYTHON, "manage.py", "collectstatic", "--noinput", "-v0"]
-    subprocess.run(collect, cwd=REPO, env=env, check=True)
     yield home
     server = EmbeddedPostgres(home)
     if server.running_pid() is not None:

@@ -116,8 +116,8 @@ def test_make_run_serves_login_and_admin_then_stops_clean(embedded_home):
     assert EmbeddedPostgres(home).running_pid() is None
 
 
-@pytest.mark.timeout(360)  # a fresh home, as above
-def test_make_run_is_gone_within_5s_of_ctrl_c_with_requests_in_flight(embedded_home):
+@pytest.mark.timeout(360)  # as above, but a home migrated before
+def test_make_run_is_gone_within_5s_of_ctrl_c_with_requests_in_flight(migrated_home):
     """Ctrl-C (SIGTERM to the terminal's process group) while an SSE feed, a wild-mode chat
     stream and `GET /api/models` wait on an OpenCode that never answers: everything exits,
     nothing is killed for ignoring the signal, and the embedded PostgreSQL is stopped."""
@@ -125,7 +125,7 @@ def test_make_run_is_gone_within_5s_of_ctrl_c_with_requests_in_flight(embedded_h
 
     hole = BlackHole()
     hole.start()
-    home, port = embedded_home, free_port()
+    home, port = migrated_home, free_port()
     env = child_env(
         AGENTSYS_HOME=str(home),
         PORT=str(port),

@@ -30,9 +30,9 @@ def _project(folder):
     return work
 
 
-@pytest.mark.timeout(360)  # a fresh home: see tests/e2e/test_make_run.py
-def test_make_run_merges_the_mcp_servers_and_says_how_each_fares(embedded_home):
-    home, port = embedded_home, free_port()
+@pytest.mark.timeout(360)  # make run and OpenCode starts: see tests/e2e/test_make_run.py
+def test_make_run_merges_the_mcp_servers_and_says_how_each_fares(migrated_home):
+    home, port = migrated_home, free_port()
     work = _project(home.parent)
     env = child_env(
         AGENTSYS_HOME=str(home),

@@ -72,8 +72,8 @@ def _everything(serve: subprocess.Popen) -> list[int]:
 # brought back): the default 120 s left too little for a busy one (it timed out twice while
 # `serve` was still starting, at load 8-12).
 @pytest.mark.timeout(300)
-def test_serve_restarts_a_killed_daemon_and_keeps_the_web_up(embedded_home):
-    home, port = embedded_home, free_port()
+def test_serve_restarts_a_killed_daemon_and_keeps_the_web_up(migrated_home):
+    home, port = migrated_home, free_port()
     serve, output, env = _serve(home, port)
     family: list[int] = []
     try:
@@ -200,9 +200,9 @@ def test_serve_restarts_a_killed_daemon_and_keeps_the_web_up(embedded_home):
     assert not any(pid_alive(p) for p in run_session)
 
 
-@pytest.mark.timeout(300)  # a fresh home and three daemon starts: 40-50 s here
-def test_serve_gives_up_on_a_daemon_that_keeps_crashing(embedded_home):
-    home, port = embedded_home, free_port()
+@pytest.mark.timeout(300)  # serve and three daemon starts: 40-50 s on a fresh home here
+def test_serve_gives_up_on_a_daemon_that_keeps_crashing(migrated_home):
+    home, port = migrated_home, free_port()
     serve, output, _ = _serve(
         home,
         port,

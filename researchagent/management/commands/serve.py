@@ -38,6 +38,7 @@ from researchagent.bootstrap import (
 from researchagent.child_process import die_with_parent
 from researchagent.db_supervision import watch_database
 from researchagent.restart_policy import RestartPolicy, exit_cause
+from researchagent.static_collect import collect_static
 
 # The web stops within 3 s, runagentd within 1 s (tests/e2e/test_web_stop.py).
 STOP_GRACE_SECONDS = 5
@@ -93,7 +94,7 @@ class Command(BaseCommand):
 
         self._say(f"Database: {self._database_description()}")
         call_command("migrate", interactive=False, verbosity=0)
-        call_command("collectstatic", interactive=False, verbosity=0)
+        collect_static()  # unless the last collect is still current
         if ensure_workspace(settings.AGENTSYS_WORKDIR):
             self._say(f"Created the demo workspace in {settings.AGENTSYS_WORKDIR}")
         # Before OpenCode starts: it reads the workdir's opencode.json once, on first use.
