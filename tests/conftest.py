@@ -1,8 +1,6 @@
 """tests/unit is plain Python (`pytest tests/unit -p no:django`: no settings, no database);
 everything else runs under pytest-django with the fixtures of tests/django_fixtures.py."""
 
-import zlib
-
 import pytest
 
 from tests.longest_first import CpuProbe, LongestFirst, recorder_from_environment
@@ -46,7 +44,7 @@ ON_THE_SYSTEM_POSTGRES = {
 def pytest_collection_modifyitems(config, items):
     """Each module is one unit of work for a worker (its module fixtures made once, its tests
     never beside each other), but the modules sharing the SLURM cluster, and those sharing the
-    system PostgreSQL, are one unit together each, and the page tests two."""
+    system PostgreSQL, are one unit together each."""
     grouping = _grouping(config)
     for item in items:
         group = _group_of(item)
@@ -61,19 +59,12 @@ def _grouping(config) -> bool:
     return hasattr(config, "workerinput") and bool(getattr(config.option, "loadgroup", False))
 
 
-# The page tests are two groups, each run back to back by one worker on one Chromium and one
-# daphne (tests/browser/conftest.py); two, not one, so that no worker waits on all of them.
-BROWSER_PACKAGE, BROWSER_GROUPS = "tests.browser.", 2
-
-
 def _group_of(item) -> str:
     module = item.module.__name__ if item.module is not None else item.nodeid
     if module in ON_THE_SLURM_CLUSTER:
         return "slurm-cluster"
     if module in ON_THE_SYSTEM_POSTGRES:
         return "system-postgres"
-    if module.startswith(BROWSER_PACKAGE):
-        return f"browser-{zlib.crc32(module.encode()) % BROWSER_GROUPS}"
     return module
 
 

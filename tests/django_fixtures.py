@@ -229,6 +229,49 @@ def api(client, agentsys_config):
     return call
 
 
+@pytest.fixture(scope="module")
+def chromium():
+    """Debian's Chromium under Playwright, for a module of browser tests (tests/chromium.py)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.chromium import allow_orm_beside_playwright, collect_static, launch_chromium
+
+    collect_static()
+    with allow_orm_beside_playwright(), sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def module_web(chromium, django_db_setup, django_db_blocker):
+    """One daphne for a module's page tests, on the worker's test database. A start costs a
+    second of CPU (2-6 s of a test's time on a busy machine) and the web keeps nothing of a
+    test's rows in memory: each test's rows are flushed after it, the web reads the next
+    test's as any page would.
+
+    At the module's end it is stopped with a live page open: whatever a page has in flight
+    (the live feed, a poll) must not keep the web process from exiting."""
+    from tests.live_clients import Web
+
+    web = Web()
+    yield web
+    with django_db_blocker.unblock():
+        context, page = _logged_in_page(chromium, web.url)
+    page.goto(f"{web.url}/")  # the overview: its live feed and polls in flight
+    web.stop()
+    assert web.process.returncode == 0, "the web process needed its stop watchdog"
+    context.close()
+    with django_db_blocker.unblock():  # its person, made outside any test: gone again
+        from django.contrib.auth import get_user_model
+        from django.db import connections
+
+        from tests.chromium import USER
+
+        get_user_model().objects.filter(username=USER).delete()
+        connections.close_all()  # else dropping the test database waits on it
+
+
 def _logged_in_page(chromium, base_url: str, *, timeout_ms: int = 15_000):
     """The page tests' person, made, and a Chromium context at 1280 px logged in as them by the
     session cookie a login would set (the login page itself is tested in test_auth)."""
@@ -252,11 +295,11 @@ def _logged_in_page(chromium, base_url: str, *, timeout_ms: int = 15_000):
 
 
 @pytest.fixture
-def site(chromium, browser_web, transactional_db):
-    """The browser tests' shared daphne (tests/browser/conftest.py) and a page logged in at
-    1280 px, on a context of this test's own: (base url, page)."""
-    context, page = _logged_in_page(chromium, browser_web.url)
-    yield browser_web.url, page
+def site(chromium, module_web, transactional_db):
+    """The module's daphne and a page logged in at 1280 px, on a context of this test's own:
+    (base url, page)."""
+    context, page = _logged_in_page(chromium, module_web.url)
+    yield module_web.url, page
     context.close()
 
 

@@ -48,7 +48,7 @@ def opencode_server(scripted_llm, tmp_path_factory):
         ),
         project_config=True,  # as `make run` starts it: a workdir's opencode.json counts
     )
-    url = _in_a_thread_of_its_own(server.start)
+    url = server.start()
     yield RunningOpenCode(url=url, password=server.password, process=server)
     server.stop()
 
@@ -89,25 +89,3 @@ def make_daemon(workdir, opencode_server):
     yield start
     for process in started:
         process.stop()
-
-
-def _in_a_thread_of_its_own(function):
-    """`function()`, called where no asyncio loop runs: this session-wide server may first be
-    asked for by a page test, whose thread runs Playwright's loop (tests/browser/conftest.py),
-    and its start waits for its health with asyncio.run."""
-    import threading
-
-    result, failure = [], []
-
-    def call():
-        try:
-            result.append(function())
-        except BaseException as error:
-            failure.append(error)
-
-    worker = threading.Thread(target=call, name="opencode-start")
-    worker.start()
-    worker.join()
-    if failure:
-        raise failure[0]
-    return result[0]

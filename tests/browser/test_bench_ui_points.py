@@ -77,8 +77,8 @@ class Read:
 
 
 @pytest.fixture
-def bench_page(chromium, browser_web, monkeypatch):
-    """The bench's logged-in page on the browser tests' web, at a tiny size, with the test's notes;
+def bench_page(chromium, module_web, monkeypatch):
+    """The bench's logged-in page on the module's web, at a tiny size, with the test's notes;
     (base url, page)."""
     for name, value in (("ROUNDS", 2), ("MESSAGES", 6), ("POINTS", 3000), ("SWEEP_RUNS", 5)):
         monkeypatch.setattr(ui, name, value)
@@ -86,9 +86,9 @@ def bench_page(chromium, browser_web, monkeypatch):
     monkeypatch.setattr(ui_live, "LIVE_ROUNDS", 3)
     monkeypatch.setattr(harness, "TOKEN", live_clients.TOKEN)
     get_user_model().objects.create_user(ui.USER, password=ui.PASSWORD)
-    page = ui.logged_in_page(chromium, browser_web.url)
+    page = ui.logged_in_page(chromium, module_web.url)
     page.add_init_script(NOTES)
-    yield browser_web.url, page
+    yield module_web.url, page
     page.close()
 
 
