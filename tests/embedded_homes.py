@@ -12,15 +12,13 @@ start."""
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.helpers import PYTHON, REPO, child_env, pid_alive
+from tests.helpers import PYTHON, REPO, child_env, file_lock, pid_alive
 
 PREFIX = "agentsys-migrated-home-"
 BUILD = (
@@ -63,7 +61,7 @@ def _migrated_home() -> Path:
     home, ready = folder / "home", folder / "ready"
     folder.mkdir(exist_ok=True)
     folder.chmod(0o755)
-    with _locked(folder / "lock"):
+    with file_lock(folder / "lock"):
         if not ready.exists():
             shutil.rmtree(home, ignore_errors=True)
             env = child_env(
@@ -77,13 +75,3 @@ def _migrated_home() -> Path:
             assert not (home / "pgdata" / "postmaster.pid").exists(), "the server still runs"
             ready.touch()
     return home
-
-
-@contextlib.contextmanager
-def _locked(path: Path):
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

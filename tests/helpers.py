@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import socket
 import subprocess
@@ -163,3 +165,15 @@ def git(*args: str, cwd) -> str:
     )
     assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
     return done.stdout
+
+
+@contextlib.contextmanager
+def file_lock(path: Path):
+    """An exclusive flock on `path` (made if missing), for work the xdist workers of one
+    session must do once between them (tests/template_db.py, tests/embedded_homes.py)."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -14,8 +14,6 @@ test_postgres_restart among them) makes its database as Django does.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import os
 import re
@@ -24,7 +22,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from tests.helpers import pid_alive
+from tests.helpers import file_lock, pid_alive
 
 # A template's name says whose it is: this machine (a server may be shared) and the pid of the
 # session's controller, the workers' parent.
@@ -50,7 +48,7 @@ def install() -> None:
             return migrate_into(self, verbosity, autoclobber, serialize, keepdb)
         worker_database = self._get_test_db_name()
         template = template_name(worker_database, os.getppid())
-        with _locked(template):
+        with file_lock(_lock_path(template)):
             if not _exists(self, template):
                 test_settings = self.connection.settings_dict["TEST"]
                 test_settings["NAME"] = template
@@ -122,13 +120,3 @@ def _exists(creation, name: str) -> bool:
 
 def _lock_path(template: str) -> Path:
     return Path(tempfile.gettempdir()) / f"agentsys-{template}.lock"
-
-
-@contextlib.contextmanager
-def _locked(template: str):
-    with _lock_path(template).open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
